@@ -1,0 +1,95 @@
+/**
+ * The kproxy error catalogue. Every failure kproxy reports has a permanent
+ * KPROXY_ERR_* code (operators grep logs and alert on them, the dashboard groups
+ * by them), a message that names the object involved, and the underlying cause.
+ * Codes are never renamed or reused; add new ones at the end of their section.
+ */
+export class KproxyError extends Error {
+  readonly code: string;
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    this.name = 'KproxyError';
+  }
+}
+
+/** isKproxyError narrows an unknown thrown value to a KproxyError. */
+export function isKproxyError(err: unknown): err is KproxyError {
+  return err instanceof KproxyError;
+}
+
+/** errorMessage renders any thrown value as one line, with its cause chain. */
+export function errorMessage(err: unknown): string {
+  const parts: string[] = [];
+  let cur: unknown = err;
+  for (let depth = 0; cur != null && depth < 5; depth++) {
+    if (cur instanceof Error) {
+      parts.push(cur instanceof KproxyError ? `${cur.message} [${cur.code}]` : cur.message);
+      cur = cur.cause;
+    } else {
+      parts.push(String(cur));
+      break;
+    }
+  }
+  return parts.join(': ');
+}
+
+function define(code: string) {
+  return class extends KproxyError {
+    static readonly code = code;
+    constructor(message: string, options?: { cause?: unknown }) {
+      super(code, message, options);
+    }
+  };
+}
+
+// --- configuration and command line (exit 1 before anything is touched)
+export const ConfigInvalidError = define('KPROXY_ERR_CONFIG_INVALID');
+export const ConfigFileError = define('KPROXY_ERR_CONFIG_FILE');
+export const FlagInvalidError = define('KPROXY_ERR_FLAG_INVALID');
+export const SourceInvalidError = define('KPROXY_ERR_SOURCE_INVALID');
+
+// --- input objects (skipped, counted, never fatal)
+export const ServiceInvalidError = define('KPROXY_ERR_SERVICE_INVALID');
+export const EndpointSliceInvalidError = define('KPROXY_ERR_ENDPOINTSLICE_INVALID');
+export const NodeInvalidError = define('KPROXY_ERR_NODE_INVALID');
+export const ManifestParseError = define('KPROXY_ERR_MANIFEST_PARSE');
+
+// --- sources
+export const WatchFailedError = define('KPROXY_ERR_WATCH_FAILED');
+export const ListFailedError = define('KPROXY_ERR_LIST_FAILED');
+export const KubeconfigError = define('KPROXY_ERR_KUBECONFIG');
+export const EventRecordError = define('KPROXY_ERR_EVENT_RECORD');
+export const FileSourceError = define('KPROXY_ERR_FILE_SOURCE');
+
+// --- kernel runners
+export const CommandFailedError = define('KPROXY_ERR_COMMAND_FAILED');
+export const CommandNotFoundError = define('KPROXY_ERR_COMMAND_NOT_FOUND');
+export const CommandTimeoutError = define('KPROXY_ERR_COMMAND_TIMEOUT');
+export const RestoreFailedError = define('KPROXY_ERR_RESTORE_FAILED');
+export const SaveFailedError = define('KPROXY_ERR_SAVE_FAILED');
+export const KernelModuleMissingError = define('KPROXY_ERR_KERNEL_MODULE_MISSING');
+export const SysctlError = define('KPROXY_ERR_SYSCTL');
+export const ConntrackError = define('KPROXY_ERR_CONNTRACK');
+export const IpsetError = define('KPROXY_ERR_IPSET');
+export const IpvsError = define('KPROXY_ERR_IPVS');
+export const NetlinkError = define('KPROXY_ERR_NETLINK');
+
+// --- proxy
+export const SyncFailedError = define('KPROXY_ERR_SYNC_FAILED');
+export const RuleBuildError = define('KPROXY_ERR_RULE_BUILD');
+export const CleanupFailedError = define('KPROXY_ERR_CLEANUP_FAILED');
+export const ProxyModeUnsupportedError = define('KPROXY_ERR_PROXY_MODE_UNSUPPORTED');
+
+// --- node-facing servers
+export const ListenFailedError = define('KPROXY_ERR_LISTEN_FAILED');
+export const HealthCheckPortError = define('KPROXY_ERR_HEALTHCHECK_PORT');
+
+// --- dashboard and API
+export const AuthRequiredError = define('KPROXY_ERR_AUTH_REQUIRED');
+export const AuthFailedError = define('KPROXY_ERR_AUTH_FAILED');
+export const ForbiddenError = define('KPROXY_ERR_FORBIDDEN');
+export const OriginRejectedError = define('KPROXY_ERR_ORIGIN_REJECTED');
+export const RateLimitedError = define('KPROXY_ERR_RATE_LIMITED');
+export const InsecureBindError = define('KPROXY_ERR_INSECURE_BIND');
+export const SlowClientError = define('KPROXY_ERR_SLOW_CLIENT');

@@ -1,0 +1,62 @@
+import { spawn } from 'node:child_process';
+import { CommandFailedError, CommandNotFoundError, CommandTimeoutError } from '../errors.ts';
+
+export interface ExecOptions {
+  /** stdin is written to the process and then closed (restore input). */
+  stdin?: string | Buffer;
+  /** timeoutMs kills the process (SIGKILL) after this long; default 60 s. */
+  timeoutMs?: number;
+  /** maxOutputBytes caps captured stdout (a full iptables-save can be large); default 512 MiB. */
+  maxOutputBytes?: number;
+  env?: NodeJS.ProcessEnv;
+}
+
+export interface ExecResult {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** ExecFn runs one program with an argument array; it never goes through a shell. */
+export type ExecFn = (file: string, args: readonly string[], opts?: ExecOptions) => Promise<ExecResult>;
+
+/**
+ * execFile spawns a program directly (no shell, so no value is ever interpreted
+ * by one), feeds stdin, and collects output. A non-zero exit is a result, not an
+ * error; a missing program or a timeout is an error.
+ */
+export const execFile: ExecFn = (file, args, opts = {}) =>
+  new Promise((resolve, reject) => {
+    const child = spawn(file, args as string[], { stdio: ['pipe', 'pipe', 'pipe'], env: opts.env ?? process.env });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    let outBytes = 0;
+    let timedOut = false;
+    const max = opts.maxOutputBytes ?? 512 * 1024 * 1024;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGKILL');
+    }, opts.timeoutMs ?? 60_000);
+    child.stdout.on('data', (b: Buffer) => {
+      outBytes += b.length;
+      if (outBytes <= max) out.push(b);
+    });
+    child.stderr.on('data', (b: Buffer) => {
+      if (err.length < 1024) err.push(b);
+    });
+    child.on('error', (e: NodeJS.ErrnoException) => {
+      clearTimeout(timer);
+      if (e.code === 'ENOENT') reject(new CommandNotFoundError(`${file} is not installed or not on PATH`, { cause: e }));
+      else reject(new CommandFailedError(`running ${file} failed: ${e.message}`, { cause: e }));
+    });
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      if (timedOut) return reject(new CommandTimeoutError(`${file} ${args.slice(0, 4).join(' ')} did not finish within ${opts.timeoutMs ?? 60_000} ms`));
+      if (outBytes > max) return reject(new CommandFailedError(`${file} wrote more than ${max} bytes of output`));
+      resolve({ code: code ?? (signal ? 128 : 1), stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') });
+    });
+    // EPIPE on stdin (the process exited early) surfaces through 'close' with its exit code.
+    child.stdin.on('error', () => {});
+    if (opts.stdin !== undefined) child.stdin.end(opts.stdin);
+    else child.stdin.end();
+  });

@@ -1,0 +1,57 @@
+import type { KproxyError } from '../errors.ts';
+import type { StateCheckout } from './proxy-state.ts';
+
+export type ProxyMode = 'iptables' | 'nftables' | 'ipvs';
+
+/** BackendSyncInput is one sync's input: the wanted state, what changed, and whether it must be full. */
+export interface BackendSyncInput {
+  readonly state: StateCheckout;
+  /** forceFull: the sync loop wants everything rewritten (start-up, periodic, operator resync, topology change). */
+  readonly forceFull: boolean;
+}
+
+/** BackendSyncResult describes what a backend did in one sync. */
+export interface BackendSyncResult {
+  /** full: every object was rewritten (false: only changed services' objects). */
+  readonly full: boolean;
+  /** buildMs: kproxy's own time (build, diff, serialise). */
+  readonly buildMs: number;
+  /** applyMs: time spent in the kernel runners (restore processes). */
+  readonly applyMs: number;
+  /** linesWritten: lines of restore input (or batch commands) sent to the kernel. */
+  readonly linesWritten: number;
+  readonly bytesWritten: number;
+  /** servicesWritten: services whose objects were written in this sync. */
+  readonly servicesWritten: number;
+  /** rulesByTable: rules (or objects) per table after the sync, e.g. { filter: 12, nat: 340 }. */
+  readonly rulesByTable: Readonly<Record<string, number>>;
+  /** error: the sync failed; the kernel keeps its previous consistent state. */
+  readonly error?: KproxyError;
+  /** batch: the exact input sent to the kernel (iptables-restore text, ipvsadm-restore batch...). */
+  readonly batch?: string;
+}
+
+/** CleanupResult is what a cleanup removed, for its one-line summary. */
+export interface CleanupResult {
+  readonly removed: Readonly<Record<string, number>>;
+  readonly errors: readonly KproxyError[];
+}
+
+/**
+ * Backend is one proxy mode: it turns the wanted state into kernel objects.
+ * A backend decides how (full or partial, what to diff); the sync loop decides
+ * when. Backends never throw from sync(): failures come back in result.error.
+ */
+export interface Backend {
+  readonly mode: ProxyMode;
+  /** init prepares the kernel once before the first sync (modules, sysctls the mode needs). */
+  init?(): Promise<void>;
+  sync(input: BackendSyncInput): Promise<BackendSyncResult>;
+  /** cleanup removes every kernel object this mode (or kube-proxy in this mode) created. */
+  cleanup(): Promise<CleanupResult>;
+  /**
+   * watchTampering starts watching for someone flushing kproxy's objects (the
+   * canary chain); onTampered asks for a full resync. Returns a stop function.
+   */
+  watchTampering?(onTampered: (reason: string) => void): () => void;
+}

@@ -1,0 +1,214 @@
+import { EndpointSliceInvalidError } from '../errors.ts';
+import { endpointKey, type Endpoint } from './endpoint.ts';
+import { canonicalIP, ipFamilyOf, type IPFamily } from './ip.ts';
+import { LABEL_SERVICE_NAME, objectRef, type EndpointSlice } from './kube-objects.ts';
+import { PROTOCOLS, servicePortId, type Protocol } from './service-port.ts';
+
+/** The API server caps a slice at 1000 endpoints and an endpoint at 100 addresses. */
+const MAX_ENDPOINTS_PER_SLICE = 1000;
+const MAX_PORTS_PER_SLICE = 100;
+const MAX_ADDRESSES = 100;
+
+interface SlicePort {
+  name: string;
+  port: number;
+  protocol: Protocol;
+}
+
+interface SliceEndpointInfo {
+  ip: string;
+  nodeName: string;
+  zone: string;
+  ready: boolean;
+  serving: boolean;
+  terminating: boolean;
+  zoneHints: string[];
+  nodeHints: string[];
+}
+
+/** SliceInfo is the part of an EndpointSlice kproxy keeps (small on purpose: a node caches every slice). */
+export interface SliceInfo {
+  readonly ports: readonly SlicePort[];
+  readonly endpoints: readonly SliceEndpointInfo[];
+}
+
+export type SliceConversion =
+  | { kind: 'slice'; service: string; sliceName: string; info: SliceInfo }
+  | { kind: 'ignored'; reason: string };
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+/**
+ * sliceInfoFromEndpointSlice validates an EndpointSlice and keeps what the proxy
+ * needs. It throws EndpointSliceInvalidError naming the slice and the bad field.
+ */
+export function sliceInfoFromEndpointSlice(slice: EndpointSlice, family: IPFamily): SliceConversion {
+  const ref = objectRef('EndpointSlice', slice);
+  const bad = (field: string, value: unknown, why: string): never => {
+    let shown = JSON.stringify(value);
+    if (shown !== undefined && shown.length > 80) shown = shown.slice(0, 77) + '...';
+    throw new EndpointSliceInvalidError(`${ref}: ${field} ${shown ?? 'is missing'}: ${why}`);
+  };
+  const meta = slice?.metadata;
+  if (typeof meta?.name !== 'string' || meta.name === '' || meta.name.length > 253) bad('metadata.name', meta?.name, 'must be a name');
+  if (typeof meta?.namespace !== 'string' || !DNS_LABEL.test(meta.namespace)) bad('metadata.namespace', meta?.namespace, 'must be a DNS label');
+  const serviceName = meta!.labels?.[LABEL_SERVICE_NAME];
+  if (typeof serviceName !== 'string' || serviceName === '')
+    bad(`metadata.labels["${LABEL_SERVICE_NAME}"]`, serviceName, 'must name the service the slice belongs to');
+  if (meta!.labels?.['service.kubernetes.io/service-proxy-name'] !== undefined)
+    return { kind: 'ignored', reason: 'it names another service proxy' };
+  const addressType = slice.addressType;
+  if (addressType === 'FQDN') return { kind: 'ignored', reason: 'FQDN slices are not proxied' };
+  if (addressType !== 'IPv4' && addressType !== 'IPv6') bad('addressType', addressType, 'must be IPv4, IPv6 or FQDN');
+  if (addressType !== family) return { kind: 'ignored', reason: `it holds ${addressType} addresses` };
+
+  const rawPorts = slice.ports ?? [];
+  if (!Array.isArray(rawPorts)) bad('ports', rawPorts, 'must be a list');
+  if (rawPorts.length > MAX_PORTS_PER_SLICE) bad('ports', `${rawPorts.length} ports`, `at most ${MAX_PORTS_PER_SLICE} are accepted`);
+  const ports: SlicePort[] = [];
+  for (const [i, p] of rawPorts.entries()) {
+    if (p == null || typeof p !== 'object') bad(`ports[${i}]`, p, 'must be an object');
+    const name = p.name ?? '';
+    if (typeof name !== 'string' || (name !== '' && !DNS_LABEL.test(name))) bad(`ports[${i}].name`, name, 'must be a DNS label');
+    const protocol = p.protocol ?? 'TCP';
+    if (!PROTOCOLS.includes(protocol as Protocol)) bad(`ports[${i}].protocol`, protocol, 'must be TCP, UDP or SCTP');
+    // A port without a number means "all ports" in the API; kube-proxy cannot proxy that and skips it.
+    if (p.port === null || p.port === undefined) continue;
+    if (typeof p.port !== 'number' || !Number.isInteger(p.port) || p.port < 1 || p.port > 65535)
+      bad(`ports[${i}].port`, p.port, 'must be a port from 1 to 65535');
+    if (ports.some((q) => q.name === name && q.protocol === protocol)) bad(`ports[${i}].name`, name, 'is used by another port of this slice');
+    ports.push({ name, port: p.port, protocol: protocol as Protocol });
+  }
+  ports.sort((a, b) => a.port - b.port);
+
+  const rawEndpoints = slice.endpoints ?? [];
+  if (!Array.isArray(rawEndpoints)) bad('endpoints', rawEndpoints, 'must be a list');
+  if (rawEndpoints.length > MAX_ENDPOINTS_PER_SLICE)
+    bad('endpoints', `${rawEndpoints.length} endpoints`, `at most ${MAX_ENDPOINTS_PER_SLICE} are accepted`);
+  const endpoints: SliceEndpointInfo[] = [];
+  for (const [i, ep] of rawEndpoints.entries()) {
+    const at = `endpoints[${i}]`;
+    if (ep == null || typeof ep !== 'object') bad(at, ep, 'must be an object');
+    const addrs = ep.addresses;
+    if (!Array.isArray(addrs) || addrs.length === 0 || addrs.length > MAX_ADDRESSES)
+      bad(`${at}.addresses`, addrs, `must list 1 to ${MAX_ADDRESSES} addresses`);
+    // Only the first address is used, as in kube-proxy; the others must still be valid.
+    const ips = addrs!.map((a, j) => {
+      const ip = canonicalIP(a);
+      if (!ip || ipFamilyOf(ip) !== family) bad(`${at}.addresses[${j}]`, a, `is not an ${family} address`);
+      return ip!;
+    });
+    const c = ep.conditions ?? {};
+    for (const k of ['ready', 'serving', 'terminating'] as const) {
+      if (c[k] !== undefined && c[k] !== null && typeof c[k] !== 'boolean') bad(`${at}.conditions.${k}`, c[k], 'must be true or false');
+    }
+    for (const k of ['nodeName', 'zone'] as const) {
+      if (ep[k] !== undefined && ep[k] !== null && (typeof ep[k] !== 'string' || ep[k]!.length > 253)) bad(`${at}.${k}`, ep[k], 'must be a name');
+    }
+    endpoints.push({
+      ip: ips[0],
+      nodeName: ep.nodeName ?? '',
+      zone: ep.zone ?? '',
+      // Unset conditions mean ready/serving and not terminating (API semantics).
+      ready: c.ready == null || c.ready === true,
+      serving: c.serving == null || c.serving === true,
+      terminating: c.terminating === true,
+      zoneHints: hintNames(ep.hints?.forZones),
+      nodeHints: hintNames(ep.hints?.forNodes),
+    });
+  }
+  return { kind: 'slice', service: `${meta!.namespace}/${serviceName}`, sliceName: meta!.name!, info: { ports, endpoints } };
+}
+
+function hintNames(list: { name?: string }[] | undefined): string[] {
+  if (!Array.isArray(list)) return [];
+  const names = list.map((h) => h?.name).filter((n): n is string => typeof n === 'string' && n !== '');
+  return [...new Set(names)].sort();
+}
+
+/** sameSliceInfo compares two SliceInfos (an unchanged slice re-sent by a relist is not a change). */
+export function sameSliceInfo(a: SliceInfo | undefined, b: SliceInfo | undefined): boolean {
+  return a === b || (a !== undefined && b !== undefined && JSON.stringify(a) === JSON.stringify(b));
+}
+
+/**
+ * EndpointSliceCache holds every EndpointSlice of every service, grouped by
+ * service, and merges a service's slices into endpoints per service port.
+ * Endpoints can move between slices, so slices are kept by name rather than
+ * merged eagerly.
+ */
+export class EndpointSliceCache {
+  readonly #slices = new Map<string, Map<string, SliceInfo>>();
+  readonly #nodeName: string;
+
+  constructor(nodeName: string) {
+    this.#nodeName = nodeName;
+  }
+
+  /** set stores a slice; returns false when it is identical to the stored one. */
+  set(service: string, sliceName: string, info: SliceInfo): boolean {
+    let bySlice = this.#slices.get(service);
+    if (!bySlice) this.#slices.set(service, (bySlice = new Map()));
+    if (sameSliceInfo(bySlice.get(sliceName), info)) return false;
+    bySlice.set(sliceName, info);
+    return true;
+  }
+
+  /** delete removes a slice; returns false when it was not stored. */
+  delete(service: string, sliceName: string): boolean {
+    const bySlice = this.#slices.get(service);
+    if (!bySlice?.delete(sliceName)) return false;
+    if (bySlice.size === 0) this.#slices.delete(service);
+    return true;
+  }
+
+  /** sliceCount returns the number of slices held. */
+  get sliceCount(): number {
+    let n = 0;
+    for (const s of this.#slices.values()) n += s.size;
+    return n;
+  }
+
+  /**
+   * endpointsOf merges the slices of one service ("ns/name") into endpoints per
+   * service port id ("ns/name:port/PROTO"), deduplicated by ip:port (a local
+   * copy wins) and sorted by ip:port text, as kube-proxy orders them.
+   */
+  endpointsOf(service: string): Map<string, Endpoint[]> {
+    const out = new Map<string, Endpoint[]>();
+    const bySlice = this.#slices.get(service);
+    if (!bySlice) return out;
+    const [namespace, name] = service.split('/');
+    const sets = new Map<string, Map<string, Endpoint>>();
+    for (const info of bySlice.values()) {
+      for (const port of info.ports) {
+        const id = servicePortId(namespace, name, port.name, port.protocol);
+        let set = sets.get(id);
+        if (!set) sets.set(id, (set = new Map()));
+        for (const e of info.endpoints) {
+          const key = endpointKey(e.ip, port.port);
+          const isLocal = this.#nodeName !== '' && e.nodeName === this.#nodeName;
+          if (set.has(key) && !isLocal) continue;
+          set.set(key, {
+            ip: e.ip,
+            port: port.port,
+            key,
+            isLocal,
+            ready: e.ready,
+            serving: e.serving,
+            terminating: e.terminating,
+            nodeName: e.nodeName,
+            zone: e.zone,
+            zoneHints: e.zoneHints,
+            nodeHints: e.nodeHints,
+          });
+        }
+      }
+    }
+    for (const [id, set] of sets) {
+      if (set.size === 0) continue;
+      out.set(id, [...set.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)));
+    }
+    return out;
+  }
+}

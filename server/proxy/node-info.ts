@@ -1,0 +1,50 @@
+import { canonicalIP, parseCIDR } from './ip.ts';
+import { LABEL_TOPOLOGY_ZONE, TAINT_TO_BE_DELETED, type Node } from './kube-objects.ts';
+
+/** NodeInfo is what kproxy knows about its own Node. */
+export interface NodeInfo {
+  readonly name: string;
+  /** known: a Node object for this name has been seen (false: only the name is known). */
+  readonly known: boolean;
+  readonly labels: Readonly<Record<string, string>>;
+  /** zone is the topology.kubernetes.io/zone label ("" when unset). */
+  readonly zone: string;
+  /** deleting: the Node has a deletionTimestamp. */
+  readonly deleting: boolean;
+  /** toBeDeleted: the Node carries the cluster autoscaler's ToBeDeletedByClusterAutoscaler taint. */
+  readonly toBeDeleted: boolean;
+  readonly podCIDRs: readonly string[];
+  /** addresses: InternalIP and ExternalIP addresses from the Node status. */
+  readonly addresses: readonly string[];
+}
+
+/** unknownNode is the NodeInfo before (or without) a Node object. */
+export function unknownNode(name: string): NodeInfo {
+  return { name, known: false, labels: {}, zone: '', deleting: false, toBeDeleted: false, podCIDRs: [], addresses: [] };
+}
+
+/** nodeInfoFromNode reads a Node object; malformed fields are dropped rather than fatal. */
+export function nodeInfoFromNode(name: string, node: Node | null): NodeInfo {
+  if (!node) return unknownNode(name);
+  const labels: Record<string, string> = {};
+  for (const [k, v] of Object.entries(node.metadata?.labels ?? {})) if (typeof v === 'string') labels[k] = v;
+  const cidrs = node.spec?.podCIDRs?.length ? node.spec.podCIDRs : node.spec?.podCIDR ? [node.spec.podCIDR] : [];
+  return {
+    name,
+    known: true,
+    labels,
+    zone: labels[LABEL_TOPOLOGY_ZONE] ?? '',
+    deleting: node.metadata?.deletionTimestamp != null && node.metadata.deletionTimestamp !== '',
+    toBeDeleted: Array.isArray(node.spec?.taints) && node.spec.taints.some((t) => t?.key === TAINT_TO_BE_DELETED),
+    podCIDRs: (Array.isArray(cidrs) ? cidrs : []).map((c) => parseCIDR(c)?.text).filter((c): c is string => !!c),
+    addresses: (Array.isArray(node.status?.addresses) ? node.status.addresses : [])
+      .filter((a) => a?.type === 'InternalIP' || a?.type === 'ExternalIP')
+      .map((a) => canonicalIP(a.address))
+      .filter((a): a is string => !!a),
+  };
+}
+
+/** topologyChanged: a change that alters which endpoints this node uses (zone, name, pod CIDRs). */
+export function topologyChanged(a: NodeInfo, b: NodeInfo): boolean {
+  return a.zone !== b.zone || a.podCIDRs.join(',') !== b.podCIDRs.join(',');
+}

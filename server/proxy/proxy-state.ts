@@ -1,0 +1,195 @@
+import type { Clock } from '../clock.ts';
+import type { Endpoint } from './endpoint.ts';
+import { EndpointsChangeTracker, type StaleEndpoint } from './endpoints-change-tracker.ts';
+import type { IPFamily } from './ip.ts';
+import { objectKey, objectRef, type EndpointSlice, type KubeObject, type Node, type Service } from './kube-objects.ts';
+import { nodeInfoFromNode, topologyChanged, unknownNode, type NodeInfo } from './node-info.ts';
+import { ServiceChangeTracker } from './service-change-tracker.ts';
+import type { ServicePort } from './service-port.ts';
+
+export type ObjectKind = 'Service' | 'EndpointSlice' | 'Node';
+
+/**
+ * ChangeHandlers is what every source (informers, manifest files) calls. Add:
+ * prev null; update: both; delete: cur null (prev is the last known object).
+ */
+export interface ChangeHandlers {
+  onService(prev: Service | null, cur: Service | null): void;
+  onEndpointSlice(prev: EndpointSlice | null, cur: EndpointSlice | null): void;
+  onNode(prev: Node | null, cur: Node | null): void;
+  /** onSynced: the source has delivered a complete initial list of this kind. */
+  onSynced(kind: ObjectKind): void;
+}
+
+export interface ProxyStateHooks {
+  /** onChange: a change is queued that needs a sync. */
+  onChange?(): void;
+  /** onInvalid: an object was refused (it keeps its last valid version, if any). */
+  onInvalid?(kind: ObjectKind, ref: string, error: Error, object: KubeObject): void;
+  /** onNodeChange: the Node object changed (health reads deleting/tainted from it). */
+  onNodeChange?(node: NodeInfo): void;
+}
+
+/** StateCheckout is the input of one sync: the whole wanted state plus what changed. */
+export interface StateCheckout {
+  readonly services: ReadonlyMap<string, ServicePort>;
+  readonly endpoints: ReadonlyMap<string, readonly Endpoint[]>;
+  readonly node: NodeInfo;
+  /** changedServices: "ns/name" of services whose ports or endpoints changed since the last checkout. */
+  readonly changedServices: ReadonlySet<string>;
+  /** topologyChanged: the node's zone or pod CIDRs changed; every service may be affected. */
+  readonly topologyChanged: boolean;
+  readonly deletedUDPClusterIPs: ReadonlySet<string>;
+  readonly staleEndpoints: readonly StaleEndpoint[];
+  readonly newlyActiveUDPServices: ReadonlySet<string>;
+  /** triggerTimes: epoch ms of the endpoint changes this sync programs (network programming latency). */
+  readonly triggerTimes: readonly number[];
+}
+
+export interface ProxyStateOptions {
+  family: IPFamily;
+  nodeName: string;
+  clock: Clock;
+  hooks?: ProxyStateHooks;
+}
+
+/**
+ * ProxyState is the single place where source events meet the proxier: it owns
+ * the service and endpoints change trackers and the node, counts changes, and
+ * hands a consistent checkout to each sync.
+ */
+export class ProxyState implements ChangeHandlers {
+  readonly family: IPFamily;
+  readonly nodeName: string;
+  readonly #services: ServiceChangeTracker;
+  readonly #endpoints: EndpointsChangeTracker;
+  readonly #hooks: ProxyStateHooks;
+  #node: NodeInfo;
+  #nodeTopologyDirty = false;
+  readonly #synced = new Set<ObjectKind>();
+  #readyWaiters: (() => void)[] = [];
+  /** Totals for kube-proxy's *_changes_total metrics. */
+  serviceChangesTotal = 0;
+  endpointChangesTotal = 0;
+  /** invalidTotal counts refused objects by kind (kproxy_invalid_objects_total). */
+  readonly invalidTotal: Record<ObjectKind, number> = { Service: 0, EndpointSlice: 0, Node: 0 };
+  /** invalid holds the current refusal per object ("Service ns/name" -> message), for the dashboard. */
+  readonly invalid = new Map<string, string>();
+
+  constructor(opts: ProxyStateOptions) {
+    this.family = opts.family;
+    this.nodeName = opts.nodeName;
+    this.#services = new ServiceChangeTracker(opts.family);
+    this.#endpoints = new EndpointsChangeTracker(opts.family, opts.nodeName, opts.clock.now());
+    this.#node = unknownNode(opts.nodeName);
+    this.#hooks = opts.hooks ?? {};
+  }
+
+  onService(prev: Service | null, cur: Service | null): void {
+    const obj = (cur ?? prev)!;
+    const key = objectKey(obj);
+    const ref = objectRef('Service', obj);
+    this.serviceChangesTotal++;
+    const res = this.#services.update(key, cur);
+    if (res.kind === 'invalid') return this.#refuse('Service', ref, res.error, obj);
+    this.invalid.delete(ref);
+    if (res.kind === 'changed') this.#hooks.onChange?.();
+  }
+
+  onEndpointSlice(prev: EndpointSlice | null, cur: EndpointSlice | null): void {
+    const obj = (cur ?? prev)!;
+    const key = objectKey(obj);
+    const ref = objectRef('EndpointSlice', obj);
+    this.endpointChangesTotal++;
+    const res = this.#endpoints.update(key, cur);
+    if (res.kind === 'invalid') return this.#refuse('EndpointSlice', ref, res.error, obj);
+    this.invalid.delete(ref);
+    if (res.kind === 'changed') this.#hooks.onChange?.();
+  }
+
+  onNode(_prev: Node | null, cur: Node | null): void {
+    if (cur && cur.metadata?.name !== this.nodeName) return;
+    const next = nodeInfoFromNode(this.nodeName, cur);
+    const before = this.#node;
+    this.#node = next;
+    this.#hooks.onNodeChange?.(next);
+    if (topologyChanged(before, next)) {
+      this.#nodeTopologyDirty = true;
+      this.#hooks.onChange?.();
+    }
+  }
+
+  onSynced(kind: ObjectKind): void {
+    this.#synced.add(kind);
+    if (this.ready) {
+      for (const w of this.#readyWaiters) w();
+      this.#readyWaiters = [];
+    }
+  }
+
+  #refuse(kind: ObjectKind, ref: string, error: Error, obj: KubeObject): void {
+    this.invalidTotal[kind]++;
+    this.invalid.set(ref, error.message);
+    this.#hooks.onInvalid?.(kind, ref, error, obj);
+  }
+
+  /** ready: Services and EndpointSlices have both been listed once (no sync before that). */
+  get ready(): boolean {
+    return this.#synced.has('Service') && this.#synced.has('EndpointSlice');
+  }
+
+  /** whenReady resolves once ready. */
+  whenReady(): Promise<void> {
+    if (this.ready) return Promise.resolve();
+    return new Promise((resolve) => this.#readyWaiters.push(resolve));
+  }
+
+  get node(): NodeInfo {
+    return this.#node;
+  }
+
+  get services(): ReadonlyMap<string, ServicePort> {
+    return this.#services.ports;
+  }
+
+  get endpoints(): ReadonlyMap<string, readonly Endpoint[]> {
+    return this.#endpoints.endpoints;
+  }
+
+  get servicesPending(): number {
+    return this.#services.pendingCount;
+  }
+
+  get endpointsPending(): number {
+    return this.#endpoints.pendingCount;
+  }
+
+  get sliceCount(): number {
+    return this.#endpoints.sliceCount;
+  }
+
+  /** hasPending: some change is waiting for a sync. */
+  get hasPending(): boolean {
+    return this.servicesPending > 0 || this.endpointsPending > 0 || this.#nodeTopologyDirty;
+  }
+
+  /** checkout applies every pending change and returns the input of one sync. */
+  checkout(): StateCheckout {
+    const svc = this.#services.checkout();
+    const eps = this.#endpoints.checkout();
+    const changedServices = new Set([...svc.changed, ...eps.changed]);
+    const topology = this.#nodeTopologyDirty;
+    this.#nodeTopologyDirty = false;
+    return {
+      services: this.#services.ports,
+      endpoints: this.#endpoints.endpoints,
+      node: this.#node,
+      changedServices,
+      topologyChanged: topology,
+      deletedUDPClusterIPs: svc.deletedUDPClusterIPs,
+      staleEndpoints: eps.stale,
+      newlyActiveUDPServices: eps.newlyActive,
+      triggerTimes: eps.triggerTimes,
+    };
+  }
+}

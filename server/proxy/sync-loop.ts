@@ -1,0 +1,242 @@
+import type { Clock } from '../clock.ts';
+import { errorMessage, KproxyError, SyncFailedError } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import type { Backend, BackendSyncResult } from './backend.ts';
+import type { ProxyState, StateCheckout } from './proxy-state.ts';
+import { SyncRunner } from './sync-runner.ts';
+
+/** Why a sync ran. */
+export type SyncTrigger = 'startup' | 'change' | 'periodic' | 'retry' | 'resync' | 'tampering' | 'once';
+
+/** SyncRecord is the account of one sync: the dashboard, metrics, health and events all read it. */
+export interface SyncRecord {
+  readonly seq: number;
+  readonly trigger: SyncTrigger;
+  /** startedAt/finishedAt: epoch ms. */
+  readonly startedAt: number;
+  readonly finishedAt: number;
+  readonly full: boolean;
+  readonly ok: boolean;
+  readonly durationMs: number;
+  readonly buildMs: number;
+  readonly applyMs: number;
+  readonly linesWritten: number;
+  readonly bytesWritten: number;
+  readonly servicesWritten: number;
+  /** servicesChanged: services changed since the previous sync (first 50; servicesChangedCount has the total). */
+  readonly servicesChanged: readonly string[];
+  readonly servicesChangedCount: number;
+  readonly servicePorts: number;
+  readonly endpoints: number;
+  readonly rulesByTable: Readonly<Record<string, number>>;
+  /** networkProgrammingMs: for each endpoint change programmed, ms from its trigger time to now. */
+  readonly networkProgrammingMs: readonly number[];
+  readonly consecutiveFailures: number;
+  readonly error?: { readonly code: string; readonly message: string };
+}
+
+/** SyncObserver is told about queued changes and finished syncs. */
+export interface SyncObserver {
+  /** onQueued: a change was queued at `at` (epoch ms); health uses it to detect a stuck proxier. */
+  onQueued?(at: number): void;
+  onSync?(record: SyncRecord, checkout: StateCheckout, result: BackendSyncResult): void;
+}
+
+export interface SyncLoopOptions {
+  state: ProxyState;
+  backend: Backend;
+  clock: Clock;
+  logger: Logger;
+  minSyncPeriodMs: number;
+  syncPeriodMs: number;
+  /** fullSyncPeriodMs: a full rewrite at least this often (kube-proxy: 1 hour). */
+  fullSyncPeriodMs?: number;
+  /** retryMs: wait after a failed sync (kube-proxy retries after syncPeriod). */
+  retryMs?: number;
+  observers?: SyncObserver[];
+}
+
+const MAX_CHANGED_LISTED = 50;
+
+/**
+ * SyncLoop decides when the backend syncs: not before the sources have listed,
+ * then on changes (bounded by minSyncPeriod), every syncPeriod, fully every
+ * fullSyncPeriod, after failures, and when asked.
+ */
+export class SyncLoop {
+  readonly #o: Required<Omit<SyncLoopOptions, 'observers'>> & { observers: SyncObserver[] };
+  readonly #runner: SyncRunner;
+  #seq = 0;
+  #lastFullAt = -Infinity;
+  #needFull = true;
+  #nextTrigger: SyncTrigger = 'startup';
+  #consecutiveFailures = 0;
+  #carriedTriggerTimes: number[] = [];
+  #stopTamperWatch: (() => void) | null = null;
+  #lastRecord: SyncRecord | null = null;
+  #started = false;
+
+  constructor(opts: SyncLoopOptions) {
+    this.#o = {
+      fullSyncPeriodMs: 3_600_000,
+      retryMs: opts.syncPeriodMs,
+      observers: [],
+      ...opts,
+    };
+    this.#runner = new SyncRunner({
+      clock: opts.clock,
+      minIntervalMs: opts.minSyncPeriodMs,
+      maxIntervalMs: opts.syncPeriodMs,
+      run: () => this.#syncFromRunner(),
+      onError: (err) => opts.logger.error('sync runner failed', { err: errorMessage(err) }),
+    });
+  }
+
+  addObserver(o: SyncObserver): void {
+    this.#o.observers.push(o);
+  }
+
+  get lastRecord(): SyncRecord | null {
+    return this.#lastRecord;
+  }
+
+  /** start runs the first (full) sync once the sources have listed, then keeps syncing. */
+  start(): void {
+    if (this.#started) return;
+    this.#started = true;
+    this.#runner.start();
+    void this.#o.state.whenReady().then(() => {
+      this.#o.logger.info('sources synced, starting the first sync', {
+        servicesPending: this.#o.state.servicesPending,
+        endpointsPending: this.#o.state.endpointsPending,
+      });
+      this.#runner.request();
+    });
+    this.#stopTamperWatch =
+      this.#o.backend.watchTampering?.((reason) => {
+        this.#o.logger.warn('kernel rules were changed behind kproxy, forcing a full sync', { reason });
+        this.requestFullSync('tampering');
+      }) ?? null;
+  }
+
+  /** changeQueued is wired to ProxyState's onChange hook. */
+  changeQueued(): void {
+    const at = this.#o.clock.now();
+    for (const o of this.#o.observers) o.onQueued?.(at);
+    if (this.#nextTrigger === 'periodic' || this.#nextTrigger === 'retry') this.#nextTrigger = 'change';
+    if (this.#o.state.ready) this.#runner.request();
+  }
+
+  /** requestFullSync forces the next sync to rewrite everything (operator resync, tampering). */
+  requestFullSync(trigger: SyncTrigger = 'resync'): void {
+    this.#needFull = true;
+    this.#nextTrigger = trigger;
+    for (const o of this.#o.observers) o.onQueued?.(this.#o.clock.now());
+    if (this.#o.state.ready) this.#runner.request();
+  }
+
+  /** syncOnce runs one full sync now, outside the runner (for --once). */
+  async syncOnce(): Promise<SyncRecord> {
+    this.#needFull = true;
+    this.#nextTrigger = 'once';
+    return this.#sync();
+  }
+
+  async stop(): Promise<void> {
+    this.#stopTamperWatch?.();
+    await this.#runner.stop();
+  }
+
+  /** idle resolves when no sync is running (tests). */
+  idle(): Promise<void> {
+    return this.#runner.idle();
+  }
+
+  async #syncFromRunner(): Promise<void> {
+    const rec = await this.#sync();
+    if (!rec.ok) this.#runner.retryAfter(this.#o.retryMs);
+  }
+
+  async #sync(): Promise<SyncRecord> {
+    const { state, backend, clock, logger } = this.#o;
+    const startedAt = clock.now();
+    const t0 = clock.monotonic();
+    const trigger = this.#nextTrigger;
+    this.#nextTrigger = 'periodic';
+    const checkout = state.checkout();
+    const forceFull = this.#needFull || checkout.topologyChanged || startedAt - this.#lastFullAt >= this.#o.fullSyncPeriodMs;
+    let result: BackendSyncResult;
+    try {
+      result = await backend.sync({ state: checkout, forceFull });
+    } catch (err) {
+      // Backends report failures in result.error; a throw is a bug, still handled as a failed sync.
+      const error = err instanceof KproxyError ? err : new SyncFailedError(`sync failed unexpectedly: ${errorMessage(err)}`, { cause: err });
+      result = { full: forceFull, buildMs: 0, applyMs: 0, linesWritten: 0, bytesWritten: 0, servicesWritten: 0, rulesByTable: {}, error };
+    }
+    const finishedAt = clock.now();
+    const ok = !result.error;
+    const triggerTimes = [...this.#carriedTriggerTimes, ...checkout.triggerTimes];
+    if (ok) {
+      this.#consecutiveFailures = 0;
+      this.#needFull = false;
+      this.#carriedTriggerTimes = [];
+      if (result.full) this.#lastFullAt = startedAt;
+    } else {
+      this.#consecutiveFailures++;
+      // The next sync must rewrite everything: the changes checked out now were not programmed.
+      this.#needFull = true;
+      this.#nextTrigger = 'retry';
+      this.#carriedTriggerTimes = triggerTimes;
+    }
+    let endpoints = 0;
+    for (const eps of checkout.endpoints.values()) endpoints += eps.length;
+    const record: SyncRecord = {
+      seq: ++this.#seq,
+      trigger,
+      startedAt,
+      finishedAt,
+      full: result.full,
+      ok,
+      durationMs: clock.monotonic() - t0,
+      buildMs: result.buildMs,
+      applyMs: result.applyMs,
+      linesWritten: result.linesWritten,
+      bytesWritten: result.bytesWritten,
+      servicesWritten: result.servicesWritten,
+      servicesChanged: [...checkout.changedServices].slice(0, MAX_CHANGED_LISTED),
+      servicesChangedCount: checkout.changedServices.size,
+      servicePorts: checkout.services.size,
+      endpoints,
+      rulesByTable: result.rulesByTable,
+      networkProgrammingMs: ok ? triggerTimes.map((t) => Math.max(0, finishedAt - t)) : [],
+      consecutiveFailures: this.#consecutiveFailures,
+      ...(result.error ? { error: { code: result.error.code, message: result.error.message } } : {}),
+    };
+    this.#lastRecord = record;
+    if (ok) {
+      logger.info(`synced ${record.full ? 'fully' : 'partially'}`, {
+        seq: record.seq,
+        trigger,
+        ms: Math.round(record.durationMs),
+        lines: record.linesWritten,
+        servicesChanged: record.servicesChangedCount,
+      });
+    } else {
+      logger.error('sync failed, the kernel keeps its previous rules; retrying with a full sync', {
+        seq: record.seq,
+        failures: record.consecutiveFailures,
+        code: record.error!.code,
+        err: record.error!.message,
+        retryInMs: this.#o.retryMs,
+      });
+    }
+    for (const o of this.#o.observers) {
+      try {
+        o.onSync?.(record, checkout, result);
+      } catch (err) {
+        logger.error('sync observer failed', { err: errorMessage(err) });
+      }
+    }
+    return record;
+  }
+}

@@ -1,0 +1,81 @@
+import { parseAllDocuments } from 'yaml';
+import { ManifestParseError } from '../../errors.ts';
+import type { KubeObject } from '../../proxy/kube-objects.ts';
+
+/** The kinds kproxy reads from manifests; anything else in a file is left alone. */
+export const MANIFEST_KINDS = ['Service', 'EndpointSlice', 'Node'] as const;
+export type ManifestKind = (typeof MANIFEST_KINDS)[number];
+
+const API_VERSIONS: Record<ManifestKind, string[]> = {
+  Service: ['v1'],
+  EndpointSlice: ['discovery.k8s.io/v1'],
+  Node: ['v1'],
+};
+
+/** ManifestObject is one object read from a manifest, with where it came from. */
+export interface ManifestObject {
+  readonly kind: ManifestKind;
+  /** key is "Kind ns/name", unique per object. */
+  readonly key: string;
+  readonly object: KubeObject;
+  readonly file: string;
+}
+
+export interface ParsedManifest {
+  readonly objects: ManifestObject[];
+  /** skipped: objects left out, with why (other kinds are not listed). */
+  readonly skipped: string[];
+}
+
+/**
+ * parseManifest reads multi-document YAML or JSON (a single object, a List, or
+ * a JSON array). It throws ManifestParseError with file:line:column when the
+ * text is not valid, so the caller can keep the file's last good state.
+ */
+export function parseManifest(file: string, text: string): ParsedManifest {
+  const docs: unknown[] = [];
+  if (file.endsWith('.json')) {
+    try {
+      docs.push(JSON.parse(text));
+    } catch (err) {
+      throw new ManifestParseError(`${file}: invalid JSON: ${(err as Error).message}`, { cause: err });
+    }
+  } else {
+    const parsed = parseAllDocuments(text, { prettyErrors: true, uniqueKeys: false });
+    const list = Array.isArray(parsed) ? parsed : [parsed];
+    for (const doc of list) {
+      const first = doc.errors[0];
+      if (first) {
+        const pos = first.linePos?.[0];
+        const where = pos ? `${file}:${pos.line}:${pos.col}` : file;
+        throw new ManifestParseError(`${where}: invalid YAML: ${first.message.split('\n')[0]}`, { cause: first });
+      }
+      docs.push(doc.toJS({ maxAliasCount: 100 }));
+    }
+  }
+  const objects: ManifestObject[] = [];
+  const skipped: string[] = [];
+  const visit = (doc: unknown, where: string) => {
+    if (doc === null || doc === undefined) return;
+    if (Array.isArray(doc)) return doc.forEach((d, i) => visit(d, `${where}[${i}]`));
+    if (typeof doc !== 'object') return void skipped.push(`${where}: not an object`);
+    const obj = doc as KubeObject & { items?: unknown[] };
+    if (typeof obj.kind === 'string' && obj.kind.endsWith('List') && Array.isArray(obj.items)) {
+      return obj.items.forEach((d, i) => visit(d, `${where}.items[${i}]`));
+    }
+    const kind = obj.kind as ManifestKind;
+    if (!MANIFEST_KINDS.includes(kind)) return;
+    if (!API_VERSIONS[kind].includes(obj.apiVersion ?? '')) {
+      return void skipped.push(`${where}: ${kind} with apiVersion ${JSON.stringify(obj.apiVersion)} (want ${API_VERSIONS[kind].join(' or ')})`);
+    }
+    const name = obj.metadata?.name;
+    if (typeof name !== 'string' || name === '') return void skipped.push(`${where}: ${kind} without metadata.name`);
+    if (kind !== 'Node') {
+      obj.metadata!.namespace ??= 'default';
+    }
+    const ns = obj.metadata?.namespace;
+    objects.push({ kind, key: `${kind} ${ns ? `${ns}/` : ''}${name}`, object: obj, file });
+  };
+  docs.forEach((d, i) => visit(d, docs.length > 1 ? `${file} document ${i + 1}` : file));
+  return { objects, skipped };
+}

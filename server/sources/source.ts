@@ -1,0 +1,25 @@
+import type { ChangeHandlers } from '../proxy/proxy-state.ts';
+
+/** SourceStatus is a source's state for logs, metrics and the dashboard. */
+export interface SourceStatus {
+  readonly kind: 'kubernetes' | 'file';
+  /** description: where objects come from ("file:deploy/examples/", "https://10.0.0.1:6443"). */
+  readonly description: string;
+  readonly synced: boolean;
+  readonly objects: number;
+  readonly lastError?: string;
+  readonly lastErrorAt?: number;
+  /** counters: connects, relists, errors, reloads... (kproxy's own metrics). */
+  readonly counters: Readonly<Record<string, number>>;
+}
+
+/**
+ * Source delivers Service, EndpointSlice and Node events for this node to the
+ * change handlers. start() resolves once watching has begun (not necessarily
+ * after the initial list; handlers.onSynced says that).
+ */
+export interface Source {
+  start(handlers: ChangeHandlers): Promise<void>;
+  stop(): Promise<void>;
+  status(): SourceStatus;
+}
