@@ -86,8 +86,8 @@ export interface RunOptions {
   cleanup: boolean;
   dryRun: boolean;
   dashboardTokenFile: string | null;
-  /** iptablesFlavour: which iptables binaries to use; auto decides like kube-proxy's images. */
-  iptablesFlavour: 'auto' | 'legacy' | 'nft';
+  /** iptablesFlavor (--iptables-flavor): which iptables binaries to use; auto decides like kube-proxy's images. */
+  iptablesFlavor: 'auto' | 'legacy' | 'nft';
   /** version: print versions and exit. */
   version: boolean;
   help: boolean;
