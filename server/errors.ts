@@ -24,7 +24,9 @@ export function errorMessage(err: unknown): string {
   let cur: unknown = err;
   for (let depth = 0; cur != null && depth < 5; depth++) {
     if (cur instanceof Error) {
-      parts.push(cur instanceof KproxyError ? `${cur.message} [${cur.code}]` : cur.message);
+      const first = cur.message.split('\n')[0].trim();
+      // A cause whose text the message already quotes adds nothing but noise.
+      if (!parts.some((p) => p.includes(first))) parts.push(cur instanceof KproxyError ? `${first} [${cur.code}]` : first);
       cur = cur.cause;
     } else {
       parts.push(String(cur));

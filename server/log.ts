@@ -48,7 +48,8 @@ function quote(value: unknown): string {
 
 function formatText(r: LogRecord): string {
   const ts = new Date(r.time).toISOString();
-  let line = `${TAG[r.level]} ${ts} ${r.component}] ${r.msg}`;
+  // One record is one line: a multi-line message would split in every log pipeline.
+  let line = `${TAG[r.level]} ${ts} ${r.component}] ${r.msg.replace(/\s*\n\s*/g, ' | ')}`;
   for (const [k, v] of Object.entries(r.fields)) if (v !== undefined) line += ` ${k}=${quote(v)}`;
   return line;
 }

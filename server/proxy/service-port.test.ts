@@ -1,0 +1,125 @@
+import { describe, expect, it } from 'vitest';
+import { servicePortsFromService, usesClusterEndpoints, usesLocalEndpoints, type ServicePort } from './service-port.ts';
+import { makeService } from './testing.ts';
+
+function ports(svc: ReturnType<typeof makeService>): ServicePort[] {
+  const r = servicePortsFromService(svc, 'IPv4');
+  if (r.kind !== 'ports') throw new Error(`ignored: ${r.reason}`);
+  return r.ports;
+}
+
+describe('servicePortsFromService', () => {
+  it('names ports like kube-proxy ServicePortName.String()', () => {
+    const [p] = ports(makeService('ns1', 'svc1'));
+    expect(p.name).toBe('ns1/svc1:p80');
+    expect(p.id).toBe('ns1/svc1:p80/TCP');
+    const [unnamed] = ports(makeService('ns1', 'svc2', { ports: [{ port: 53, protocol: 'UDP' }] }));
+    expect(unnamed.name).toBe('ns1/svc2');
+    expect(unnamed.protocol).toBe('UDP');
+  });
+
+  it('reads every field a proxier needs', () => {
+    const svc = makeService(
+      'shop',
+      'web',
+      {
+        type: 'LoadBalancer',
+        clusterIP: '10.96.10.30',
+        externalIPs: ['192.0.2.20', '2001:db8::1'],
+        loadBalancerSourceRanges: [' 203.0.113.7/24 ', '2001:db8::/32'],
+        externalTrafficPolicy: 'Local',
+        healthCheckNodePort: 32100,
+        sessionAffinity: 'ClientIP',
+        sessionAffinityConfig: { clientIP: { timeoutSeconds: 600 } },
+        ports: [{ name: 'https', port: 443, nodePort: 30443 }],
+      },
+      { status: { loadBalancer: { ingress: [{ ip: '192.0.2.10' }, { ip: '192.0.2.11', ipMode: 'Proxy' }, { hostname: 'lb.example.com' }] } } },
+    );
+    const [p] = ports(svc);
+    expect(p).toMatchObject({
+      type: 'LoadBalancer',
+      clusterIP: '10.96.10.30',
+      port: 443,
+      nodePort: 30443,
+      protocol: 'TCP',
+      externalIPs: ['192.0.2.20'],
+      loadBalancerVIPs: ['192.0.2.10'],
+      loadBalancerSourceRanges: ['203.0.113.0/24'],
+      stickyMaxAgeSeconds: 600,
+      externalPolicyLocal: true,
+      internalPolicyLocal: false,
+      healthCheckNodePort: 32100,
+    });
+  });
+
+  it('defaults ClientIP affinity to 10800 s and leaves it off otherwise', () => {
+    expect(ports(makeService('a', 'b', { sessionAffinity: 'ClientIP' }))[0].stickyMaxAgeSeconds).toBe(10800);
+    expect(ports(makeService('a', 'b', { sessionAffinity: 'None' }))[0].stickyMaxAgeSeconds).toBe(0);
+  });
+
+  it('ignores what a proxy must not program', () => {
+    const cases: [ReturnType<typeof makeService>, RegExp][] = [
+      [makeService('a', 'headless', { clusterIP: 'None' }), /headless/],
+      [makeService('a', 'ext', { type: 'ExternalName', externalName: 'x.example.com', clusterIP: undefined }), /ExternalName/],
+      [makeService('a', 'v6', { clusterIP: 'fd00::1', clusterIPs: ['fd00::1'] }), /no IPv4 cluster IP/],
+      [makeService('a', 'mesh', {}, { metadata: { labels: { 'service.kubernetes.io/service-proxy-name': 'mesh' } } }), /another service proxy/],
+    ];
+    for (const [svc, why] of cases) {
+      const r = servicePortsFromService(svc, 'IPv4');
+      expect(r.kind).toBe('ignored');
+      expect(r.kind === 'ignored' && r.reason).toMatch(why);
+    }
+  });
+
+  it('uses the cluster IP of its own family in a dual-stack service', () => {
+    const svc = makeService('a', 'dual', { clusterIP: 'fd00::10', clusterIPs: ['fd00::10', '10.96.0.10'] });
+    expect(ports(svc)[0].clusterIP).toBe('10.96.0.10');
+    const v6 = servicePortsFromService(svc, 'IPv6');
+    expect(v6.kind === 'ports' && v6.ports[0].clusterIP).toBe('fd00::10');
+  });
+
+  it('only externally visible services get externalTrafficPolicy Local', () => {
+    const p = ports(makeService('a', 'b', { externalTrafficPolicy: 'Local' }))[0];
+    expect(p.externalPolicyLocal).toBe(false);
+    const withIP = ports(makeService('a', 'b', { externalTrafficPolicy: 'Local', externalIPs: ['192.0.2.1'] }))[0];
+    expect(withIP.externalPolicyLocal).toBe(true);
+    expect(withIP.healthCheckNodePort).toBe(0); // health checks only for LoadBalancers
+  });
+
+  it('decides which endpoint sets a port uses, as kube-proxy does', () => {
+    const itpLocal = ports(makeService('a', 'b', { internalTrafficPolicy: 'Local' }))[0];
+    expect([usesClusterEndpoints(itpLocal), usesLocalEndpoints(itpLocal)]).toEqual([false, true]);
+    const etpLocal = ports(makeService('a', 'b', { type: 'NodePort', externalTrafficPolicy: 'Local', ports: [{ name: 'p', port: 80, nodePort: 30001 }] }))[0];
+    expect([usesClusterEndpoints(etpLocal), usesLocalEndpoints(etpLocal)]).toEqual([true, true]);
+  });
+
+  it.each([
+    [{ clusterIP: '10.96.0.300' }, /spec.clusterIPs\[0\] "10.96.0.300": is not an IP address/],
+    [{ ports: [{ name: 'p', port: 0 }] }, /spec.ports\[0\].port 0: must be a port from 1 to 65535/],
+    [{ ports: [{ name: 'p', port: 65536 }] }, /spec.ports\[0\].port 65536/],
+    [{ ports: [{ name: 'p', port: 80, protocol: 'ICMP' }] }, /spec.ports\[0\].protocol "ICMP": must be TCP, UDP or SCTP/],
+    [{ ports: [{ name: 'a', port: 80 }, { name: 'b', port: 80 }] }, /spec.ports\[1\].port "80\/TCP": is used by another port/],
+    [{ ports: [{ name: 'a', port: 80 }, { name: 'a', port: 81 }] }, /spec.ports\[1\].name "a": is used by another port/],
+    [{ ports: [{ port: 80 }, { name: 'b', port: 81 }] }, /spec.ports\[0\].name "": is required/],
+    [{ ports: [] }, /spec.ports \[\]: must list at least one port/],
+    [{ ports: undefined }, /spec.ports is missing/],
+    [{ externalIPs: ['nope'] }, /spec.externalIPs\[0\] "nope"/],
+    [{ loadBalancerSourceRanges: ['10.0.0.0/33'] }, /spec.loadBalancerSourceRanges\[0\]/],
+    [{ sessionAffinity: 'ClientIP', sessionAffinityConfig: { clientIP: { timeoutSeconds: 0 } } }, /timeoutSeconds 0/],
+    [{ type: 'Weird' }, /spec.type "Weird"/],
+    [{ externalTrafficPolicy: 'Nearby' }, /spec.externalTrafficPolicy "Nearby"/],
+    [{ ports: Array.from({ length: 2000 }, (_, i) => ({ name: `p${i}`, port: i + 1 })) }, /2000 ports.*at most 1024/],
+  ])('refuses an invalid service (%j) naming the object and field', (spec, message) => {
+    const svc = makeService('shop', 'bad', spec as never);
+    expect(() => servicePortsFromService(svc, 'IPv4')).toThrow(message);
+    expect(() => servicePortsFromService(svc, 'IPv4')).toThrow(/^Service shop\/bad: /);
+  });
+
+  it('refuses an oversized name', () => {
+    expect(() => servicePortsFromService(makeService('shop', 'x'.repeat(64)), 'IPv4')).toThrow(/metadata.name/);
+  });
+
+  it('reads sloppy IPv4 with leading zeros as decimal, like the API server did', () => {
+    expect(ports(makeService('a', 'b', { clusterIP: '010.096.000.001' }))[0].clusterIP).toBe('10.96.0.1');
+  });
+});

@@ -1,0 +1,149 @@
+import { describe, expect, it } from 'vitest';
+import { FakeClock } from '../clock-fake.ts';
+import { RestoreFailedError } from '../errors.ts';
+import { silentLogger } from '../log.ts';
+import type { Backend, BackendSyncInput, BackendSyncResult } from './backend.ts';
+import { ProxyState } from './proxy-state.ts';
+import { SyncLoop, type SyncRecord } from './sync-loop.ts';
+import { ep, makeService, makeSlice } from './testing.ts';
+
+class ScriptedBackend implements Backend {
+  readonly mode = 'iptables' as const;
+  inputs: BackendSyncInput[] = [];
+  failNext = 0;
+  async sync(input: BackendSyncInput): Promise<BackendSyncResult> {
+    this.inputs.push(input);
+    const fail = this.failNext > 0;
+    if (fail) this.failNext--;
+    return {
+      full: input.forceFull,
+      buildMs: 1,
+      applyMs: 2,
+      linesWritten: 10,
+      bytesWritten: 100,
+      servicesWritten: input.state.changedServices.size,
+      rulesByTable: { nat: 5 },
+      ...(fail ? { error: new RestoreFailedError('restoring table nat failed at line 3') } : {}),
+    };
+  }
+  async cleanup() {
+    return { removed: {}, errors: [] };
+  }
+}
+
+function setup() {
+  const clock = new FakeClock(Date.UTC(2026, 10, 21));
+  const backend = new ScriptedBackend();
+  const records: SyncRecord[] = [];
+  const queued: number[] = [];
+  let loop: SyncLoop;
+  const state = new ProxyState({ family: 'IPv4', nodeName: 'node-a', clock, hooks: { onChange: () => loop.changeQueued() } });
+  loop = new SyncLoop({
+    state,
+    backend,
+    clock,
+    logger: silentLogger,
+    minSyncPeriodMs: 1000,
+    syncPeriodMs: 30_000,
+    fullSyncPeriodMs: 3_600_000,
+    observers: [{ onSync: (r) => records.push(r), onQueued: (t) => queued.push(t) }],
+  });
+  return { clock, backend, records, queued, state, loop };
+}
+
+describe('SyncLoop', () => {
+  it('does not sync before Services and EndpointSlices have listed, then syncs fully', async () => {
+    const { clock, backend, state, loop, records } = setup();
+    loop.start();
+    state.onService(null, makeService('ns', 'a'));
+    await clock.advanceAsync(5000);
+    expect(backend.inputs).toHaveLength(0);
+    state.onSynced('Service');
+    state.onSynced('EndpointSlice');
+    await clock.advanceAsync(0);
+    expect(backend.inputs).toHaveLength(1);
+    expect(backend.inputs[0].forceFull).toBe(true);
+    expect(records[0]).toMatchObject({ seq: 1, trigger: 'startup', full: true, ok: true, servicePorts: 1, servicesChangedCount: 1 });
+  });
+
+  it('syncs changes partially, bounded by minSyncPeriod, and periodically', async () => {
+    const { clock, backend, state, loop, records } = setup();
+    state.onSynced('Service');
+    state.onSynced('EndpointSlice');
+    loop.start();
+    await clock.advanceAsync(0);
+    state.onService(null, makeService('ns', 'a'));
+    state.onEndpointSlice(null, makeSlice('ns', 'a', 'a-1', [ep('10.0.0.1')]));
+    await clock.advanceAsync(999);
+    expect(backend.inputs).toHaveLength(1);
+    await clock.advanceAsync(1);
+    expect(backend.inputs).toHaveLength(2);
+    expect(backend.inputs[1].forceFull).toBe(false);
+    expect([...backend.inputs[1].state.changedServices]).toEqual(['ns/a']);
+    expect(records[1].trigger).toBe('change');
+    await clock.advanceAsync(30_000);
+    expect(records[2]).toMatchObject({ trigger: 'periodic', full: false });
+  });
+
+  it('after a failure retries after syncPeriod with a full sync and counts consecutive failures', async () => {
+    const { clock, backend, state, loop, records } = setup();
+    state.onSynced('Service');
+    state.onSynced('EndpointSlice');
+    backend.failNext = 2;
+    loop.start();
+    await clock.advanceAsync(0);
+    expect(records[0]).toMatchObject({ ok: false, consecutiveFailures: 1, error: { code: 'KPROXY_ERR_RESTORE_FAILED' } });
+    state.onService(null, makeService('ns', 'a'));
+    await clock.advanceAsync(1000);
+    expect(records[1]).toMatchObject({ ok: false, full: true, consecutiveFailures: 2 });
+    await clock.advanceAsync(30_000);
+    expect(records[2]).toMatchObject({ ok: true, full: true, consecutiveFailures: 0 });
+    state.onService(null, makeService('ns', 'b', { clusterIP: '10.96.0.2' }));
+    await clock.advanceAsync(1000);
+    expect(records[3]).toMatchObject({ ok: true, full: false });
+  });
+
+  it('computes network programming latency from trigger times, carried over a failed sync', async () => {
+    const { clock, backend, state, loop, records } = setup();
+    state.onSynced('Service');
+    state.onSynced('EndpointSlice');
+    loop.start();
+    await clock.advanceAsync(10_000); // trigger times from before kproxy started are ignored
+    const trigger = new Date(clock.now() - 2000).toISOString();
+    backend.failNext = 1;
+    state.onEndpointSlice(null, makeSlice('ns', 'a', 'a-1', [ep('10.0.0.1')], undefined, { 'endpoints.kubernetes.io/last-change-trigger-time': trigger }));
+    await clock.advanceAsync(0); // the last sync ended long ago: this one runs at once
+    expect(records[1].ok).toBe(false);
+    expect(records[1].networkProgrammingMs).toEqual([]);
+    await clock.advanceAsync(30_000);
+    expect(records[2].ok).toBe(true);
+    expect(records[2].networkProgrammingMs).toEqual([2000 + 30_000]); // retried after syncPeriod
+  });
+
+  it('forces a full sync on request, on topology changes and after fullSyncPeriod', async () => {
+    const { clock, backend, state, loop, records } = setup();
+    state.onSynced('Service');
+    state.onSynced('EndpointSlice');
+    loop.start();
+    await clock.advanceAsync(0);
+    loop.requestFullSync('resync');
+    await clock.advanceAsync(1000);
+    expect(records[1]).toMatchObject({ trigger: 'resync', full: true });
+    state.onNode(null, { metadata: { name: 'node-a', labels: { 'topology.kubernetes.io/zone': 'z1' } } });
+    await clock.advanceAsync(1000);
+    expect(records[2]).toMatchObject({ trigger: 'change', full: true });
+    await clock.advanceAsync(3_600_000);
+    const fulls = records.filter((r) => r.full).map((r) => r.trigger);
+    expect(fulls.at(-1)).toBe('periodic');
+    expect(backend.inputs.at(-1)!.forceFull).toBe(true);
+  });
+
+  it('tells observers when a change is queued (health tracks stuck updates)', async () => {
+    const { clock, state, loop, queued } = setup();
+    state.onSynced('Service');
+    state.onSynced('EndpointSlice');
+    loop.start();
+    state.onService(null, makeService('ns', 'a'));
+    expect(queued).toEqual([clock.now()]);
+  });
+});

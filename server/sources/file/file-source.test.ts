@@ -1,0 +1,153 @@
+import { mkdtemp, rm, unlink, writeFile, rename } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { waitFor } from '../../../test/wait.ts';
+import { realClock } from '../../clock.ts';
+import { MemoryLog } from '../../log.ts';
+import type { ChangeHandlers, ObjectKind } from '../../proxy/proxy-state.ts';
+import { FileSource } from './file-source.ts';
+
+class Recorder implements ChangeHandlers {
+  events: string[] = [];
+  synced: ObjectKind[] = [];
+  onService(prev: { metadata?: { name?: string; resourceVersion?: string } } | null, cur: typeof prev) {
+    this.events.push(`${prev && cur ? 'update' : cur ? 'add' : 'delete'} Service ${(cur ?? prev)!.metadata!.name}${prev && cur ? ` (was port ${JSON.stringify((prev as never as { spec: { ports: { port: number }[] } }).spec.ports[0].port)})` : ''}`);
+  }
+  onEndpointSlice(prev: { metadata?: { name?: string } } | null, cur: typeof prev) {
+    this.events.push(`${prev && cur ? 'update' : cur ? 'add' : 'delete'} EndpointSlice ${(cur ?? prev)!.metadata!.name}`);
+  }
+  onNode(prev: { metadata?: { name?: string } } | null, cur: typeof prev) {
+    this.events.push(`${prev && cur ? 'update' : cur ? 'add' : 'delete'} Node ${(cur ?? prev)!.metadata!.name}`);
+  }
+  onSynced(kind: ObjectKind) {
+    this.synced.push(kind);
+  }
+}
+
+const svc = (name: string, port = 80, extra = '') => `apiVersion: v1
+kind: Service
+metadata: { name: ${name}, namespace: ns${extra} }
+spec: { clusterIP: 10.96.0.1, ports: [{ name: http, port: ${port} }] }
+`;
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'kproxy-files-'));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+function source(path: string, log = new MemoryLog(), watch = false) {
+  return new FileSource({ path, nodeName: 'node-a', clock: realClock, logger: log.logger, watch, debounceMs: 20 });
+}
+
+describe('FileSource', () => {
+  it('delivers the initial objects as adds, then reports every kind synced', async () => {
+    await writeFile(join(dir, 'a.yaml'), `${svc('web')}---\n${svc('api', 81)}`);
+    await writeFile(join(dir, 'nodes.json'), JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [{ apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-a' } }, { apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-b' } }] }));
+    await writeFile(join(dir, 'notes.txt'), 'not a manifest');
+    const r = new Recorder();
+    const s = source(dir);
+    await s.start(r);
+    expect(r.events).toEqual(['add Service web', 'add Service api', 'add Node node-a']);
+    expect(r.synced).toEqual(['Service', 'EndpointSlice', 'Node']);
+    expect(s.status()).toMatchObject({ kind: 'file', synced: true, objects: 3 });
+  });
+
+  it('applies the informer selectors: headless and other-proxy services never arrive', async () => {
+    await writeFile(
+      join(dir, 'a.yaml'),
+      `${svc('web')}---\n${svc('mesh', 80, ', labels: { service.kubernetes.io/service-proxy-name: mesh }')}---\n` +
+        `apiVersion: v1\nkind: Service\nmetadata: { name: db, namespace: ns }\nspec: { clusterIP: None, ports: [{ port: 5432 }] }\n`,
+    );
+    const r = new Recorder();
+    await source(dir).start(r);
+    expect(r.events).toEqual(['add Service web']);
+  });
+
+  it('turns an edit into update, add and delete events with the previous object', async () => {
+    const file = join(dir, 'a.yaml');
+    await writeFile(file, `${svc('web')}---\n${svc('api')}`);
+    const r = new Recorder();
+    const s = source(dir);
+    await s.start(r);
+    r.events = [];
+    await writeFile(file, `${svc('web', 8080)}---\n${svc('cart')}`);
+    await s.reloadNow();
+    expect(r.events).toEqual(['delete Service api', 'update Service web (was port 80)', 'add Service cart']);
+    // Unchanged content is no event at all.
+    r.events = [];
+    await writeFile(file, `${svc('web', 8080)}---\n${svc('cart')}`);
+    await s.reloadNow();
+    expect(r.events).toEqual([]);
+  });
+
+  it('keeps the last good state of a file with broken YAML and says where the error is', async () => {
+    const file = join(dir, 'a.yaml');
+    await writeFile(file, svc('web'));
+    const log = new MemoryLog();
+    const r = new Recorder();
+    const s = source(dir, log);
+    await s.start(r);
+    await writeFile(file, `${svc('web', 9090)}metadata: [unclosed\n  - {`);
+    await s.reloadNow();
+    expect(r.events).toEqual(['add Service web']);
+    expect(s.status().lastError).toMatch(/a\.yaml:\d+:\d+: invalid YAML/);
+    expect(log.lines('error').join('\n')).toMatch(/a\.yaml:\d+:\d+: invalid YAML.*keeping the last good state of a\.yaml/);
+    await writeFile(file, svc('web', 9090));
+    await s.reloadNow();
+    expect(r.events).toEqual(['add Service web', 'update Service web (was port 80)']);
+    expect(s.status().lastError).toBeUndefined();
+  });
+
+  it('does not delete everything while a file is briefly empty; deleting the file does', async () => {
+    const file = join(dir, 'a.yaml');
+    await writeFile(file, `${svc('web')}---\n${svc('api')}`);
+    const log = new MemoryLog();
+    const r = new Recorder();
+    const s = source(dir, log);
+    await s.start(r);
+    await writeFile(file, '');
+    await s.reloadNow();
+    expect(r.events).toEqual(['add Service web', 'add Service api']);
+    expect(log.lines('warn').join('\n')).toMatch(/manifest file is empty, keeping its last good objects/);
+    await unlink(file);
+    await s.reloadNow();
+    expect(r.events.slice(2).sort()).toEqual(['delete Service api', 'delete Service web']);
+  });
+
+  it('follows a single file replaced by rename (how editors save), debounced', async () => {
+    const file = join(dir, 'cluster.yaml');
+    await writeFile(file, svc('web'));
+    const r = new Recorder();
+    const s = source(file, new MemoryLog(), true);
+    await s.start(r);
+    try {
+      await writeFile(join(dir, '.cluster.yaml.swp'), svc('web', 81));
+      await rename(join(dir, '.cluster.yaml.swp'), file);
+      await waitFor(() => r.events.length === 2, { what: 'the edit to arrive' });
+      expect(r.events).toEqual(['add Service web', 'update Service web (was port 80)']);
+    } finally {
+      await s.stop();
+    }
+  });
+
+  it('refuses a file over the size limit and keeps its last good state', async () => {
+    const file = join(dir, 'a.yaml');
+    await writeFile(file, svc('web'));
+    const log = new MemoryLog();
+    const r = new Recorder();
+    const s = new FileSource({ path: dir, nodeName: 'node-a', clock: realClock, logger: log.logger, watch: false, maxFileBytes: 400 });
+    await s.start(r);
+    await writeFile(file, svc('web', 81) + '#'.repeat(500));
+    await s.reloadNow();
+    expect(r.events).toEqual(['add Service web']);
+    expect(s.status().lastError).toMatch(/over the 400-byte limit/);
+  });
+
+  it('fails clearly when the path does not exist', async () => {
+    await expect(source(join(dir, 'missing')).start(new Recorder())).rejects.toThrow(/manifest source .*missing cannot be read/);
+  });
+});
