@@ -76,6 +76,8 @@ export const ConntrackError = define('KPROXY_ERR_CONNTRACK');
 export const IpsetError = define('KPROXY_ERR_IPSET');
 export const IpvsError = define('KPROXY_ERR_IPVS');
 export const NetlinkError = define('KPROXY_ERR_NETLINK');
+export const IptablesParseError = define('KPROXY_ERR_IPTABLES_PARSE');
+export const IptablesFlavorError = define('KPROXY_ERR_IPTABLES_FLAVOR');
 
 // --- proxy
 export const SyncFailedError = define('KPROXY_ERR_SYNC_FAILED');
