@@ -1,0 +1,352 @@
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { eventFor, FakeStore, RESOURCES, type Change, type Obj, type Resource, type WatchEvent } from './fake-store.ts';
+import { parseFieldSelector, parseLabelSelector, SelectorError, type Matcher } from './selectors.ts';
+
+/** RecordedRequest is one request the fake server received. */
+export interface RecordedRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly query: Readonly<Record<string, string>>;
+  readonly watch: boolean;
+  readonly authorization?: string;
+  readonly at: number;
+}
+
+/** StoredEvent is an Event object the fake server holds (events.k8s.io/v1 or core v1). */
+export interface StoredEvent {
+  readonly api: 'events.k8s.io/v1' | 'v1';
+  readonly namespace: string;
+  object: Record<string, unknown>;
+  /** patches: how many times it was patched (series updates). */
+  patches: number;
+}
+
+interface Watcher {
+  readonly resource: Resource;
+  readonly match: Matcher;
+  readonly bookmarks: boolean;
+  readonly res: ServerResponse;
+  timer?: NodeJS.Timeout;
+}
+
+interface Failure {
+  method?: string;
+  pathPrefix?: string;
+  status: number;
+  remaining: number;
+}
+
+const MICRO_TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}(Z|[+-]\d\d:\d\d)$/;
+
+function status(code: number, reason: string, message: string): Record<string, unknown> {
+  return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code };
+}
+
+const REASONS: Record<number, string> = { 400: 'BadRequest', 404: 'NotFound', 409: 'AlreadyExists', 410: 'Expired', 415: 'UnsupportedMediaType', 422: 'Invalid', 500: 'InternalError', 503: 'ServiceUnavailable' };
+
+/**
+ * FakeApiServer is a Kubernetes API server on 127.0.0.1 that speaks the real
+ * list/watch protocol for Services, EndpointSlices and Nodes (resourceVersion,
+ * label and field selectors, chunked watch streams of JSON lines, BOOKMARK with
+ * allowWatchBookmarks, ERROR 410 for compacted versions) and accepts Event
+ * writes. Tests mutate objects through it and break it on purpose: drop watch
+ * connections, compact history, stall watches, fail requests, go down and come
+ * back on the same port.
+ */
+export class FakeApiServer {
+  readonly store = new FakeStore();
+  readonly requests: RecordedRequest[] = [];
+  readonly events: StoredEvent[] = [];
+  #server: Server | null = null;
+  #port = 0;
+  readonly #sockets = new Set<Socket>();
+  readonly #watchers = new Set<Watcher>();
+  readonly #failures: Failure[] = [];
+  #stalled = false;
+
+  constructor() {
+    this.store.onChange((c) => this.#fanOut(c));
+  }
+
+  /** start listens on a random port of 127.0.0.1 (or the given one). */
+  async start(port = 0): Promise<this> {
+    const server = createServer((req, res) => this.#handle(req, res));
+    server.on('connection', (s) => {
+      this.#sockets.add(s);
+      s.on('close', () => this.#sockets.delete(s));
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, '127.0.0.1', () => resolve());
+    });
+    this.#server = server;
+    this.#port = (server.address() as { port: number }).port;
+    return this;
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${this.#port}`;
+  }
+
+  get up(): boolean {
+    return this.#server !== null;
+  }
+
+  /** openWatches: watch streams currently open, optionally for one resource. */
+  openWatches(plural?: Resource['plural']): number {
+    return [...this.#watchers].filter((w) => !plural || w.resource.plural === plural).length;
+  }
+
+  /** goDown closes the listener and every connection: clients get refused until comeBack(). */
+  async goDown(): Promise<void> {
+    const server = this.#server;
+    if (!server) return;
+    this.#server = null;
+    for (const w of this.#watchers) this.#endWatch(w, false);
+    for (const s of this.#sockets) s.destroy();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+
+  /** comeBack listens again on the same port. */
+  async comeBack(): Promise<void> {
+    await this.start(this.#port);
+  }
+
+  async stop(): Promise<void> {
+    await this.goDown();
+  }
+
+  /**
+   * dropWatches ends every open watch: gracefully (the stream ends, as when the
+   * server's watch timeout expires) or abruptly (the connection is reset).
+   */
+  dropWatches(opts: { abrupt?: boolean } = {}): number {
+    const n = this.#watchers.size;
+    for (const w of [...this.#watchers]) this.#endWatch(w, opts.abrupt ?? false);
+    return n;
+  }
+
+  /** compact forgets history: a watch resuming from an older version gets ERROR 410. */
+  compact(): void {
+    this.store.compact();
+  }
+
+  /** stallWatches: open and new watches receive nothing (no events, no bookmarks), as a hung watch. */
+  stallWatches(on: boolean): void {
+    this.#stalled = on;
+  }
+
+  /** bookmark sends a BOOKMARK at the current version to every watch that allowed them. */
+  bookmark(): number {
+    if (this.#stalled) return 0;
+    let sent = 0;
+    for (const w of this.#watchers) {
+      if (!w.bookmarks) continue;
+      this.#send(w, { type: 'BOOKMARK', object: { kind: w.resource.kind, apiVersion: w.resource.apiVersion, metadata: { resourceVersion: String(this.store.resourceVersion) } } });
+      sent++;
+    }
+    return sent;
+  }
+
+  /** failNext answers the next `count` matching requests with an error status. */
+  failNext(opts: { method?: string; pathPrefix?: string; status: number; count?: number }): void {
+    this.#failures.push({ method: opts.method, pathPrefix: opts.pathPrefix, status: opts.status, remaining: opts.count ?? 1 });
+  }
+
+  /** apply creates or updates a Service, EndpointSlice or Node (by its kind). */
+  apply(obj: { kind?: string; metadata?: { name?: string } } & Record<string, unknown>): Obj {
+    return this.store.apply(pluralOf(obj.kind), obj);
+  }
+
+  remove(kind: string, name: string, namespace?: string): boolean {
+    return this.store.remove(pluralOf(kind), name, namespace);
+  }
+
+  /** lists / watches: recorded requests by kind. */
+  listRequests(plural: Resource['plural']): RecordedRequest[] {
+    return this.requests.filter((r) => r.method === 'GET' && !r.watch && r.path.endsWith(`/${plural}`));
+  }
+
+  watchRequests(plural: Resource['plural']): RecordedRequest[] {
+    return this.requests.filter((r) => r.method === 'GET' && r.watch && r.path.endsWith(`/${plural}`));
+  }
+
+  #handle(req: IncomingMessage, res: ServerResponse): void {
+    const url = new URL(req.url ?? '/', 'http://fake');
+    const query = Object.fromEntries(url.searchParams);
+    const watch = query.watch === 'true' || query.watch === '1';
+    this.requests.push({ method: req.method ?? 'GET', path: url.pathname, query, watch, authorization: req.headers.authorization, at: Date.now() });
+    const failure = this.#failures.find((f) => f.remaining > 0 && (!f.method || f.method === req.method) && (!f.pathPrefix || url.pathname.startsWith(f.pathPrefix)));
+    if (failure) {
+      failure.remaining--;
+      return this.#json(res, failure.status, status(failure.status, REASONS[failure.status] ?? 'InternalError', `injected failure for ${req.method} ${url.pathname}`));
+    }
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      try {
+        this.#route(req, res, url, query, watch, Buffer.concat(chunks).toString('utf8'));
+      } catch (err) {
+        this.#json(res, 500, status(500, 'InternalError', String(err)));
+      }
+    });
+  }
+
+  #route(req: IncomingMessage, res: ServerResponse, url: URL, query: Record<string, string>, watch: boolean, body: string): void {
+    const path = url.pathname;
+    const ev = /^\/(api\/v1|apis\/events\.k8s\.io\/v1)\/namespaces\/([^/]+)\/events(?:\/([^/]+))?$/.exec(path);
+    if (ev) return this.#events(req, res, ev[1] === 'api/v1' ? 'v1' : 'events.k8s.io/v1', ev[2], ev[3], body);
+    for (const r of Object.values(RESOURCES)) {
+      const all = path === `${r.prefix}/${r.plural}`;
+      const ns = r.namespaced ? new RegExp(`^${r.prefix.replace(/\./g, '\\.')}/namespaces/([^/]+)/${r.plural}$`).exec(path) : null;
+      if (!all && !ns) continue;
+      if (req.method !== 'GET') return this.#json(res, 405, status(405, 'MethodNotAllowed', `${req.method} is not supported on ${path}`));
+      let match: Matcher;
+      try {
+        const labels = parseLabelSelector(query.labelSelector);
+        const fields = parseFieldSelector(query.fieldSelector, r.fields);
+        const namespace = ns?.[1];
+        match = (o) => (!namespace || (o.metadata as { namespace?: string }).namespace === namespace) && labels(o) && fields(o);
+      } catch (err) {
+        if (err instanceof SelectorError) return this.#json(res, 400, status(400, 'BadRequest', err.message));
+        throw err;
+      }
+      return watch ? this.#watch(res, r, match, query) : this.#list(res, r, match);
+    }
+    this.#json(res, 404, status(404, 'NotFound', `the server could not find the requested resource (${req.method} ${path})`));
+  }
+
+  #list(res: ServerResponse, r: Resource, match: Matcher): void {
+    const { items, resourceVersion } = this.store.list(r.plural, match);
+    // A real server leaves kind/apiVersion off the items of a typed list.
+    for (const item of items) {
+      delete item.kind;
+      delete item.apiVersion;
+    }
+    this.#json(res, 200, { kind: r.listKind, apiVersion: r.apiVersion, metadata: { resourceVersion: String(resourceVersion) }, items });
+  }
+
+  #watch(res: ServerResponse, r: Resource, match: Matcher, query: Record<string, string>): void {
+    const from = query.resourceVersion ? Number(query.resourceVersion) : 0;
+    res.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked', 'Cache-Control': 'no-cache, private' });
+    res.flushHeaders();
+    const w: Watcher = { resource: r, match, bookmarks: query.allowWatchBookmarks === 'true', res };
+    if (Number.isNaN(from) || (from > 0 && this.store.tooOld(from))) {
+      // As the API server: the stream opens, carries one ERROR with a 410 Status, and ends.
+      const msg = `too old resource version: ${query.resourceVersion} (${this.store.compactedResourceVersion})`;
+      res.end(JSON.stringify({ type: 'ERROR', object: status(410, 'Expired', msg) }) + '\n');
+      return;
+    }
+    this.#watchers.add(w);
+    res.on('close', () => this.#forget(w));
+    const timeout = Number(query.timeoutSeconds);
+    if (timeout > 0) w.timer = setTimeout(() => this.#endWatch(w, false), timeout * 1000);
+    if (this.#stalled) return;
+    if (from === 0) {
+      // resourceVersion unset or "0": synthetic ADDED events for the current state first.
+      for (const obj of this.store.list(r.plural, match).items) this.#send(w, { type: 'ADDED', object: obj });
+    } else {
+      for (const c of this.store.changesSince(r.plural, from)) {
+        const e = eventFor(c, match);
+        if (e) this.#send(w, e);
+      }
+    }
+  }
+
+  #fanOut(c: Change): void {
+    if (this.#stalled) return;
+    for (const w of this.#watchers) {
+      if (w.resource.plural !== c.resource) continue;
+      const e = eventFor(c, w.match);
+      if (e) this.#send(w, e);
+    }
+  }
+
+  #send(w: Watcher, e: WatchEvent): void {
+    if (!w.res.writableEnded) w.res.write(JSON.stringify(e) + '\n');
+  }
+
+  #endWatch(w: Watcher, abrupt: boolean): void {
+    this.#forget(w);
+    if (abrupt) w.res.socket?.destroy();
+    else if (!w.res.writableEnded) w.res.end();
+  }
+
+  #forget(w: Watcher): void {
+    if (w.timer) clearTimeout(w.timer);
+    this.#watchers.delete(w);
+  }
+
+  #events(req: IncomingMessage, res: ServerResponse, api: StoredEvent['api'], namespace: string, name: string | undefined, body: string): void {
+    let input: Record<string, unknown>;
+    try {
+      input = body ? (JSON.parse(body) as Record<string, unknown>) : {};
+    } catch {
+      return this.#json(res, 400, status(400, 'BadRequest', 'request body is not JSON'));
+    }
+    if (req.method === 'POST' && !name) {
+      const problems = api === 'events.k8s.io/v1' ? validateEventV1(input, namespace) : [];
+      if (problems.length) return this.#json(res, 422, status(422, 'Invalid', `Event is invalid: ${problems.join(', ')}`));
+      const meta = (input.metadata ?? {}) as Record<string, unknown>;
+      if (this.events.some((e) => e.api === api && e.namespace === namespace && (e.object.metadata as { name: string }).name === meta.name)) {
+        return this.#json(res, 409, status(409, 'AlreadyExists', `events "${String(meta.name)}" already exists`));
+      }
+      const object = { ...input, metadata: { ...meta, namespace, uid: randomUUID(), resourceVersion: String(this.store.resourceVersion) } };
+      this.events.push({ api, namespace, object, patches: 0 });
+      return this.#json(res, 201, object);
+    }
+    if (req.method === 'PATCH' && name) {
+      const type = String(req.headers['content-type'] ?? '').split(';')[0];
+      if (type !== 'application/strategic-merge-patch+json' && type !== 'application/merge-patch+json') {
+        return this.#json(res, 415, status(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json (got ${type})`));
+      }
+      const stored = this.events.find((e) => e.api === api && e.namespace === namespace && (e.object.metadata as { name: string }).name === name);
+      if (!stored) return this.#json(res, 404, status(404, 'NotFound', `events "${name}" not found`));
+      stored.object = mergePatch(stored.object, input) as Record<string, unknown>;
+      stored.patches++;
+      return this.#json(res, 200, stored.object);
+    }
+    this.#json(res, 405, status(405, 'MethodNotAllowed', `${req.method} is not supported on events here`));
+  }
+
+  #json(res: ServerResponse, code: number, body: unknown): void {
+    res.writeHead(code, { 'Content-Type': 'application/json' });
+    res.end(JSON.stringify(body));
+  }
+}
+
+function pluralOf(kind: string | undefined): Resource['plural'] {
+  const r = Object.values(RESOURCES).find((x) => x.kind === kind);
+  if (!r) throw new Error(`fake API server does not serve kind ${String(kind)}`);
+  return r.plural;
+}
+
+/** validateEventV1 checks what the API server's events.k8s.io/v1 validation checks on create. */
+function validateEventV1(e: Record<string, unknown>, namespace: string): string[] {
+  const problems: string[] = [];
+  const meta = (e.metadata ?? {}) as Record<string, unknown>;
+  if (!meta.name) problems.push('metadata.name: Required value');
+  if (meta.namespace !== undefined && meta.namespace !== namespace) problems.push(`metadata.namespace: does not match the namespace of the request (${namespace})`);
+  if (typeof e.eventTime !== 'string' || !MICRO_TIME.test(e.eventTime)) problems.push(`eventTime: Invalid value: ${JSON.stringify(e.eventTime)}: must be RFC 3339 with microseconds`);
+  for (const f of ['reportingController', 'reportingInstance', 'action', 'reason']) if (!e[f]) problems.push(`${f}: Required value`);
+  if (e.type !== 'Normal' && e.type !== 'Warning') problems.push(`type: Unsupported value: ${JSON.stringify(e.type)}`);
+  if (typeof e.note === 'string' && Buffer.byteLength(e.note) > 1024) problems.push('note: Too long: may not be longer than 1024');
+  const regarding = (e.regarding ?? {}) as Record<string, unknown>;
+  if (regarding.namespace && regarding.namespace !== namespace) problems.push('regarding.namespace: does not match event.namespace');
+  const series = e.series as Record<string, unknown> | undefined;
+  if (series && (typeof series.count !== 'number' || series.count < 2)) problems.push('series.count: should be at least 2');
+  return problems;
+}
+
+/** mergePatch applies a JSON merge patch (RFC 7386); for Event fields it equals a strategic merge. */
+function mergePatch(target: unknown, patch: unknown): unknown {
+  if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
+  const out: Record<string, unknown> = target && typeof target === 'object' && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {};
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) delete out[k];
+    else out[k] = mergePatch(out[k], v);
+  }
+  return out;
+}
