@@ -1,0 +1,220 @@
+import { fileURLToPath } from 'node:url';
+import { parse as parseYaml } from 'yaml';
+import { describe, expect, it } from 'vitest';
+import { loadManifests, parseManifests, validateObject, type Manifest } from './api-schema.ts';
+
+const deployDir = fileURLToPath(new URL('.', import.meta.url));
+const shipped = loadManifests(deployDir, 'deploy');
+const examples = loadManifests(`${deployDir}examples`, 'deploy/examples');
+
+// Loose views of the objects, enough to read the fields these tests check.
+type Obj = Record<string, any>;
+
+function only(kind: string, name?: string): Obj {
+  const found = shipped.filter((m) => m.object.kind === kind && (name === undefined || (m.object.metadata as Obj)?.name === name));
+  if (found.length !== 1) {
+    throw new Error(`expected exactly one ${kind}${name ? ` ${name}` : ''} in deploy/, found ${found.length}: ${found.map((m) => m.where).join(', ')}`);
+  }
+  return found[0].object;
+}
+
+const daemonSet = only('DaemonSet', 'kproxy');
+const pod = daemonSet.spec.template.spec;
+const container = pod.containers[0];
+
+function argValue(flag: string): string | undefined {
+  const args: string[] = container.args ?? [];
+  const i = args.indexOf(flag);
+  if (i >= 0) return args[i + 1];
+  return args.find((a) => a.startsWith(`${flag}=`))?.slice(flag.length + 1);
+}
+
+describe('every manifest under deploy/ and deploy/examples/ is valid against the Kubernetes API schema', () => {
+  it('finds the shipped manifests and the examples', () => {
+    const kinds = shipped.map((m) => m.object.kind).sort();
+    expect(kinds).toEqual(['ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'DaemonSet', 'ServiceAccount']);
+    const exampleKinds = new Set(examples.map((m) => m.object.kind));
+    expect([...exampleKinds].sort()).toEqual(['EndpointSlice', 'Node', 'Service']);
+  });
+
+  it.each([...shipped, ...examples].map((m): [string, Manifest] => [`${m.where} (${m.object.kind})`, m]))(
+    '%s',
+    async (_where, manifest) => {
+      expect(await validateObject(manifest.object)).toEqual([]);
+    },
+  );
+});
+
+describe('the schema check is strict', () => {
+  it('rejects a DaemonSet with a misspelt field, naming the field', async () => {
+    const bad = structuredClone(daemonSet);
+    bad.spec.template.spec.hostNetwrok = true;
+    expect(await validateObject(bad)).toEqual([{ path: 'spec.template.spec.hostNetwrok', message: 'unknown field "hostNetwrok"' }]);
+  });
+
+  it('rejects an unknown field deep inside a container, in a list and a map', async () => {
+    const bad = structuredClone(daemonSet);
+    bad.spec.template.spec.containers[0].livenessProbe.httpGet.paht = '/livez';
+    bad.spec.template.spec.volumes[1].hostPath.kind = 'File';
+    expect((await validateObject(bad)).map((v) => v.path).sort()).toEqual([
+      'spec.template.spec.containers[0].livenessProbe.httpGet.paht',
+      'spec.template.spec.volumes[1].hostPath.kind',
+    ]);
+  });
+
+  it('rejects a Service whose type is not one the API defines', async () => {
+    const [service] = examples.filter((m) => m.object.kind === 'Service').map((m) => structuredClone(m.object) as Obj);
+    service.spec.type = 'Loadbalancer';
+    const violations = await validateObject(service);
+    expect(violations).toHaveLength(1);
+    expect(violations[0].path).toBe('spec.type');
+    expect(violations[0].message).toMatch(/allowed values.*"LoadBalancer"/);
+  });
+
+  it('rejects a value of the wrong JSON type and a missing required field', async () => {
+    const bad = structuredClone(daemonSet);
+    bad.spec.template.spec.containers[0].ports[0].containerPort = '10256';
+    delete bad.spec.template.spec.containers[0].name;
+    const violations = await validateObject(bad);
+    expect([...violations].sort((a, b) => a.path.localeCompare(b.path))).toEqual([
+      { path: 'spec.template.spec.containers[0]', message: 'must have required property name' },
+      { path: 'spec.template.spec.containers[0].ports[0].containerPort', message: 'must be integer' },
+    ]);
+  });
+
+  it('rejects kinds and API versions the API does not serve', async () => {
+    expect(await validateObject({ ...daemonSet, kind: 'DaemonSett' })).toEqual([{ path: 'kind', message: 'no kind DaemonSett in apps/v1' }]);
+    expect(await validateObject({ ...daemonSet, apiVersion: 'apps/v2' })).toEqual([
+      { path: 'apiVersion', message: 'no API group version apps/v2' },
+    ]);
+  });
+
+  it('reads YAML as kubectl does: `on` is a boolean (a label value must be a string), duplicate keys are errors', async () => {
+    const [configMap] = parseManifests('apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  labels: { enabled: on }\n', 'inline');
+    expect(await validateObject(configMap.object)).toEqual([{ path: 'metadata.labels.enabled', message: 'must be string' }]);
+    expect(() => parseManifests('apiVersion: v1\nkind: ConfigMap\nkind: Secret\n', 'inline')).toThrow(/unique/);
+  });
+});
+
+describe('deploy/ holds together as one rollout', () => {
+  it('the DaemonSet selector matches its pod template labels (the API server rejects it otherwise)', () => {
+    expect(daemonSet.spec.template.metadata.labels).toMatchObject(daemonSet.spec.selector.matchLabels);
+  });
+
+  it('the pods run as the ServiceAccount the ClusterRoleBinding binds to the ClusterRole', () => {
+    const account = only('ServiceAccount', pod.serviceAccountName);
+    const binding = only('ClusterRoleBinding');
+    only('ClusterRole', binding.roleRef.name);
+    expect(binding.roleRef).toMatchObject({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole' });
+    expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name: account.metadata.name, namespace: account.metadata.namespace }]);
+    expect(account.metadata.namespace).toBe(daemonSet.metadata.namespace);
+  });
+
+  it('--config names config.conf of the ConfigMap mounted into the pod', () => {
+    const volume = pod.volumes.find((v: Obj) => v.configMap);
+    const configMap = only('ConfigMap', volume.configMap.name);
+    expect(configMap.metadata.namespace).toBe(daemonSet.metadata.namespace);
+    const mount = container.volumeMounts.find((m: Obj) => m.name === volume.name);
+    expect(argValue('--config')).toBe(`${mount.mountPath}/config.conf`);
+    expect(typeof configMap.data['config.conf']).toBe('string');
+  });
+});
+
+describe('the DaemonSet runs kproxy where and as kube-proxy runs', () => {
+  it('on every Linux node, whatever its taints, before ordinary pods, in the host network namespace', () => {
+    expect(daemonSet.metadata.namespace).toBe('kube-system');
+    expect(pod.nodeSelector).toEqual({ 'kubernetes.io/os': 'linux' });
+    expect(pod.tolerations).toEqual([{ operator: 'Exists' }]);
+    expect(pod.priorityClassName).toBe('system-node-critical');
+    expect(pod.hostNetwork).toBe(true);
+    // Cluster DNS sits behind a Service IP that the proxy itself programs.
+    expect(pod.dnsPolicy).toBe('Default');
+  });
+
+  it('rolls out a bounded share of nodes at a time and never two proxies on one node', () => {
+    expect(daemonSet.spec.updateStrategy.type).toBe('RollingUpdate');
+    expect(daemonSet.spec.updateStrategy.rollingUpdate.maxSurge).toBe(0);
+    expect(['10%', 1]).toContain(daemonSet.spec.updateStrategy.rollingUpdate.maxUnavailable);
+  });
+
+  it('knows its node by name and reaches the API server without a Service IP', () => {
+    const env = Object.fromEntries(container.env.map((e: Obj) => [e.name, e]));
+    expect(argValue('--hostname-override')).toBe('$(NODE_NAME)');
+    expect(env.NODE_NAME.valueFrom).toEqual({ fieldRef: { fieldPath: 'spec.nodeName' } });
+    expect(env.KUBERNETES_SERVICE_HOST.value).toEqual(expect.any(String));
+    expect(env.KUBERNETES_SERVICE_PORT.value).toMatch(/^\d+$/);
+  });
+
+  it('is probed on :10256 — liveness on /livez, readiness on /healthz', () => {
+    const healthz = container.ports.find((p: Obj) => p.name === 'healthz');
+    expect(healthz).toEqual({ name: 'healthz', containerPort: 10256, protocol: 'TCP' });
+    expect(container.livenessProbe.httpGet).toEqual({ path: '/livez', port: 'healthz' });
+    expect(container.readinessProbe.httpGet).toEqual({ path: '/healthz', port: 'healthz' });
+    expect(container.resources.requests).toEqual({ cpu: expect.any(String), memory: expect.any(String) });
+  });
+
+  it("shares the host's xtables lock and reads its kernel modules", () => {
+    const hostPaths = Object.fromEntries(pod.volumes.filter((v: Obj) => v.hostPath).map((v: Obj) => [v.hostPath.path, v]));
+    expect(hostPaths['/run/xtables.lock'].hostPath.type).toBe('FileOrCreate');
+    expect(hostPaths['/lib/modules']).toBeDefined();
+    const mounts = Object.fromEntries(container.volumeMounts.map((m: Obj) => [m.mountPath, m]));
+    expect(mounts['/run/xtables.lock'].name).toBe(hostPaths['/run/xtables.lock'].name);
+    expect(mounts['/run/xtables.lock'].readOnly).not.toBe(true);
+    expect(mounts['/lib/modules']).toMatchObject({ name: hostPaths['/lib/modules'].name, readOnly: true });
+    expect(container.securityContext).toEqual({ privileged: true });
+  });
+});
+
+describe("the ClusterRole grants system:node-proxier's rules plus delegated auth, and nothing more", () => {
+  // system:node-proxier as Kubernetes bootstraps it (bootstrappolicy/policy.go:
+  // nodeProxierRules + eventsRule), then TokenReview/SubjectAccessReview.
+  const expected = [
+    ' endpoints list',
+    ' endpoints watch',
+    ' services list',
+    ' services watch',
+    ' nodes get',
+    ' nodes list',
+    ' nodes watch',
+    ' events create',
+    ' events patch',
+    ' events update',
+    'events.k8s.io events create',
+    'events.k8s.io events patch',
+    'events.k8s.io events update',
+    'discovery.k8s.io endpointslices list',
+    'discovery.k8s.io endpointslices watch',
+    'authentication.k8s.io tokenreviews create',
+    'authorization.k8s.io subjectaccessreviews create',
+  ];
+
+  it('as (group, resource, verb) triples', () => {
+    const role = only('ClusterRole');
+    const granted = role.rules.flatMap((r: Obj) =>
+      r.apiGroups.flatMap((g: string) => r.resources.flatMap((res: string) => r.verbs.map((v: string) => `${g} ${res} ${v}`))),
+    );
+    expect(new Set(granted).size).toBe(granted.length);
+    expect([...granted].sort()).toEqual([...expected].sort());
+    expect(role.rules.some((r: Obj) => r.resourceNames || r.nonResourceURLs)).toBe(false);
+  });
+});
+
+describe('config.conf is a KubeProxyConfiguration matching the DaemonSet', () => {
+  const config = parseYaml(only('ConfigMap', 'kproxy').data['config.conf'], { version: '1.1', uniqueKeys: true }) as Obj;
+
+  it('is kube-proxy v1alpha1 in iptables mode with a cluster CIDR', () => {
+    expect(config.apiVersion).toBe('kubeproxy.config.k8s.io/v1alpha1');
+    expect(config.kind).toBe('KubeProxyConfiguration');
+    expect(config.mode).toBe('iptables');
+    expect(config.clusterCIDR).toMatch(/^\d+\.\d+\.\d+\.\d+\/\d+$/);
+  });
+
+  it('serves /healthz on the port the probes use, on all addresses (the kubelet probes the node IP)', () => {
+    expect(config.healthzBindAddress).toBe(`0.0.0.0:${container.ports.find((p: Obj) => p.name === 'healthz').containerPort}`);
+  });
+
+  it('keeps metrics and the dashboard on loopback, since the DaemonSet passes no dashboard token', () => {
+    expect(argValue('--dashboard-token-file')).toBeUndefined();
+    expect(config.metricsBindAddress).toBe('127.0.0.1:10249');
+  });
+});
