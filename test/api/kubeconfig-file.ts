@@ -23,6 +23,8 @@ clusters:
   - name: fake
     cluster:
       server: ${serverUrl}
+      # client-node only speaks plain http with TLS verification off
+      insecure-skip-tls-verify: true
 users:
   - name: kproxy
     user:

@@ -1,0 +1,149 @@
+import { CoreV1Api, DiscoveryV1Api, Watch, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import type { Clock } from '../../clock.ts';
+import { errorMessage, KubeconfigError } from '../../errors.ts';
+import type { Logger } from '../../log.ts';
+import type { EndpointSlice, Node, Service } from '../../proxy/kube-objects.ts';
+import type { ChangeHandlers, ObjectKind } from '../../proxy/proxy-state.ts';
+import type { Source, SourceStatus } from '../source.ts';
+import { ResilientInformer, type InformerCounters, type InformerStatus, type InformerTuning, type WatchClient } from './resilient-informer.ts';
+import { ENDPOINT_SLICES_PATH, NODES_PATH, nodeFieldSelector, PROXY_LABEL_SELECTOR, SERVICE_FIELD_SELECTOR, SERVICES_PATH } from './selectors.ts';
+
+export interface KubeSourceOptions {
+  kubeConfig: KubeConfig;
+  /** nodeName: this node (its Node object is the only one watched). */
+  nodeName: string;
+  clock: Clock;
+  logger: Logger;
+  /** tuning: backoff, quiet-watch relist and watch timeouts (defaults: DEFAULT_TUNING). */
+  tuning?: Partial<InformerTuning>;
+  /**
+   * watchInactivityMs: client-node aborts a watch that received no bytes this
+   * long and resumes it from its resourceVersion. It runs on the real clock
+   * inside client-node; longer than the API server's bookmark interval (~1 min).
+   */
+  watchInactivityMs?: number;
+  random?: () => number;
+}
+
+/** KINDS: the informers, in the order status lists them. */
+const KINDS: readonly ObjectKind[] = ['Service', 'EndpointSlice', 'Node'];
+
+/**
+ * KubeSource feeds the change handlers from the Kubernetes API: Services and
+ * EndpointSlices cluster-wide (kube-proxy's selectors) and this node's Node,
+ * each through a ResilientInformer over client-node's ListWatch. start() returns
+ * at once: when the API server is down the informers keep retrying with backoff
+ * and log it, and handlers.onSynced(kind) says when each first list has arrived.
+ */
+export class KubeSource implements Source {
+  readonly #o: KubeSourceOptions;
+  readonly #server: string;
+  readonly #informers = new Map<ObjectKind, ResilientInformer<KubernetesObject>>();
+  #started = false;
+
+  constructor(opts: KubeSourceOptions) {
+    this.#o = opts;
+    const cluster = opts.kubeConfig.getCurrentCluster();
+    if (!cluster) throw new KubeconfigError('the kubeconfig has no current cluster: cannot watch the API');
+    this.#server = cluster.server;
+  }
+
+  async start(handlers: ChangeHandlers): Promise<void> {
+    if (this.#started) return;
+    this.#started = true;
+    const { kubeConfig, nodeName, clock, logger, tuning, random } = this.#o;
+    let core: CoreV1Api;
+    let discovery: DiscoveryV1Api;
+    try {
+      core = kubeConfig.makeApiClient(CoreV1Api);
+      discovery = kubeConfig.makeApiClient(DiscoveryV1Api);
+    } catch (err) {
+      throw new KubeconfigError(`API clients for ${this.#server} cannot be made: ${errorMessage(err)}`, { cause: err });
+    }
+    const watch = new Watch(kubeConfig);
+    // requestTimeoutMs is private in client-node's typings but is the only knob for its inactivity timeout.
+    (watch as unknown as { requestTimeoutMs: number }).requestTimeoutMs = this.#o.watchInactivityMs ?? 3 * 60_000;
+    const log = logger.child('kube-source');
+    const common = { watch: watch as WatchClient, server: this.#server, clock, logger: log, tuning, random };
+
+    this.#add(
+      new ResilientInformer<KubernetesObject>({
+        ...common,
+        kind: 'Service',
+        path: SERVICES_PATH,
+        labelSelector: PROXY_LABEL_SELECTOR,
+        fieldSelector: SERVICE_FIELD_SELECTOR,
+        list: () => core.listServiceForAllNamespaces({ labelSelector: PROXY_LABEL_SELECTOR, fieldSelector: SERVICE_FIELD_SELECTOR }),
+        onChange: (prev, cur) => handlers.onService(prev as Service | null, cur as Service | null),
+        onSynced: () => handlers.onSynced('Service'),
+      }),
+    );
+    this.#add(
+      new ResilientInformer<KubernetesObject>({
+        ...common,
+        kind: 'EndpointSlice',
+        path: ENDPOINT_SLICES_PATH,
+        labelSelector: PROXY_LABEL_SELECTOR,
+        list: () => discovery.listEndpointSliceForAllNamespaces({ labelSelector: PROXY_LABEL_SELECTOR }),
+        onChange: (prev, cur) => handlers.onEndpointSlice(prev as EndpointSlice | null, cur as EndpointSlice | null),
+        onSynced: () => handlers.onSynced('EndpointSlice'),
+      }),
+    );
+    this.#add(
+      new ResilientInformer<KubernetesObject>({
+        ...common,
+        kind: 'Node',
+        path: NODES_PATH,
+        fieldSelector: nodeFieldSelector(nodeName),
+        list: () => core.listNode({ fieldSelector: nodeFieldSelector(nodeName) }),
+        onChange: (prev, cur) => handlers.onNode(prev as Node | null, cur as Node | null),
+        onSynced: () => handlers.onSynced('Node'),
+      }),
+    );
+    log.info('watching the Kubernetes API', { server: this.#server, node: nodeName });
+    for (const inf of this.#informers.values()) inf.start();
+  }
+
+  async stop(): Promise<void> {
+    for (const inf of this.#informers.values()) inf.stop();
+  }
+
+  /** relist makes every informer list again (delivering only differences); for operators and tests. */
+  relist(): void {
+    for (const inf of this.#informers.values()) inf.relist();
+  }
+
+  /** informers: each informer's status, for the dashboard. */
+  informers(): InformerStatus[] {
+    return KINDS.flatMap((k) => {
+      const inf = this.#informers.get(k);
+      return inf ? [inf.status()] : [];
+    });
+  }
+
+  /** status: counters are totals over the three informers, plus each one's as "<Kind>.<counter>". */
+  status(): SourceStatus {
+    const all = this.informers();
+    const counters: Record<string, number> = {};
+    for (const st of all) {
+      for (const [name, value] of Object.entries(st.counters) as [keyof InformerCounters, number][]) counters[name] = (counters[name] ?? 0) + value;
+    }
+    for (const st of all) {
+      for (const [name, value] of Object.entries(st.counters) as [keyof InformerCounters, number][]) counters[`${st.kind}.${name}`] = value;
+    }
+    const failed = all.filter((s) => s.lastErrorAt !== undefined).sort((a, b) => b.lastErrorAt! - a.lastErrorAt!)[0];
+    return {
+      kind: 'kubernetes',
+      description: this.#server,
+      synced: all.length === KINDS.length && all.every((s) => s.synced),
+      objects: all.reduce((n, s) => n + s.objects, 0),
+      lastError: failed?.lastError,
+      lastErrorAt: failed?.lastErrorAt,
+      counters,
+    };
+  }
+
+  #add(inf: ResilientInformer<KubernetesObject>): void {
+    this.#informers.set(inf.status().kind, inf);
+  }
+}
