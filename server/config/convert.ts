@@ -1,0 +1,62 @@
+import type { ProxyMode } from '../proxy/backend.ts';
+import type { ProxyConfig } from './types.ts';
+import type { KubeProxyConfiguration } from './v1alpha1.ts';
+
+/**
+ * toProxyConfig turns a defaulted, validated v1alpha1 document into kproxy's
+ * effective ProxyConfig, resolving kube-proxy's "blank means default" values:
+ * mode "" is iptables, detectLocalMode "" is ClusterCIDR, ipvs.scheduler "" is rr.
+ * Call it only after validateKubeProxyConfiguration returned no errors: the
+ * casts below rely on the enumerations having been checked.
+ */
+export function toProxyConfig(c: KubeProxyConfiguration): ProxyConfig {
+  return {
+    mode: (c.mode || 'iptables') as ProxyMode,
+    hostnameOverride: c.hostnameOverride,
+    bindAddress: c.bindAddress,
+    healthzBindAddress: c.healthzBindAddress,
+    metricsBindAddress: c.metricsBindAddress,
+    bindAddressHardFail: c.bindAddressHardFail,
+    clusterCIDRs: c.clusterCIDR === '' ? [] : c.clusterCIDR.split(',').map((s) => s.trim()),
+    detectLocalMode: (c.detectLocalMode || 'ClusterCIDR') as ProxyConfig['detectLocalMode'],
+    detectLocal: { ...c.detectLocal },
+    nodePortAddresses: [...c.nodePortAddresses],
+    configSyncPeriodMs: c.configSyncPeriod,
+    oomScoreAdj: c.oomScoreAdj,
+    clientConnection: { ...c.clientConnection },
+    iptables: {
+      masqueradeAll: c.iptables.masqueradeAll,
+      masqueradeBit: c.iptables.masqueradeBit,
+      localhostNodePorts: c.iptables.localhostNodePorts,
+      syncPeriodMs: c.iptables.syncPeriod,
+      minSyncPeriodMs: c.iptables.minSyncPeriod,
+    },
+    nftables: {
+      masqueradeAll: c.nftables.masqueradeAll,
+      masqueradeBit: c.nftables.masqueradeBit,
+      syncPeriodMs: c.nftables.syncPeriod,
+      minSyncPeriodMs: c.nftables.minSyncPeriod,
+    },
+    ipvs: {
+      scheduler: c.ipvs.scheduler || 'rr',
+      excludeCIDRs: [...c.ipvs.excludeCIDRs],
+      strictARP: c.ipvs.strictARP,
+      syncPeriodMs: c.ipvs.syncPeriod,
+      minSyncPeriodMs: c.ipvs.minSyncPeriod,
+      tcpTimeoutMs: c.ipvs.tcpTimeout,
+      tcpFinTimeoutMs: c.ipvs.tcpFinTimeout,
+      udpTimeoutMs: c.ipvs.udpTimeout,
+    },
+    conntrack: {
+      maxPerCore: c.conntrack.maxPerCore,
+      min: c.conntrack.min,
+      tcpEstablishedTimeoutMs: c.conntrack.tcpEstablishedTimeout,
+      tcpCloseWaitTimeoutMs: c.conntrack.tcpCloseWaitTimeout,
+      tcpBeLiberal: c.conntrack.tcpBeLiberal,
+      udpTimeoutMs: c.conntrack.udpTimeout,
+      udpStreamTimeoutMs: c.conntrack.udpStreamTimeout,
+    },
+    featureGates: { ...c.featureGates },
+    logging: { verbosity: c.logging.verbosity, format: c.logging.format as ProxyConfig['logging']['format'] },
+  };
+}
