@@ -1,0 +1,89 @@
+import Fastify, { type FastifyInstance } from 'fastify';
+import { goTimeJSON, type ProxyHealth, type ProxyHealthStatus } from './proxy-health.ts';
+
+/** HealthProbe names the two probes the health listener answers. */
+export type HealthProbe = 'healthz' | 'livez';
+
+export interface ProxyHealthAppOptions {
+  health: ProxyHealth;
+  /** onServed counts each answer (kubeproxy_proxy_healthz_total / kubeproxy_proxy_livez_total). */
+  onServed?: (probe: HealthProbe, code: 200 | 503) => void;
+}
+
+const proxierHealthSchema = {
+  type: 'object',
+  properties: { lastUpdated: { type: 'string' }, healthy: { type: 'boolean' } },
+  required: ['lastUpdated', 'healthy'],
+} as const;
+
+// Property order is the order of kube-proxy's ProxyHealth struct, which Go's
+// encoding/json follows: consumers diffing the two outputs see the same text.
+// (No "required" list: fast-json-stringify would move required keys first.)
+const healthBodySchema = {
+  type: 'object',
+  properties: {
+    lastUpdated: { type: 'string' },
+    currentTime: { type: 'string' },
+    nodeEligible: { type: 'boolean' },
+    healthy: { type: 'boolean' },
+    status: { type: 'object', additionalProperties: proxierHealthSchema },
+  },
+} as const;
+
+const routeSchema = { response: { 200: healthBodySchema, 503: healthBodySchema } };
+
+/** healthBody shapes a ProxyHealthStatus like kube-proxy's JSON (nodeEligible only for /healthz). */
+export function healthBody(h: ProxyHealthStatus, healthy: boolean, nodeEligible?: boolean): Record<string, unknown> {
+  // kube-proxy reports "now" as lastUpdated while healthy: older releases meant
+  // "the sync loop ran recently" by it, and clients may still read it that way.
+  const body: Record<string, unknown> = {
+    lastUpdated: goTimeJSON(healthy ? h.currentTime : h.lastUpdated),
+    currentTime: goTimeJSON(h.currentTime),
+  };
+  if (nodeEligible !== undefined) body.nodeEligible = nodeEligible;
+  body.healthy = h.healthy;
+  const families = Object.entries(h.status);
+  if (families.length > 0) {
+    body.status = Object.fromEntries(families.map(([family, s]) => [family, { lastUpdated: goTimeJSON(s.lastUpdated), healthy: s.healthy }]));
+  }
+  return body;
+}
+
+/**
+ * buildProxyHealthApp builds the :10256 listener: /healthz (proxy health and
+ * node eligibility, what cloud load balancers probe) and /livez (proxy health
+ * only, what the kubelet's liveness probe uses), answering any method like
+ * kube-proxy's ServeMux handlers.
+ */
+export function buildProxyHealthApp(opts: ProxyHealthAppOptions): FastifyInstance {
+  const app = Fastify({ logger: false });
+  const served = opts.onServed ?? (() => {});
+
+  app.addHook('onSend', async (_req, reply, payload) => {
+    // kube-proxy sends exactly "application/json"; fastify would add a charset.
+    if (String(reply.getHeader('content-type') ?? '').startsWith('application/json')) reply.header('content-type', 'application/json');
+    reply.header('x-content-type-options', 'nosniff');
+    return payload;
+  });
+
+  app.all('/healthz', { schema: routeSchema }, async (_req, reply) => {
+    const h = opts.health.health();
+    const nodeEligible = opts.health.nodeEligible();
+    const healthy = h.healthy && nodeEligible;
+    const code = healthy ? 200 : 503;
+    served('healthz', code);
+    return reply.code(code).send(healthBody(h, healthy, nodeEligible));
+  });
+
+  app.all('/livez', { schema: routeSchema }, async (_req, reply) => {
+    const h = opts.health.health();
+    const code = h.healthy ? 200 : 503;
+    served('livez', code);
+    return reply.code(code).send(healthBody(h, h.healthy));
+  });
+
+  app.setNotFoundHandler((_req, reply) => {
+    reply.code(404).type('text/plain; charset=utf-8').send('404 page not found\n');
+  });
+  return app;
+}
