@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
@@ -22,8 +23,8 @@ const daemonSet = only('DaemonSet', 'kproxy');
 const pod = daemonSet.spec.template.spec;
 const container = pod.containers[0];
 
-function argValue(flag: string): string | undefined {
-  const args: string[] = container.args ?? [];
+function argValue(flag: string, c: Obj = container): string | undefined {
+  const args: string[] = c.args ?? [];
   const i = args.indexOf(flag);
   if (i >= 0) return args[i + 1];
   return args.find((a) => a.startsWith(`${flag}=`))?.slice(flag.length + 1);
@@ -216,5 +217,57 @@ describe('config.conf is a KubeProxyConfiguration matching the DaemonSet', () =>
   it('keeps metrics and the dashboard on loopback, since the DaemonSet passes no dashboard token', () => {
     expect(argValue('--dashboard-token-file')).toBeUndefined();
     expect(config.metricsBindAddress).toBe('127.0.0.1:10249');
+  });
+});
+
+/**
+ * strategicMerge applies a strategic-merge patch as `kubectl patch` does, for
+ * the lists these patches touch: containers, volumes and env merge by name,
+ * volumeMounts by mountPath; other lists (args) are replaced, maps merge.
+ */
+function strategicMerge(target: unknown, patch: unknown, key = ''): unknown {
+  if (Array.isArray(patch)) {
+    const mergeKey = ['containers', 'initContainers', 'volumes', 'env'].includes(key) ? 'name' : key === 'volumeMounts' ? 'mountPath' : null;
+    if (!mergeKey || !Array.isArray(target)) return patch;
+    const merged = [...target];
+    for (const item of patch as Obj[]) {
+      const i = merged.findIndex((t: Obj) => t[mergeKey] === item[mergeKey]);
+      if (i >= 0) merged[i] = strategicMerge(merged[i], item);
+      else merged.push(item);
+    }
+    return merged;
+  }
+  if (patch && typeof patch === 'object' && target && typeof target === 'object' && !Array.isArray(target)) {
+    const merged: Obj = { ...(target as Obj) };
+    for (const [k, v] of Object.entries(patch)) merged[k] = strategicMerge(merged[k], v, k);
+    return merged;
+  }
+  return patch;
+}
+
+function patched(name: string): Obj {
+  const text = readFileSync(`${deployDir}patches/${name}`, 'utf8');
+  return strategicMerge(daemonSet, parseYaml(text, { version: '1.1', uniqueKeys: true })) as Obj;
+}
+
+describe('the documented DaemonSet patches (deploy/patches/) give valid DaemonSets', () => {
+  it('dashboard-token.yaml mounts the token Secret and passes --dashboard-token-file, keeping the other arguments', async () => {
+    const ds = patched('dashboard-token.yaml');
+    expect(await validateObject(ds)).toEqual([]);
+    const c = ds.spec.template.spec.containers[0];
+    const tokenFile = argValue('--dashboard-token-file', c);
+    const mount = c.volumeMounts.find((m: Obj) => tokenFile?.startsWith(`${m.mountPath}/`));
+    const volume = ds.spec.template.spec.volumes.find((v: Obj) => v.name === mount?.name);
+    expect(volume.secret).toEqual({ secretName: 'kproxy-dashboard-token', defaultMode: 0o400 });
+    expect(c.args.slice(0, container.args.length)).toEqual(container.args);
+    expect(c.volumeMounts).toHaveLength(container.volumeMounts.length + 1);
+  });
+
+  it('unprivileged.yaml replaces privileged with NET_ADMIN, NET_RAW and SYS_RESOURCE', async () => {
+    const ds = patched('unprivileged.yaml');
+    expect(await validateObject(ds)).toEqual([]);
+    const { securityContext } = ds.spec.template.spec.containers[0];
+    expect(securityContext.privileged).toBe(false);
+    expect(securityContext.capabilities).toEqual({ drop: ['ALL'], add: ['NET_ADMIN', 'NET_RAW', 'SYS_RESOURCE'] });
   });
 });
