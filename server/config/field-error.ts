@@ -30,7 +30,8 @@ export function formatFieldError(e: FieldError): string {
   let line: string;
   switch (e.type) {
     case 'Invalid':
-      line = `${e.field}: Invalid value: ${formatValue(e.value)}: ${e.detail}`;
+      // No value: the field is not a scalar (a list where a mapping belongs...), say only why.
+      line = e.value === undefined ? `${e.field}: ${e.detail}` : `${e.field}: Invalid value: ${formatValue(e.value)}: ${e.detail}`;
       break;
     case 'Required':
       line = `${e.field}: Required value: ${e.detail}`;
