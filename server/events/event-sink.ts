@@ -1,0 +1,60 @@
+import { EventsV1Api, setHeaderOptions, type EventsV1Event, type KubeConfig } from '@kubernetes/client-node';
+
+/** EventObject is an events.k8s.io/v1 Event as kproxy writes it (eventTime already in MicroTime form). */
+export interface EventObject {
+  apiVersion: 'events.k8s.io/v1';
+  kind: 'Event';
+  metadata: { name: string; namespace: string };
+  /** eventTime: RFC 3339 with microseconds, as the API server's MicroTime requires. */
+  eventTime: string;
+  series?: { count: number; lastObservedTime: string };
+  reportingController: string;
+  reportingInstance: string;
+  action: string;
+  reason: string;
+  note: string;
+  type: 'Normal' | 'Warning';
+  regarding: { kind: string; name: string; namespace?: string; uid?: string; apiVersion?: string };
+}
+
+/** SeriesPatch is the body of a series update: the count and when the event was last seen. */
+export interface SeriesPatch {
+  series: { count: number; lastObservedTime: string };
+}
+
+/**
+ * EventSink writes Events to the API. Failures reject with an error whose `code`
+ * (or `statusCode`) is the HTTP status when the server answered, and none when
+ * it could not be reached: the recorder retries the latter and 5xx, and drops
+ * requests the server refused.
+ */
+export interface EventSink {
+  create(namespace: string, event: EventObject): Promise<void>;
+  patch(namespace: string, name: string, patch: SeriesPatch): Promise<void>;
+}
+
+/** httpStatus returns the HTTP status of a sink failure, or undefined when the server was not reached. */
+export function httpStatus(err: unknown): number | undefined {
+  const e = err as { code?: unknown; statusCode?: unknown } | null;
+  if (typeof e?.code === 'number') return e.code;
+  if (typeof e?.statusCode === 'number') return e.statusCode;
+  return undefined;
+}
+
+/** ApiEventSink writes through client-node's events.k8s.io/v1 client. */
+export class ApiEventSink implements EventSink {
+  readonly #api: EventsV1Api;
+
+  constructor(kubeConfig: KubeConfig) {
+    this.#api = kubeConfig.makeApiClient(EventsV1Api);
+  }
+
+  async create(namespace: string, event: EventObject): Promise<void> {
+    await this.#api.createNamespacedEvent({ namespace, body: event as unknown as EventsV1Event });
+  }
+
+  async patch(namespace: string, name: string, patch: SeriesPatch): Promise<void> {
+    // The generated client picks json-patch by default; a series update is a strategic merge, as client-go sends it.
+    await this.#api.patchNamespacedEvent({ name, namespace, body: patch }, setHeaderOptions('Content-Type', 'application/strategic-merge-patch+json'));
+  }
+}
