@@ -1,0 +1,202 @@
+import { access, readFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import { ConfigFileError, ConfigInvalidError, FlagInvalidError, SourceInvalidError } from '../errors.ts';
+import { toProxyConfig } from './convert.ts';
+import { decodeKubeProxyConfiguration } from './decode.ts';
+import { setDefaults } from './defaults.ts';
+import { formatFieldError, type FieldError } from './field-error.ts';
+import { applyConfigFlags, parseFlags, runFlags } from './flags.ts';
+import { dnsSubdomainProblem, EXAMPLE_NODE_NAME, normalizeNodeName } from './node-name.ts';
+import { packageRoot } from './package-root.ts';
+import { selectSource } from './source-selection.ts';
+import type { ProxyConfig, RunOptions } from './types.ts';
+import type { KubeProxyConfiguration, KubeProxyConfigurationDocument } from './v1alpha1.ts';
+import { validateKubeProxyConfiguration } from './validation.ts';
+
+/**
+ * ConfigEnv is everything loadConfiguration reads from the machine, injectable
+ * so tests need no real files, host name or environment. Each member defaults
+ * to the real one.
+ */
+export interface ConfigEnv {
+  hostname?: () => string;
+  env?: Readonly<Record<string, string | undefined>>;
+  exists?: (path: string) => Promise<boolean>;
+  readFile?: (path: string) => Promise<string>;
+  /** packageRoot: where deploy/examples/ is looked up (default: this package). */
+  packageRoot?: string;
+}
+
+/** LoadedConfiguration is the outcome of the command line and --config file together. */
+export interface LoadedConfiguration {
+  config: ProxyConfig;
+  run: RunOptions;
+  /** nodeName: this node's name (hostname-override, the example node, or the host name). */
+  nodeName: string;
+  /** warnings: things the operator should know that do not stop kproxy (log each once at start). */
+  warnings: string[];
+}
+
+const DEFAULT_RUN: RunOptions = {
+  configFile: null,
+  kubeconfig: null,
+  source: null,
+  sourceIsDefault: false,
+  once: false,
+  cleanup: false,
+  dryRun: false,
+  dashboardTokenFile: null,
+  iptablesFlavor: 'auto',
+  version: false,
+  help: false,
+};
+
+/**
+ * loadConfiguration turns argv (without node and script) into kproxy's effective
+ * configuration: read --config strictly, apply kube-proxy's defaults, apply the
+ * flags over the file, validate, choose the source and the node name. It
+ * touches nothing: a bad flag, file or value throws FlagInvalidError,
+ * ConfigFileError, ConfigInvalidError or SourceInvalidError whose message lists
+ * every problem, one per line, and the CLI exits 1.
+ *
+ * With --help or --version only the flags are parsed; the result carries the
+ * defaults and no file is read.
+ */
+export async function loadConfiguration(argv: readonly string[], env: ConfigEnv = {}): Promise<LoadedConfiguration> {
+  const exists = env.exists ?? pathExists;
+  const flags = parseFlags(argv);
+  const run: RunOptions = { ...DEFAULT_RUN, ...runFlags(flags) };
+  if (run.help || run.version) return { config: toProxyConfig(setDefaults()), run, nodeName: '', warnings: [] };
+
+  const doc = run.configFile ? await readConfigFile(run.configFile, env.readFile ?? ((p) => readFile(p, 'utf8'))) : {};
+  const c = setDefaults(doc);
+  const setBy = applyConfigFlags(c, flags);
+
+  const selection = await selectSource({
+    source: run.source ?? undefined,
+    kubeconfig: c.clientConnection.kubeconfig,
+    env: env.env ?? process.env,
+    exists,
+    packageRoot: env.packageRoot ?? packageRoot(),
+  });
+  const warnings = [...selection.warnings];
+
+  const errors: FieldError[] = validateKubeProxyConfiguration(c).map((e) => {
+    const flags = [e.field, ...(e.related ?? [])].map((f) => flagFor(setBy, f)).filter((f) => f !== undefined);
+    return flags.length > 0 ? { ...e, flag: [...new Set(flags)].join(', ') } : e;
+  });
+  const node = nodeName(c, selection.sourceIsDefault, env.hostname ?? hostname);
+  if (node.problem) {
+    const flag = node.fromOverride ? setBy.get('hostnameOverride') : undefined;
+    if (run.cleanup) warnings.push(`node name: ${formatFieldError(node.problem)}`);
+    else errors.push(flag ? { ...node.problem, flag } : node.problem);
+  }
+  if (node.warning) warnings.push(node.warning);
+  if (errors.length > 0) {
+    const where = run.configFile ? `--config ${run.configFile} with flags` : 'flags';
+    const message = problemList(`invalid configuration (${where})`, errors.map(formatFieldError));
+    // Only values the command line set: the flags are what the operator has to fix.
+    throw errors.every((e) => e.flag) ? new FlagInvalidError(message) : new ConfigInvalidError(message);
+  }
+  if (selection.problem) throw new SourceInvalidError(selection.problem);
+  if (run.dashboardTokenFile !== null && !(await exists(run.dashboardTokenFile))) {
+    throw new FlagInvalidError(`--dashboard-token-file ${run.dashboardTokenFile}: file does not exist`);
+  }
+
+  const config = toProxyConfig(c);
+  config.hostnameOverride = c.hostnameOverride === '' ? '' : normalizeNodeName(c.hostnameOverride);
+  warnings.push(...ignoredSettings(c));
+  return {
+    config,
+    run: { ...run, source: selection.source, sourceIsDefault: selection.sourceIsDefault, kubeconfig: selection.kubeconfig },
+    nodeName: node.name,
+    warnings,
+  };
+}
+
+/** flagFor names the flag that set a field ("nodePortAddresses[1]" and "featureGates.X" count as their list or map). */
+function flagFor(setBy: ReadonlyMap<string, string>, field: string): string | undefined {
+  return setBy.get(field.replace(/\[\d+\]$/, '')) ?? setBy.get(field.split('.')[0]!);
+}
+
+/**
+ * problemList renders problems one per line under a header; a single problem
+ * stays on the header line, so one-line renderings (errorMessage) keep it.
+ */
+export function problemList(header: string, problems: readonly string[]): string {
+  if (problems.length === 1) return `${header}: ${problems[0]}`;
+  return `${header}: ${problems.length} problems:\n${problems.map((p) => `  ${p}`).join('\n')}`;
+}
+
+async function pathExists(path: string): Promise<boolean> {
+  try {
+    await access(path);
+    return true;
+  } catch {
+    return false; // missing or unreadable: both mean "cannot be used", which the caller reports
+  }
+}
+
+async function readConfigFile(path: string, read: (p: string) => Promise<string>): Promise<KubeProxyConfigurationDocument> {
+  let text: string;
+  try {
+    text = await read(path);
+  } catch (err) {
+    throw new ConfigFileError(`reading --config ${path}: ${(err as Error).message}`, { cause: err });
+  }
+  const result = decodeKubeProxyConfiguration(text);
+  if (!result.ok) {
+    throw new ConfigFileError(problemList(`invalid --config ${path}`, result.errors.map(formatFieldError)));
+  }
+  return result.document;
+}
+
+interface NodeNameResult {
+  name: string;
+  fromOverride: boolean;
+  problem?: FieldError;
+  warning?: string;
+}
+
+function nodeName(c: KubeProxyConfiguration, sourceIsDefault: boolean, host: () => string): NodeNameResult {
+  if (c.hostnameOverride !== '') {
+    const name = normalizeNodeName(c.hostnameOverride);
+    const why = dnsSubdomainProblem(name);
+    return why
+      ? { name, fromOverride: true, problem: { field: 'hostnameOverride', type: 'Invalid', value: c.hostnameOverride, detail: why } }
+      : { name, fromOverride: true };
+  }
+  if (sourceIsDefault) {
+    return {
+      name: EXAMPLE_NODE_NAME,
+      fromOverride: false,
+      warning: `node name ${EXAMPLE_NODE_NAME}: the example cluster's node (pass --hostname-override to be another node)`,
+    };
+  }
+  const name = normalizeNodeName(host());
+  const why = dnsSubdomainProblem(name);
+  if (!why) return { name, fromOverride: false };
+  return {
+    name,
+    fromOverride: false,
+    problem: { field: 'hostnameOverride', type: 'Required', detail: `the host name ${JSON.stringify(name)} is not a valid node name (${why}); set --hostname-override` },
+  };
+}
+
+/** ignoredSettings warns about accepted kube-proxy settings kproxy does not act on. */
+function ignoredSettings(c: KubeProxyConfiguration): string[] {
+  const out: string[] = [];
+  for (const [gate, on] of Object.entries(c.featureGates)) {
+    out.push(`featureGates.${gate}=${on}: kproxy implements no feature gates; it has no effect`);
+  }
+  if (c.enableProfiling) out.push('enableProfiling: kproxy serves no /debug/pprof; ignored');
+  if (c.showHiddenMetricsForVersion !== '') out.push('showHiddenMetricsForVersion: kproxy hides no metrics; ignored');
+  if (c.windowsRunAsService || Object.values(c.winkernel).some(Boolean)) out.push('winkernel / windowsRunAsService: Windows settings; ignored on Linux');
+  if (c.portRange !== '') out.push('portRange: unused since the userspace proxy was removed (as in kube-proxy); ignored');
+  if (c.logging.vmodule.length > 0) out.push('logging.vmodule: kproxy logs by level only; ignored');
+  const localMode = c.detectLocalMode || 'ClusterCIDR';
+  if (localMode === 'ClusterCIDR' && c.clusterCIDR === '') {
+    out.push('detectLocalMode is ClusterCIDR but clusterCIDR is empty: no traffic is treated as pod-local (set --cluster-cidr)');
+  }
+  return out;
+}
