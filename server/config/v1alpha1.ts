@@ -135,7 +135,7 @@ export type Decoded<S> = S extends { kind: 'string' | 'quantity' }
           : S extends { kind: 'list'; item: infer I }
             ? Decoded<I>[]
             : S extends { kind: 'object'; fields: infer F }
-              ? { [K in keyof F]?: Decoded<F[K]> }
+              ? { -readonly [K in keyof F]?: Decoded<F[K]> }
               : never;
 
 /**
@@ -145,7 +145,7 @@ export type Decoded<S> = S extends { kind: 'string' | 'quantity' }
  */
 export type KubeProxyConfigurationDocument = Decoded<typeof KUBE_PROXY_CONFIGURATION_SCHEMA>;
 
-type Complete<T> = T extends (infer E)[] ? Complete<E>[] : T extends object ? { [K in keyof T]-?: Complete<T[K]> } : T;
+type Complete<T> = T extends (infer E)[] ? Complete<E>[] : T extends object ? { -readonly [K in keyof T]-?: Complete<T[K]> } : T;
 
 /**
  * KubeProxyConfiguration is the v1alpha1 document after kube-proxy's defaulting
