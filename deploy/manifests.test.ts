@@ -2,6 +2,9 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
+import { loadConfiguration, type ConfigEnv } from '../server/config/load.ts';
+import { SERVICE_ACCOUNT_TOKEN } from '../server/config/source-selection.ts';
+import { ConfigFileError } from '../server/errors.ts';
 import { loadManifests, parseManifests, validateObject, type Manifest } from './api-schema.ts';
 
 const deployDir = fileURLToPath(new URL('.', import.meta.url));
@@ -201,7 +204,8 @@ describe("the ClusterRole grants system:node-proxier's rules plus delegated auth
 });
 
 describe('config.conf is a KubeProxyConfiguration matching the DaemonSet', () => {
-  const config = parseYaml(only('ConfigMap', 'kproxy').data['config.conf'], { version: '1.1', uniqueKeys: true }) as Obj;
+  const configText: string = only('ConfigMap', 'kproxy').data['config.conf'];
+  const config = parseYaml(configText, { version: '1.1', uniqueKeys: true }) as Obj;
 
   it('is kube-proxy v1alpha1 in iptables mode with a cluster CIDR', () => {
     expect(config.apiVersion).toBe('kubeproxy.config.k8s.io/v1alpha1');
@@ -212,6 +216,56 @@ describe('config.conf is a KubeProxyConfiguration matching the DaemonSet', () =>
 
   it('serves /healthz on the port the probes use, on all addresses (the kubelet probes the node IP)', () => {
     expect(config.healthzBindAddress).toBe(`0.0.0.0:${container.ports.find((p: Obj) => p.name === 'healthz').containerPort}`);
+  });
+
+  /**
+   * podStart runs kproxy's own configuration loader on what a pod of ds sees:
+   * its arguments with $(VAR) expanded from the container env, the ConfigMap
+   * mounted at --config, the in-cluster token, and any extra files (Secrets).
+   */
+  function podStart(ds: Obj, configText: string, extraFiles: string[] = []) {
+    const c = ds.spec.template.spec.containers[0];
+    const env: Record<string, string> = { NODE_NAME: 'node-a' };
+    for (const e of c.env) if (typeof e.value === 'string') env[e.name] = e.value;
+    const args = (c.args as string[]).map((a) => a.replace(/\$\((\w+)\)/g, (_m, name: string) => env[name] ?? _m));
+    const configPath = argValue('--config', c)!;
+    const machine: ConfigEnv = {
+      env,
+      hostname: () => 'ip-10-0-0-10.internal',
+      exists: async (p) => [configPath, SERVICE_ACCOUNT_TOKEN, ...extraFiles].includes(p),
+      readFile: async (p) => {
+        if (p !== configPath) throw Object.assign(new Error(`ENOENT: ${p}`), { code: 'ENOENT' });
+        return configText;
+      },
+    };
+    return loadConfiguration(args, machine);
+  }
+
+  it("loads through kproxy's own loader as the pod would: in-cluster API, this node's name, no ignored settings", async () => {
+    const loaded = await podStart(daemonSet, configText);
+    expect(loaded.run).toMatchObject({ source: null, kubeconfig: null, dashboardTokenFile: null });
+    expect(loaded.nodeName).toBe('node-a');
+    expect(loaded.config).toMatchObject({
+      mode: 'iptables',
+      clusterCIDRs: ['10.244.0.0/16'],
+      healthzBindAddress: '0.0.0.0:10256',
+      metricsBindAddress: '127.0.0.1:10249',
+      nodePortAddresses: ['primary'],
+      oomScoreAdj: -999,
+    });
+    expect(loaded.config.iptables).toMatchObject({ syncPeriodMs: 30_000, minSyncPeriodMs: 1_000 });
+    expect(loaded.warnings).toEqual([]);
+  });
+
+  it('loads with the dashboard-token patch, whose --dashboard-token-file must exist', async () => {
+    const ds = patched('dashboard-token.yaml');
+    const tokenFile = argValue('--dashboard-token-file', ds.spec.template.spec.containers[0])!;
+    expect((await podStart(ds, configText, [tokenFile])).run.dashboardTokenFile).toBe(tokenFile);
+    await expect(podStart(ds, configText)).rejects.toThrow(/dashboard-token-file/);
+  });
+
+  it('would catch a misspelt field in config.conf (the loader decodes strictly)', async () => {
+    await expect(podStart(daemonSet, configText.replace('\nmode:', '\nmdoe:'))).rejects.toThrow(ConfigFileError);
   });
 
   it('keeps metrics and the dashboard on loopback, since the DaemonSet passes no dashboard token', () => {
