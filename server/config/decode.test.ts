@@ -31,6 +31,15 @@ logging: {flushFrequency: 2000000000}
     });
   });
 
+  it('reads YAML 1.1 like kube-proxy: yes/no/on/off are booleans, a date-like name stays text', () => {
+    const r = decodeKubeProxyConfiguration(`${header}iptables: {masqueradeAll: yes, localhostNodePorts: off}\nipvs: {strictARP: on}\nhostnameOverride: 2024-01-02\n`);
+    expect(r.ok && r.document).toMatchObject({
+      iptables: { masqueradeAll: true, localhostNodePorts: false },
+      ipvs: { strictARP: true },
+      hostnameOverride: '2024-01-02',
+    });
+  });
+
   it('reads JSON too (YAML is a superset)', () => {
     const r = decodeKubeProxyConfiguration('{"apiVersion":"kubeproxy.config.k8s.io/v1alpha1","kind":"KubeProxyConfiguration","mode":"nftables"}');
     expect(r.ok && r.document.mode).toBe('nftables');
@@ -61,7 +70,7 @@ logging: {flushFrequency: 2000000000}
     expect(
       problems(`${header}iptables:
   masqueradeBit: "14"
-  masqueradeAll: yes
+  masqueradeAll: maybe
   syncPeriod: 30
   minSyncPeriod: 30x
 conntrack: {min: 99999999999, maxPerCore: 1.5}
@@ -74,7 +83,7 @@ detectLocal: [a]
 `),
     ).toEqual([
       'iptables.masqueradeBit: Invalid value: "14": must be a whole number (line 4)',
-      'iptables.masqueradeAll: Invalid value: "yes": must be true or false (line 5)',
+      'iptables.masqueradeAll: Invalid value: "maybe": must be true or false (line 5)',
       'iptables.syncPeriod: Invalid value: 30: must be a duration string such as "30s" or "1m30s" (line 6)',
       'iptables.minSyncPeriod: Invalid value: "30x": not a duration: unknown unit "x" (line 7)',
       'conntrack.min: Invalid value: 99999999999: out of range for a 32-bit integer (line 8)',

@@ -28,7 +28,8 @@ const UINT32_MAX = 2 ** 32 - 1;
 export function decodeKubeProxyConfiguration(text: string): DecodeResult {
   const lineCounter = new LineCounter();
   // uniqueKeys off: the walk below reports duplicates itself, with their field path.
-  const docs = parseAllDocuments(text, { lineCounter, uniqueKeys: false });
+  // YAML 1.1, like the go-yaml v2 parser behind kube-proxy's decoder: `masqueradeAll: yes` is a boolean.
+  const docs = parseAllDocuments(text, { lineCounter, uniqueKeys: false, version: '1.1' });
   const errors: FieldError[] = [];
   const lineOf = (node: Node | null | undefined) => (node?.range ? lineCounter.linePos(node.range[0]).line : undefined);
 
@@ -120,6 +121,8 @@ export function decodeKubeProxyConfiguration(text: string): DecodeResult {
       }
       default:
         if (!isScalar(node)) return bad(`must be ${describe(schema)}`, undefined);
+        // YAML 1.1 reads an unquoted 2024-01-02 as a timestamp; a string field wants the text.
+        if (schema.kind === 'string' && node.value instanceof Date) return node.source;
         return scalar(schema, node.value, bad);
     }
   };
