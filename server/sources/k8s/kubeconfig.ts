@@ -9,8 +9,6 @@ export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccoun
 export interface KubeconfigLoadOptions {
   /** kubeconfig: --kubeconfig FILE; null or "" means in-cluster config. */
   kubeconfig?: string | null;
-  /** env: the environment to read KUBERNETES_SERVICE_HOST/PORT from (tests). */
-  env?: NodeJS.ProcessEnv;
   /** rootPrefix: prepended to SERVICE_ACCOUNT_DIR (tests point it at a temporary folder). */
   rootPrefix?: string;
 }
@@ -39,7 +37,8 @@ export function inClusterConfigPresent(env: NodeJS.ProcessEnv = process.env, roo
  * missing piece, so the daemon can exit 1 with a message an operator can act on.
  */
 export function loadKubeConfig(opts: KubeconfigLoadOptions = {}): LoadedKubeconfig {
-  return opts.kubeconfig ? fromFile(opts.kubeconfig) : inCluster(opts.env ?? process.env, opts.rootPrefix ?? '');
+  // In-cluster: client-node reads KUBERNETES_SERVICE_HOST/PORT from process.env itself, so we check the same place.
+  return opts.kubeconfig ? fromFile(opts.kubeconfig) : inCluster(process.env, opts.rootPrefix ?? '');
 }
 
 function fromFile(path: string): LoadedKubeconfig {
