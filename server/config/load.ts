@@ -82,8 +82,8 @@ export async function loadConfiguration(argv: readonly string[], env: ConfigEnv 
   const warnings = [...selection.warnings];
 
   const errors: FieldError[] = validateKubeProxyConfiguration(c).map((e) => {
-    const flags = [e.field, ...(e.related ?? [])].map((f) => flagFor(setBy, f)).filter((f) => f !== undefined);
-    return flags.length > 0 ? { ...e, flag: [...new Set(flags)].join(', ') } : e;
+    const culprits = [e.field, ...(e.related ?? [])].map((f) => flagFor(setBy, f)).filter((f) => f !== undefined);
+    return culprits.length > 0 ? { ...e, flag: [...new Set(culprits)].join(', ') } : e;
   });
   const node = nodeName(c, selection.sourceIsDefault, env.hostname ?? hostname);
   if (node.problem) {
@@ -95,7 +95,7 @@ export async function loadConfiguration(argv: readonly string[], env: ConfigEnv 
   if (errors.length > 0) {
     const where = run.configFile ? `--config ${run.configFile} with flags` : 'flags';
     const message = problemList(`invalid configuration (${where})`, errors.map(formatFieldError));
-    // Only values the command line set: the flags are what the operator has to fix.
+    // When every problem comes from the command line, the flags are what the operator has to fix.
     throw errors.every((e) => e.flag) ? new FlagInvalidError(message) : new ConfigInvalidError(message);
   }
   if (selection.problem) throw new SourceInvalidError(selection.problem);
