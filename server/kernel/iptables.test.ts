@@ -1,0 +1,143 @@
+import { describe, expect, it } from 'vitest';
+import { CommandNotFoundError } from '../errors.ts';
+import type { ExecFn, ExecResult } from './exec.ts';
+import { cleanStderr, createIptablesRunner, iptablesBinaries, IptablesRestoreError, parseIptablesVersion, restoreErrorLines } from './iptables.ts';
+import { detectIptablesFlavor, resolveIptablesFlavor } from './iptables-flavor.ts';
+
+// stderr texts captured from iptables 1.8.9 in a network namespace.
+const LEGACY_PARSE = `Ignoring deprecated --wait-interval option.
+iptables-restore v1.8.9 (legacy): Couldn't load target \`KUBE-NOPE':No such file or directory
+
+Error occurred at line: 7
+Try \`iptables-restore -h' or 'iptables-restore --help' for more information.`;
+const LEGACY_COMMIT = 'Ignoring deprecated --wait-interval option.\niptables-restore: line 4 failed\n';
+const NFT_COMMIT = 'iptables-nft-restore v1.8.9 (nf_tables): \nline 4: CHAIN_DEL failed (Device or resource busy): chain KUBE-A\n';
+
+describe('restore error lines', () => {
+  it('finds the blamed line in every format iptables-restore uses', () => {
+    expect(restoreErrorLines(LEGACY_PARSE)).toEqual([7]);
+    expect(restoreErrorLines(LEGACY_COMMIT)).toEqual([4]);
+    expect(restoreErrorLines(NFT_COMMIT)).toEqual([4]);
+    expect(restoreErrorLines('iptables-restore: unable to initialize table')).toEqual([]);
+  });
+  it('drops the noise lines from the message', () => {
+    expect(cleanStderr(LEGACY_PARSE)).toBe("iptables-restore v1.8.9 (legacy): Couldn't load target `KUBE-NOPE':No such file or directory; Error occurred at line: 7");
+  });
+});
+
+describe('version and binaries', () => {
+  it('parses versions and flavours', () => {
+    expect(parseIptablesVersion('iptables v1.8.9 (nf_tables)\n')).toEqual({ version: [1, 8, 9], flavor: 'nft' });
+    expect(parseIptablesVersion('iptables v1.6.1')).toEqual({ version: [1, 6, 1], flavor: null });
+  });
+  it('names the binaries of a family and flavour', () => {
+    expect(iptablesBinaries('IPv6', 'legacy')).toEqual({ iptables: 'ip6tables-legacy', save: 'ip6tables-legacy-save', restore: 'ip6tables-legacy-restore' });
+    expect(iptablesBinaries('IPv4', 'system').restore).toBe('iptables-restore');
+  });
+});
+
+interface Call {
+  file: string;
+  args: readonly string[];
+  stdin?: string;
+}
+
+function scriptedExec(answer: (c: Call) => ExecResult | 'missing'): { exec: ExecFn; calls: Call[] } {
+  const calls: Call[] = [];
+  const exec: ExecFn = async (file, args, opts) => {
+    const c = { file, args, stdin: opts?.stdin as string | undefined };
+    calls.push(c);
+    const a = answer(c);
+    if (a === 'missing') throw new CommandNotFoundError(`${file} is not installed or not on PATH`);
+    return a;
+  };
+  return { exec, calls };
+}
+
+const ok = (stdout = ''): ExecResult => ({ code: 0, stdout, stderr: '' });
+
+describe('real runner (spawned commands)', () => {
+  it('passes kube-proxy flags to iptables-restore and feeds the input on stdin', async () => {
+    const { exec, calls } = scriptedExec((c) => (c.args[0] === '--version' ? ok('iptables v1.8.9 (nf_tables)') : ok()));
+    const r = await createIptablesRunner({ family: 'IPv4', flavor: 'nft', exec });
+    expect(r.hasRandomFully).toBe(true);
+    await r.restore('*nat\nCOMMIT\n');
+    expect(calls[1]).toEqual({ file: 'iptables-nft-restore', args: ['-w', '5', '-W', '100000', '--noflush', '--counters'], stdin: '*nat\nCOMMIT\n' });
+  });
+
+  it('orders command arguments like kube-proxy: wait flags, operation, chain, table, rule words', async () => {
+    const { exec, calls } = scriptedExec((c) => (c.args[0] === '--version' ? ok('iptables v1.8.9 (legacy)') : c.args.includes('-C') ? { code: 1, stdout: '', stderr: '' } : ok()));
+    const r = await createIptablesRunner({ family: 'IPv6', flavor: 'legacy', exec });
+    await r.insertRule('filter', 'INPUT', ['-m', 'comment', '--comment', 'a comment with spaces', '-j', 'KUBE-X']);
+    expect(calls[1]).toEqual({ file: 'ip6tables-legacy', args: ['-w', '5', '-W', '100000', '-I', 'INPUT', '-t', 'filter', '-m', 'comment', '--comment', 'a comment with spaces', '-j', 'KUBE-X'], stdin: undefined });
+    expect(await r.deleteRule('filter', 'INPUT', ['-j', 'KUBE-X'])).toBe(false);
+  });
+
+  it('turns a failed restore into IptablesRestoreError with the blamed lines', async () => {
+    const { exec } = scriptedExec((c) => (c.args[0] === '--version' ? ok('iptables v1.8.9 (legacy)') : { code: 2, stdout: '', stderr: LEGACY_PARSE }));
+    const r = await createIptablesRunner({ family: 'IPv4', flavor: 'legacy', exec });
+    const err = await r.restore('x').catch((e) => e);
+    expect(err).toBeInstanceOf(IptablesRestoreError);
+    expect(err.lines).toEqual([7]);
+    expect(err.code).toBe('KPROXY_ERR_RESTORE_FAILED');
+    expect(err.message).toMatch(/iptables-legacy-restore failed at line 7 \(exit 2\): .*KUBE-NOPE/);
+  });
+
+  it('reports chain existence from the exit code and fails on other errors', async () => {
+    const { exec } = scriptedExec((c) => {
+      if (c.args[0] === '--version') return ok('iptables v1.8.9 (nf_tables)');
+      if (c.args.includes('KUBE-GONE')) return { code: 1, stdout: '', stderr: 'iptables: No chain/target/match by that name.' };
+      if (c.args.includes('KUBE-LOCKED')) return { code: 4, stdout: '', stderr: 'Another app is currently holding the xtables lock.' };
+      return ok('-N KUBE-HERE');
+    });
+    const r = await createIptablesRunner({ family: 'IPv4', flavor: 'nft', exec });
+    expect(await r.chainExists('mangle', 'KUBE-HERE')).toBe(true);
+    expect(await r.chainExists('mangle', 'KUBE-GONE')).toBe(false);
+    await expect(r.chainExists('mangle', 'KUBE-LOCKED')).rejects.toThrow(/exit 4.*xtables lock/);
+  });
+});
+
+describe('flavour detection (iptables-wrappers logic)', () => {
+  const exists = () => true;
+  function host(outputs: Record<string, string | 'missing'>) {
+    return scriptedExec((c) => {
+      const key = [c.file, ...c.args].join(' ');
+      const out = outputs[key] ?? outputs[c.file];
+      if (out === undefined) return ok('');
+      return out === 'missing' ? 'missing' : ok(out);
+    }).exec;
+  }
+
+  it('prefers kubelet chains in the nft mangle table', async () => {
+    const exec = host({ 'iptables-nft-save -t mangle': '*mangle\n:KUBE-IPTABLES-HINT - [0:0]\nCOMMIT\n', 'iptables-legacy-save': '*nat\n:KUBE-KUBELET-CANARY - [0:0]\nCOMMIT\n' });
+    expect((await detectIptablesFlavor({ exec, exists })).flavor).toBe('nft');
+  });
+
+  it('then kubelet chains among the legacy rules', async () => {
+    const exec = host({ 'iptables-legacy-save': '*mangle\n:KUBE-KUBELET-CANARY - [0:0]\nCOMMIT\n' });
+    expect(await detectIptablesFlavor({ exec, exists })).toEqual({ flavor: 'legacy', reason: 'kubelet chains found in the legacy IPv4 tables' });
+  });
+
+  it('then the flavour with more KUBE- rules (taking over from kube-proxy)', async () => {
+    const legacy = '*nat\n:KUBE-SERVICES - [0:0]\n-A PREROUTING -j KUBE-SERVICES\n-A KUBE-SERVICES -j RETURN\nCOMMIT\n';
+    const nft = '*filter\n-A INPUT -j ACCEPT\n-A INPUT -j ACCEPT\n-A INPUT -j ACCEPT\nCOMMIT\n';
+    const exec = host({ 'iptables-legacy-save': legacy, 'iptables-nft-save': nft });
+    expect((await detectIptablesFlavor({ exec, exists })).flavor).toBe('legacy');
+  });
+
+  it('defaults to nft on an empty node, and skips legacy when its tables are not loaded', async () => {
+    const { exec, calls } = scriptedExec(() => ok(''));
+    expect(await detectIptablesFlavor({ exec, exists: () => false })).toEqual({ flavor: 'nft', reason: 'no rules in either flavour: nft by default' });
+    expect(calls.some((c) => c.file === 'iptables-legacy-save')).toBe(false);
+  });
+
+  it('falls back to the plain binary when no suffixed one exists', async () => {
+    const exec = host({ 'iptables-nft-save': 'missing', 'ip6tables-nft-save': 'missing', 'iptables-legacy-save': 'missing', 'ip6tables-legacy-save': 'missing', 'iptables-legacy': 'missing', 'ip6tables-legacy': 'missing', iptables: 'iptables v1.8.7 (legacy)' });
+    expect((await detectIptablesFlavor({ exec, exists })).flavor).toBe('system');
+  });
+
+  it('honours a forced flavour only when its binary exists', async () => {
+    expect((await resolveIptablesFlavor('legacy', { exec: host({}) })).flavor).toBe('legacy');
+    await expect(resolveIptablesFlavor('nft', { exec: host({ 'iptables-nft': 'missing' }) })).rejects.toThrow(/--iptables-flavor=nft but iptables-nft is not installed/);
+  });
+});
