@@ -1,0 +1,110 @@
+import Fastify, { type FastifyInstance, type FastifyPluginAsync, type FastifyPluginCallback } from 'fastify';
+import type { ProxyConfig } from '../config/types.ts';
+import { configzDocument } from './configz.ts';
+
+/** MetricsSource renders the Prometheus exposition (ProxyMetrics satisfies it). */
+export interface MetricsSource {
+  readonly contentType: string;
+  render(): Promise<string>;
+}
+
+/** MetricsAppPlugin is a further plugin for the metrics listener (the dashboard registers /, /api/v1/…, /ws). */
+export interface MetricsAppPlugin {
+  plugin: FastifyPluginAsync<any> | FastifyPluginCallback<any>;
+  options?: Record<string, unknown>;
+}
+
+export interface MetricsAppOptions {
+  metrics: MetricsSource;
+  /** config: the effective configuration, served at /configz. */
+  config: ProxyConfig;
+  /** plugins are registered after kproxy's own routes, before the app is ready. */
+  plugins?: readonly MetricsAppPlugin[];
+}
+
+const TEXT = 'text/plain; charset=utf-8';
+
+const textResponse = { 200: { type: 'string' } } as const;
+
+/**
+ * healthzPlugin serves component-base's /healthz as kube-proxy installs it on
+ * its metrics listener: one "ping" check, "ok" by default, the check list with
+ * ?verbose, and ?exclude=<check> honoured.
+ */
+const healthzPlugin: FastifyPluginAsync = async (app) => {
+  app.all(
+    '/healthz',
+    {
+      schema: {
+        querystring: {
+          type: 'object',
+          properties: { verbose: { type: 'string' }, exclude: { anyOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' } }] } },
+        },
+        response: textResponse,
+      },
+    },
+    async (req, reply) => {
+      const q = req.query as { verbose?: string; exclude?: string | string[] };
+      const excluded = new Set(q.exclude === undefined ? [] : Array.isArray(q.exclude) ? q.exclude : [q.exclude]);
+      let checks = excluded.delete('ping') ? '[+]ping excluded: ok\n' : '[+]ping ok\n';
+      if (excluded.size > 0) {
+        const quoted = [...excluded].sort().map((e) => JSON.stringify(e)).join(',');
+        checks += `warn: some health checks cannot be excluded: no matches for ${quoted}\n`;
+      }
+      reply.type(TEXT);
+      return q.verbose === undefined ? 'ok' : `${checks}healthz check passed\n`;
+    },
+  );
+  app.all('/healthz/ping', { schema: { response: textResponse } }, async (_req, reply) => {
+    reply.type(TEXT);
+    return 'ok';
+  });
+};
+
+/**
+ * buildMetricsApp builds the metrics listener (:10249 by default) with kube-proxy's
+ * routes: /metrics (Prometheus text), /healthz, /proxyMode (plain text) and
+ * /configz (the effective configuration as JSON). The caller listens; see
+ * listen.ts. Further plugins (the dashboard) come through opts.plugins.
+ */
+export function buildMetricsApp(opts: MetricsAppOptions): FastifyInstance {
+  const app = Fastify({ logger: false });
+
+  app.addHook('onSend', async (_req, reply, payload) => {
+    reply.header('x-content-type-options', 'nosniff');
+    return payload;
+  });
+
+  app.get('/metrics', { schema: { response: textResponse } }, async (_req, reply) => {
+    const body = await opts.metrics.render();
+    reply.header('content-type', opts.metrics.contentType);
+    return body;
+  });
+
+  app.register(healthzPlugin);
+
+  app.all('/proxyMode', { schema: { response: textResponse } }, async (_req, reply) => {
+    reply.type(TEXT);
+    return opts.config.mode;
+  });
+
+  app.all(
+    '/configz',
+    {
+      schema: { response: { 200: { type: 'object', additionalProperties: true } } },
+      // kube-proxy answers exactly "application/json"; fastify would add a charset.
+      onSend: async (_req, reply, payload) => {
+        reply.header('content-type', 'application/json');
+        return payload;
+      },
+    },
+    async () => configzDocument(opts.config),
+  );
+
+  app.setNotFoundHandler((_req, reply) => {
+    reply.code(404).type(TEXT).send('404 page not found\n');
+  });
+
+  for (const p of opts.plugins ?? []) app.register(p.plugin, p.options ?? {});
+  return app;
+}

@@ -1,0 +1,153 @@
+import { Counter, Gauge, type Registry } from 'prom-client';
+import type { SourceStatus } from '../../sources/source.ts';
+import type { ObjectKind } from '../proxy-state.ts';
+import type { SyncRecord } from '../sync-loop.ts';
+
+/** KproxyMetricsState is what kproxy's own point-in-time metrics read (ProxyState satisfies it). */
+export interface KproxyMetricsState {
+  readonly invalidTotal: Readonly<Record<ObjectKind, number>>;
+  /** invalid: current refusals keyed "Kind ns/name". */
+  readonly invalid: ReadonlyMap<string, string>;
+}
+
+/** ServiceHealthView is what the health check node port metrics read. */
+export interface ServiceHealthView {
+  readonly size: number;
+  readonly portErrorsTotal: number;
+}
+
+export interface KproxyMetricsOptions {
+  registry: Registry;
+  state: KproxyMetricsState;
+  version: string;
+  mode: string;
+  source?: () => SourceStatus;
+  serviceHealth?: () => ServiceHealthView | null;
+}
+
+const KINDS: readonly ObjectKind[] = ['Service', 'EndpointSlice', 'Node'];
+
+/** snakeCase turns a source counter key ("parseErrors") into a label value ("parse_errors"). */
+export function snakeCase(key: string): string {
+  return key.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toLowerCase();
+}
+
+/**
+ * KproxyMetrics are kproxy's own kproxy_* metrics: what kube-proxy has no name
+ * for but an operator of kproxy needs (objects refused as invalid, the source's
+ * reconnects and relists, syncs by trigger, health check ports that could not
+ * be opened). Values owned elsewhere are read at scrape time.
+ */
+export class KproxyMetrics {
+  readonly syncs: Counter<'trigger' | 'result'>;
+  readonly #consecutiveFailures: Gauge;
+
+  constructor(o: KproxyMetricsOptions) {
+    const registers = [o.registry];
+    new Gauge({
+      name: 'kproxy_build_info',
+      help: "A metric with a constant '1' value labeled by the kproxy version, the Node.js version and the proxy mode",
+      labelNames: ['mode', 'node_version', 'version'] as const,
+      registers,
+    }).set({ mode: o.mode, node_version: process.version, version: o.version }, 1);
+    this.syncs = new Counter({
+      name: 'kproxy_syncs_total',
+      help: 'Syncs of the proxy rules, by what triggered them and whether they succeeded',
+      labelNames: ['result', 'trigger'] as const,
+      registers,
+    });
+    this.#consecutiveFailures = new Gauge({
+      name: 'kproxy_sync_consecutive_failures',
+      help: 'Syncs that failed in a row since the last successful one',
+      registers,
+    });
+    new Counter({
+      name: 'kproxy_invalid_objects_total',
+      help: 'Objects refused as invalid (skipped; the last valid version stays programmed), by kind',
+      labelNames: ['kind'] as const,
+      registers,
+      collect() {
+        this.reset();
+        for (const kind of KINDS) this.inc({ kind }, o.state.invalidTotal[kind]);
+      },
+    });
+    new Gauge({
+      name: 'kproxy_invalid_objects',
+      help: 'Objects currently refused as invalid, by kind',
+      labelNames: ['kind'] as const,
+      registers,
+      collect() {
+        const counts: Record<string, number> = { Service: 0, EndpointSlice: 0, Node: 0 };
+        for (const ref of o.state.invalid.keys()) {
+          const kind = ref.slice(0, ref.indexOf(' '));
+          if (kind in counts) counts[kind]++;
+        }
+        for (const kind of KINDS) this.set({ kind }, counts[kind]);
+      },
+    });
+    if (o.source) this.#sourceMetrics(registers, o.source);
+    if (o.serviceHealth) this.#serviceHealthMetrics(registers, o.serviceHealth);
+  }
+
+  /** syncDone counts a sync by trigger and result. */
+  syncDone(record: SyncRecord): void {
+    this.syncs.inc({ result: record.ok ? 'success' : 'failure', trigger: record.trigger });
+    this.#consecutiveFailures.set(record.consecutiveFailures);
+  }
+
+  #sourceMetrics(registers: Registry[], source: () => SourceStatus): void {
+    new Counter({
+      name: 'kproxy_source_events_total',
+      help: 'Events of the object source (watch reconnects, relists, errors, file reloads...), by source kind and event',
+      labelNames: ['event', 'source'] as const,
+      registers,
+      collect() {
+        const s = source();
+        this.reset();
+        for (const [key, n] of Object.entries(s.counters)) this.inc({ event: snakeCase(key), source: s.kind }, n);
+      },
+    });
+    new Gauge({
+      name: 'kproxy_source_synced',
+      help: 'Whether the object source has delivered its initial lists (1) or not yet (0)',
+      labelNames: ['source'] as const,
+      registers,
+      collect() {
+        const s = source();
+        this.reset();
+        this.set({ source: s.kind }, s.synced ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'kproxy_source_objects',
+      help: 'Objects the object source currently holds',
+      labelNames: ['source'] as const,
+      registers,
+      collect() {
+        const s = source();
+        this.reset();
+        this.set({ source: s.kind }, s.objects);
+      },
+    });
+  }
+
+  #serviceHealthMetrics(registers: Registry[], view: () => ServiceHealthView | null): void {
+    new Gauge({
+      name: 'kproxy_service_healthchecks',
+      help: 'Health check node ports listening (LoadBalancer services with externalTrafficPolicy Local)',
+      registers,
+      collect() {
+        this.set(view()?.size ?? 0);
+      },
+    });
+    new Counter({
+      name: 'kproxy_healthcheck_port_errors_total',
+      help: 'Attempts to open a health check node port that failed',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(view()?.portErrorsTotal ?? 0);
+      },
+    });
+  }
+}
