@@ -4,7 +4,7 @@ import type { EndpointSlice, KubeObject, Node, Service } from '../../server/prox
 import { ProxyState, type ChangeHandlers, type ObjectKind } from '../../server/proxy/proxy-state.ts';
 import { loadKubeConfig } from '../../server/sources/k8s/kubeconfig.ts';
 import { KubeSource } from '../../server/sources/k8s/kube-source.ts';
-import type { InformerTuning } from '../../server/sources/k8s/resilient-informer.ts';
+import type { InformerTuning } from '../../server/sources/k8s/informer-types.ts';
 import { waitFor } from '../wait.ts';
 import { FakeApiServer } from './fake-apiserver.ts';
 import { writeKubeconfig, type KubeconfigFile } from './kubeconfig-file.ts';

@@ -5,7 +5,8 @@ import type { Logger } from '../../log.ts';
 import type { EndpointSlice, Node, Service } from '../../proxy/kube-objects.ts';
 import type { ChangeHandlers, ObjectKind } from '../../proxy/proxy-state.ts';
 import type { Source, SourceStatus } from '../source.ts';
-import { ResilientInformer, type InformerCounters, type InformerStatus, type InformerTuning, type WatchClient } from './resilient-informer.ts';
+import type { InformerCounters, InformerStatus, InformerTuning, WatchClient } from './informer-types.ts';
+import { ResilientInformer } from './resilient-informer.ts';
 import { ENDPOINT_SLICES_PATH, NODES_PATH, nodeFieldSelector, PROXY_LABEL_SELECTOR, SERVICE_FIELD_SELECTOR, SERVICES_PATH } from './selectors.ts';
 
 export interface KubeSourceOptions {

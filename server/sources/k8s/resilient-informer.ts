@@ -4,68 +4,8 @@ import { errorMessage, ListFailedError, WatchFailedError } from '../../errors.ts
 import type { Logger } from '../../log.ts';
 import { objectKey } from '../../proxy/kube-objects.ts';
 import type { ObjectKind } from '../../proxy/proxy-state.ts';
-import { Backoff, DEFAULT_BACKOFF, type BackoffOptions } from './backoff.ts';
-
-/** WatchClient is the part of client-node's Watch the informer uses (a fake replaces it in unit tests). */
-export interface WatchClient {
-  watch(
-    path: string,
-    queryParams: Record<string, string | number | boolean | undefined>,
-    callback: (phase: string, apiObj: any, watchObj?: any) => void,
-    done: (err: any) => void,
-  ): Promise<AbortController>;
-}
-
-/** InformerTuning holds the timings of list, watch and recovery. */
-export interface InformerTuning {
-  backoff: BackoffOptions;
-  /** quietRelistMs: relist when a watch delivered nothing (no event, no BOOKMARK) this long. */
-  quietRelistMs: number;
-  /**
-   * watchTimeoutSeconds: [min, max) of the timeoutSeconds asked of the server per
-   * watch, random like client-go's reflector, so watches end and resume on their
-   * own schedule instead of all at once.
-   */
-  watchTimeoutSeconds: readonly [number, number];
-}
-
-export const DEFAULT_TUNING: InformerTuning = { backoff: DEFAULT_BACKOFF, quietRelistMs: 10 * 60_000, watchTimeoutSeconds: [300, 600] };
-
-/** InformerCounters are an informer's own metrics. */
-export interface InformerCounters {
-  lists: number;
-  relists: number;
-  /** quietRelists: relists because the watch went quiet (also counted in relists). */
-  quietRelists: number;
-  /** expired: 410 Gone answers (history compacted past our resourceVersion). */
-  expired: number;
-  connects: number;
-  disconnects: number;
-  errors: number;
-  restarts: number;
-  events: number;
-  bookmarks: number;
-  adds: number;
-  updates: number;
-  deletes: number;
-  /** malformed: objects without a name, dropped before they reach the cache. */
-  malformed: number;
-  /** handlerErrors: exceptions thrown by the change handlers (a bug; logged). */
-  handlerErrors: number;
-}
-
-/** InformerState: starting (listing or connecting the watch), watching, backoff (waiting to retry). */
-export type InformerState = 'idle' | 'starting' | 'watching' | 'backoff' | 'stopped';
-
-export interface InformerStatus {
-  readonly kind: ObjectKind;
-  readonly state: InformerState;
-  readonly synced: boolean;
-  readonly objects: number;
-  readonly lastError?: string;
-  readonly lastErrorAt?: number;
-  readonly counters: Readonly<InformerCounters>;
-}
+import { Backoff } from './backoff.ts';
+import { DEFAULT_TUNING, type InformerCounters, type InformerState, type InformerStatus, type InformerTuning, type WatchClient } from './informer-types.ts';
 
 export interface ResilientInformerOptions<T extends KubernetesObject> {
   kind: ObjectKind;
@@ -159,7 +99,8 @@ export class ResilientInformer<T extends KubernetesObject> {
     void old?.stop();
     for (const c of this.#open) c.abort();
     this.#open.clear();
-    if (this.#retryTimer) this.#o.clock.clearTimeout(this.#retryTimer);
+    for (const t of [this.#retryTimer, ...this.#delayTimers]) if (t) this.#o.clock.clearTimeout(t);
+    this.#delayTimers.clear();
     this.#retryTimer = null;
     this.#run(this.#newListWatch());
   }

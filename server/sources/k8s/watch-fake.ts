@@ -1,4 +1,4 @@
-import type { WatchClient } from './resilient-informer.ts';
+import type { WatchClient } from './informer-types.ts';
 
 /** FakeWatchCall is one watch() call the informer made, open until ended. */
 export interface FakeWatchCall {
