@@ -237,7 +237,8 @@ describe('KubeSource against a fake API server, through the real client-node inf
     await waitFor(() => c.state.ready, { what: 'the lists after recovery' });
     expect(serviceKeys()).toEqual(['shop/web:http/TCP']);
     expect(endpointIPs()).toEqual(['10.244.0.5']);
-    await waitFor(() => c.log.lines('info').some((l) => l.includes('Services watch connected')), { what: 'the recovery log line' });
+    await waitFor(() => c.log.lines('info').some((l) => /Services watch connected again .*failedAttempts=\d+ lastError=.*ECONNREFUSED/.test(l)), { what: 'the recovery log line' });
+    await waitFor(() => c.source.status().lastError === undefined, { what: 'every informer to watch again' });
   });
 
   it('stops cleanly: no watch stays open and no timer is left behind on the clock', async () => {

@@ -57,6 +57,7 @@ export interface InformerStatus {
   readonly state: InformerState;
   readonly synced: boolean;
   readonly objects: number;
+  /** lastError: the failure the informer is recovering from (cleared once its watch is open again). */
   readonly lastError?: string;
   readonly lastErrorAt?: number;
   readonly counters: Readonly<InformerCounters>;

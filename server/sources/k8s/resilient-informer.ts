@@ -60,6 +60,8 @@ export class ResilientInformer<T extends KubernetesObject> {
   readonly #open = new Set<AbortController>();
   #lastError: string | undefined;
   #lastErrorAt: number | undefined;
+  /** #failedAttempts: failures since a watch was last open (for the recovery log line). */
+  #failedAttempts = 0;
   readonly counters: InformerCounters = {
     lists: 0, relists: 0, quietRelists: 0, expired: 0, connects: 0, disconnects: 0, errors: 0, restarts: 0,
     events: 0, bookmarks: 0, adds: 0, updates: 0, deletes: 0, malformed: 0, handlerErrors: 0,
@@ -220,7 +222,12 @@ export class ResilientInformer<T extends KubernetesObject> {
     connected = true;
     this.counters.connects++;
     if (this.#state !== 'watching') {
-      if (this.#backoff.attempts > 0 || this.counters.errors > 0) this.#o.logger.info(`${this.#what} watch connected`, { server: this.#o.server, afterFailures: this.#backoff.attempts });
+      if (this.#failedAttempts > 0) {
+        this.#o.logger.info(`${this.#what} watch connected again`, { server: this.#o.server, failedAttempts: this.#failedAttempts, lastError: this.#lastError });
+        // lastError is what the informer is recovering from: once it watches again there is none.
+        this.#lastError = this.#lastErrorAt = undefined;
+        this.#failedAttempts = 0;
+      }
       this.#state = 'watching';
       this.#armQuietTimer();
     }
@@ -309,6 +316,7 @@ export class ResilientInformer<T extends KubernetesObject> {
   #onError(lw: ListWatch<T>, err: unknown): void {
     if (lw !== this.#lw || this.#state === 'stopped') return;
     this.#fail(err);
+    this.#failedAttempts++;
     this.#state = 'backoff';
     if (this.#quietTimer) this.#o.clock.clearTimeout(this.#quietTimer);
     this.#quietTimer = null;
