@@ -162,6 +162,19 @@ describe('startNodeServers', () => {
     expect([well.status, well.headers.get('x-load-balancing-endpoint-weight')]).toEqual([200, '2']);
   });
 
+  it('does not count a slow initial listing against health, like kube-proxy before its informers sync', async () => {
+    const { servers, settle, h } = await setup();
+    h().onService(null, lb(await freePort()));
+    await settle(5 * SYNC_PERIOD);
+    expect((await fetch(url(servers, 'healthz', '/healthz'))).status).toBe(200);
+    h().onSynced('Service');
+    h().onSynced('EndpointSlice');
+    await settle(10);
+    const metrics = await (await fetch(url(servers, 'metrics', '/metrics'))).text();
+    // Stamped at start-up (the sync loop's start), not by the pre-listing change.
+    expect(metrics).toContain(`kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds{ip_family="IPv4"} ${Date.UTC(2026, 0, 1) / 1000}\n`);
+  });
+
   it('reports /healthz 503 once the Node is tainted for deletion by the cluster autoscaler', async () => {
     const { servers, settle, h } = await setup();
     h().onNode(null, node());

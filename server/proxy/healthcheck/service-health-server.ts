@@ -96,7 +96,8 @@ export class ServiceHealthServer {
    */
   reconcile(checkout: Pick<StateCheckout, 'services' | 'endpoints'>): Promise<void> {
     const ports = healthCheckNodePorts(checkout.services);
-    const counts = localReadyEndpoints(checkout.endpoints);
+    // Counting walks every endpoint: skip it on nodes without any health check.
+    const counts = ports.size > 0 ? localReadyEndpoints(checkout.endpoints) : new Map<string, number>();
     this.#chain = this.#chain.then(async () => {
       await this.syncServices(ports);
       this.syncEndpoints(counts);
