@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { FakeClock } from '../clock-fake.ts';
 import type { ProxyConfig } from '../config/types.ts';
 import { ListenFailedError, RestoreFailedError } from '../errors.ts';
+import { FakeNetInterfaces } from '../kernel/netif-fake.ts';
 import { MemoryLog } from '../log.ts';
 import type { Backend, BackendSyncInput, BackendSyncResult } from '../proxy/backend.ts';
 import type { PortError } from '../proxy/healthcheck/service-health-server.ts';
@@ -90,7 +91,10 @@ describe('startNodeServers', () => {
     const servers = await startNodeServers({
       daemon: { config, nodeName: NODE, logger: log.logger, clock, state, loop, source },
       onPortError: (e) => portErrors.push(e),
-      localAddresses: () => ['127.0.0.1', '192.0.2.1'],
+      netInterfaces: new FakeNetInterfaces([
+        { ifname: 'lo', family: 'IPv4', address: '127.0.0.1', prefixLength: 8 },
+        { ifname: 'eth0', family: 'IPv4', address: '192.0.2.1', prefixLength: 24 },
+      ]),
       processMetrics: false,
       retryMs: opts.retryMs,
     });

@@ -2,12 +2,14 @@ import type { AddressInfo } from 'node:net';
 import type { Clock } from '../clock.ts';
 import type { ProxyConfig } from '../config/types.ts';
 import { errorMessage } from '../errors.ts';
+import { hostInterfaces, type NetInterfaces } from '../kernel/netif.ts';
 import type { Logger } from '../log.ts';
 import { buildProxyHealthApp } from '../proxy/healthcheck/proxy-health-server.ts';
 import { ProxyHealth } from '../proxy/healthcheck/proxy-health.ts';
-import { hostAddresses, healthCheckBindAddresses, type LocalAddresses } from '../proxy/healthcheck/node-addresses.ts';
+import { healthCheckBindAddresses } from '../proxy/healthcheck/node-addresses.ts';
 import { ServiceHealthServer, type ListenFn, type PortError } from '../proxy/healthcheck/service-health-server.ts';
 import { ProxyMetrics } from '../proxy/metrics/metrics.ts';
+import { NodePortAddresses } from '../proxy/node-port-addresses.ts';
 import type { ProxyState } from '../proxy/proxy-state.ts';
 import type { SyncObserver } from '../proxy/sync-loop.ts';
 import type { Source } from '../sources/source.ts';
@@ -31,8 +33,8 @@ export interface NodeServersOptions {
   onPortError?: (e: PortError) => void;
   /** metricsPlugins are registered on the metrics listener (the dashboard). */
   metricsPlugins?: readonly MetricsAppPlugin[];
-  /** localAddresses lists interface addresses for nodePortAddresses (tests fake it). */
-  localAddresses?: LocalAddresses;
+  /** netInterfaces lists host addresses for --nodeport-addresses (default `ip -j addr`; tests fake it). */
+  netInterfaces?: NetInterfaces;
   /** listenHealthCheck opens service health check ports (tests fake it). */
   listenHealthCheck?: ListenFn;
   /** processMetrics: process_* and nodejs_* metrics (default true). */
@@ -84,11 +86,13 @@ export async function startNodeServers(opts: NodeServersOptions): Promise<NodeSe
     source: () => daemon.source.status(),
     processMetrics: opts.processMetrics,
   });
-  const local = opts.localAddresses ?? hostAddresses;
+  const netif = opts.netInterfaces ?? hostInterfaces();
+  const hcLogger = daemon.logger.child('healthcheck');
   const serviceHealth = new ServiceHealthServer({
     nodeName: daemon.nodeName,
-    logger: daemon.logger.child('healthcheck'),
-    bindAddresses: () => healthCheckBindAddresses({ family, nodePortAddresses: config.nodePortAddresses, local, nodeAddresses: state.node.addresses }),
+    logger: hcLogger,
+    // "primary" depends on the Node's addresses, which may arrive after start-up.
+    bindAddresses: () => healthCheckBindAddresses(new NodePortAddresses(family, config.nodePortAddresses, state.node.addresses), netif, hcLogger),
     proxyHealthy: () => health.health().healthy,
     onPortError: opts.onPortError,
     ...(opts.listenHealthCheck ? { listen: opts.listenHealthCheck } : {}),

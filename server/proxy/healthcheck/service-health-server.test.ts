@@ -2,7 +2,10 @@ import { createServer, type Server } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../clock-fake.ts';
 import { HealthCheckPortError } from '../../errors.ts';
-import { MemoryLog } from '../../log.ts';
+import { MemoryLog, silentLogger } from '../../log.ts';
+import { FakeNetInterfaces } from '../../kernel/netif-fake.ts';
+import type { NetInterfaces } from '../../kernel/netif.ts';
+import { NodePortAddresses } from '../node-port-addresses.ts';
 import { ProxyState } from '../proxy-state.ts';
 import { ep, makeService, makeSlice } from '../testing.ts';
 import { healthCheckNodePorts, localReadyEndpoints, serviceOfPortId } from './local-endpoints.ts';
@@ -74,18 +77,30 @@ describe('local endpoint counting', () => {
 });
 
 describe('health check bind addresses', () => {
-  const local = () => ['127.0.0.1', '192.168.1.10', '10.0.0.5', 'fd00::5'];
-  it('listens on the wildcard address when node ports are accepted everywhere', () => {
-    expect(healthCheckBindAddresses({ family: 'IPv4', nodePortAddresses: [], local, nodeAddresses: [] })).toEqual(['0.0.0.0']);
-    expect(healthCheckBindAddresses({ family: 'IPv4', nodePortAddresses: ['0.0.0.0/0'], local, nodeAddresses: [] })).toEqual(['0.0.0.0']);
-    expect(healthCheckBindAddresses({ family: 'IPv4', nodePortAddresses: ['fd00::/64'], local, nodeAddresses: [] })).toEqual(['0.0.0.0']);
+  const netif = new FakeNetInterfaces([
+    { ifname: 'lo', family: 'IPv4', address: '127.0.0.1', prefixLength: 8 },
+    { ifname: 'eth0', family: 'IPv4', address: '192.168.1.10', prefixLength: 24 },
+    { ifname: 'eth1', family: 'IPv4', address: '10.0.0.5', prefixLength: 24 },
+    { ifname: 'eth1', family: 'IPv6', address: 'fd00::5', prefixLength: 64 },
+  ]);
+  const bind = (values: string[], nodeAddresses: string[] = [], via: NetInterfaces = netif) =>
+    healthCheckBindAddresses(new NodePortAddresses('IPv4', values, nodeAddresses), via, silentLogger);
+
+  it('listens on the wildcard address when node ports are accepted everywhere', async () => {
+    expect(await bind([])).toEqual(['0.0.0.0']);
+    expect(await bind(['0.0.0.0/0'])).toEqual(['0.0.0.0']);
+    expect(await bind(['fd00::/64'])).toEqual(['0.0.0.0']);
   });
-  it('listens on each local address inside nodePortAddresses', () => {
-    expect(healthCheckBindAddresses({ family: 'IPv4', nodePortAddresses: ['192.168.0.0/16', '127.0.0.0/8'], local, nodeAddresses: [] })).toEqual(['127.0.0.1', '192.168.1.10']);
-    expect(healthCheckBindAddresses({ family: 'IPv4', nodePortAddresses: ['172.16.0.0/12'], local, nodeAddresses: [] })).toEqual([]);
+  it('listens on each host address inside nodePortAddresses', async () => {
+    expect(await bind(['192.168.0.0/16', '127.0.0.0/8'])).toEqual(['127.0.0.1', '192.168.1.10']);
+    expect(await bind(['172.16.0.0/12'])).toEqual([]);
   });
-  it('resolves "primary" to the node address of the family', () => {
-    expect(healthCheckBindAddresses({ family: 'IPv4', nodePortAddresses: ['primary'], local, nodeAddresses: ['fd00::5', '10.0.0.5'] })).toEqual(['10.0.0.5']);
+  it('resolves "primary" to the node address of the family', async () => {
+    expect(await bind(['primary'], ['fd00::5', '10.0.0.5'])).toEqual(['10.0.0.5']);
+  });
+  it('falls back to the wildcard when the host addresses cannot be listed', async () => {
+    const broken: NetInterfaces = { addresses: async () => Promise.reject(new Error('ip: not found')) };
+    expect(await bind(['10.0.0.0/8'], [], broken)).toEqual(['0.0.0.0']);
   });
 });
 

@@ -32,7 +32,7 @@ export interface ServiceHealthServerOptions {
   nodeName: string;
   logger: Logger;
   /** bindAddresses: where each health check listens (node-port addresses; the wildcard when all). */
-  bindAddresses: () => string[];
+  bindAddresses: () => Promise<string[]> | string[];
   /** proxyHealthy: kube-proxy's proxy health, without node eligibility. */
   proxyHealthy: () => boolean;
   /** onPortError: a port could not be opened (the daemon turns it into a Warning Event on the Service). */
@@ -149,7 +149,7 @@ export class ServiceHealthServer {
 
   async #open(svc: string, port: number): Promise<Instance | null> {
     const [namespace, name] = svc.split('/');
-    const addresses = this.#o.bindAddresses();
+    const addresses = await this.#o.bindAddresses();
     if (addresses.length === 0) {
       this.#o.logger.warn('no node address matches nodePortAddresses: the service health check listens nowhere', { service: svc, port });
     }
