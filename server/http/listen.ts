@@ -55,7 +55,8 @@ export async function serve(o: ServeOptions): Promise<Served> {
     try {
       await o.app.listen({ host, port: hp.port });
       listening = true;
-      o.logger.info(`${o.name} server listening`, { address: o.address });
+      const bound = o.app.server.address() as AddressInfo;
+      o.logger.info(`${o.name} server listening`, { address: bound.family === 'IPv6' ? `[${bound.address}]:${bound.port}` : `${bound.address}:${bound.port}` });
     } catch (err) {
       const error = new ListenFailedError(`starting the ${o.name} server on ${o.address} failed: ${errorMessage(err)}`, { cause: err });
       if (o.hardFail) throw error;
