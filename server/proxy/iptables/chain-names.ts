@@ -1,0 +1,114 @@
+import { hash } from 'node:crypto';
+
+/**
+ * kube-proxy's chain names. Per-service-port chains are "KUBE-XXX-" plus the
+ * first 16 characters of base32(sha256(servicePortName + protocol [+ endpoint])),
+ * so a node taken over from kube-proxy keeps exactly the same chain names
+ * (pkg/proxy/iptables/proxier.go: portProtoHash, servicePortEndpointChainName).
+ * Iptables chain names must stay within 28 characters; these are at most 25.
+ */
+
+/** The fixed chains kube-proxy's iptables mode owns. */
+export const KUBE_SERVICES = 'KUBE-SERVICES';
+export const KUBE_EXTERNAL_SERVICES = 'KUBE-EXTERNAL-SERVICES';
+export const KUBE_NODEPORTS = 'KUBE-NODEPORTS';
+export const KUBE_POSTROUTING = 'KUBE-POSTROUTING';
+export const KUBE_MARK_MASQ = 'KUBE-MARK-MASQ';
+export const KUBE_FORWARD = 'KUBE-FORWARD';
+export const KUBE_PROXY_FIREWALL = 'KUBE-PROXY-FIREWALL';
+export const KUBE_PROXY_CANARY = 'KUBE-PROXY-CANARY';
+/** KUBE_FIREWALL duplicates kubelet's chain holding the anti-martian rule for localhost node ports. */
+export const KUBE_FIREWALL = 'KUBE-FIREWALL';
+
+export const SVC_PREFIX = 'KUBE-SVC-';
+export const SVL_PREFIX = 'KUBE-SVL-';
+export const EXT_PREFIX = 'KUBE-EXT-';
+export const FW_PREFIX = 'KUBE-FW-';
+export const SEP_PREFIX = 'KUBE-SEP-';
+/** XLB_PREFIX is the pre-1.24 kube-proxy "external load balancer" chain; only ever deleted (take-over). */
+export const XLB_PREFIX = 'KUBE-XLB-';
+
+const SERVICE_CHAIN_PREFIXES = [SVC_PREFIX, SVL_PREFIX, EXT_PREFIX, FW_PREFIX, SEP_PREFIX, XLB_PREFIX];
+
+/** isServiceChainName: the chain is a per-service-port chain (ours, or an older kube-proxy's), safe to delete when unused. */
+export function isServiceChainName(chain: string): boolean {
+  for (const p of SERVICE_CHAIN_PREFIXES) if (chain.startsWith(p)) return true;
+  return false;
+}
+
+const BASE32 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
+
+/**
+ * hash16 returns the first 16 characters of the RFC 4648 base32 encoding of
+ * sha256(text): exactly the encoding of the digest's first 10 bytes (80 bits).
+ */
+export function hash16(text: string): string {
+  const d = hash('sha256', text, 'buffer');
+  let out = '';
+  // Two groups of 5 bytes, each 40 bits = 8 base32 characters.
+  for (let g = 0; g < 10; g += 5) {
+    const hi = d[g];
+    const lo = d[g + 1] * 0x1000000 + d[g + 2] * 0x10000 + d[g + 3] * 0x100 + d[g + 4];
+    // 40-bit value = hi * 2^32 + lo; read it 5 bits at a time from the top.
+    const v = hi * 0x100000000 + lo;
+    for (let shift = 35; shift >= 0; shift -= 5) out += BASE32[Math.floor(v / 2 ** shift) % 32];
+  }
+  return out;
+}
+
+/**
+ * ChainNames computes kube-proxy's per-service chain names and memoizes them:
+ * hashing is the dominant cost of naming 100k endpoints, and almost every name
+ * is needed again on the next sync. The memo has two generations; rotate()
+ * (called after a full sync) forgets names not used since the previous rotation.
+ */
+export class ChainNames {
+  #current = new Map<string, string>();
+  #previous = new Map<string, string>();
+
+  #hash(key: string): string {
+    let h = this.#current.get(key);
+    if (h !== undefined) return h;
+    h = this.#previous.get(key) ?? hash16(key);
+    this.#current.set(key, h);
+    return h;
+  }
+
+  /** portHash is portProtoHash(servicePortName, lowercase protocol). */
+  portHash(servicePortName: string, protocol: string): string {
+    return this.#hash(servicePortName + protocol);
+  }
+
+  /** endpointChain is KUBE-SEP- for one endpoint ("ip:port" as Go's JoinHostPort prints it) of a service port. */
+  endpointChain(servicePortName: string, protocol: string, endpoint: string): string {
+    return SEP_PREFIX + this.#hash(servicePortName + protocol + endpoint);
+  }
+
+  /** rotate starts a new generation; names unused for a whole generation are dropped. */
+  rotate(): void {
+    this.#previous = this.#current;
+    this.#current = new Map();
+  }
+
+  get size(): number {
+    return this.#current.size + this.#previous.size;
+  }
+}
+
+/** ServicePortChains are the five per-service-port chain names of one service port. */
+export interface ServicePortChains {
+  /** cluster: KUBE-SVC-, endpoints for "Cluster" traffic policy. */
+  readonly cluster: string;
+  /** local: KUBE-SVL-, endpoints for "Local" traffic policy. */
+  readonly local: string;
+  /** external: KUBE-EXT-, entry for node port / external IP / LB traffic. */
+  readonly external: string;
+  /** firewall: KUBE-FW-, loadBalancerSourceRanges filter. */
+  readonly firewall: string;
+}
+
+/** servicePortChains names the chains of a service port (protocol in lower case, as kube-proxy hashes it). */
+export function servicePortChains(names: ChainNames, servicePortName: string, protocol: string): ServicePortChains {
+  const h = names.portHash(servicePortName, protocol);
+  return { cluster: SVC_PREFIX + h, local: SVL_PREFIX + h, external: EXT_PREFIX + h, firewall: FW_PREFIX + h };
+}

@@ -1,0 +1,466 @@
+import { RuleBuildError } from '../../errors.ts';
+import { endpointKey, type Endpoint } from '../endpoint.ts';
+import { canonicalIP, cidrContains, parseCIDR, type IPFamily } from '../ip.ts';
+import type { LocalDetector } from '../local-detector.ts';
+import { externallyAccessible, hasSessionAffinity, PROTOCOLS, usesClusterEndpoints, usesLocalEndpoints, type ServicePort } from '../service-port.ts';
+import { categorizeEndpoints } from '../topology.ts';
+import {
+  KUBE_EXTERNAL_SERVICES,
+  KUBE_FIREWALL,
+  KUBE_FORWARD,
+  KUBE_MARK_MASQ,
+  KUBE_NODEPORTS,
+  KUBE_POSTROUTING,
+  KUBE_PROXY_FIREWALL,
+  KUBE_SERVICES,
+  servicePortChains,
+  type ChainNames,
+} from './chain-names.ts';
+import { chainLine, comment, LineBuffer, type ProbabilityCache } from './restore-writer.ts';
+
+/**
+ * The pure half of the iptables backend: service ports and endpoints in,
+ * iptables-restore text out, rule for rule what kube-proxy's syncProxyRules
+ * writes (pkg/proxy/iptables/proxier.go). No I/O and no clock here.
+ */
+
+/** The nfacct counters kube-proxy attaches to two rules when the kernel has them. */
+export const NFACCT_CT_STATE_INVALID = 'ct_state_invalid_dropped_pkts';
+export const NFACCT_LOCALHOST_NODEPORTS = 'localhost_nps_accepted_pkts';
+
+/** LARGE_CLUSTER_ENDPOINTS: above this many endpoints, per-endpoint comments are left out. */
+export const LARGE_CLUSTER_ENDPOINTS = 1000;
+
+/** BuildContext is everything global a service's rules depend on. */
+export interface BuildContext {
+  readonly family: IPFamily;
+  readonly nodeName: string;
+  readonly zone: string;
+  /** masqueradeMark: e.g. "0x00004000" (Go's "%#08x" of 1 << masqueradeBit). */
+  readonly masqueradeMark: string;
+  readonly masqueradeAll: boolean;
+  readonly localDetector: LocalDetector;
+  /** localhostNodePorts: effective value (IPv4 only, and only if nodePortAddresses include 127.0.0.0/8). */
+  readonly localhostNodePorts: boolean;
+  /** nodePortsMatchAll: node ports on every local address; else nodePortIPs lists them. */
+  readonly nodePortsMatchAll: boolean;
+  readonly nodePortIPs: readonly string[];
+  /** nodeIP: the node's primary IP (LB source ranges that contain it also admit the LB IP as source). */
+  readonly nodeIP: string | null;
+  /** conntrackTCPLiberal: nf_conntrack_tcp_be_liberal is set, so INVALID packets are not dropped. */
+  readonly conntrackTCPLiberal: boolean;
+  readonly randomFully: boolean;
+  readonly nfacct: { readonly ctStateInvalid: boolean; readonly localhostNodePorts: boolean };
+  readonly largeClusterMode: boolean;
+}
+
+/** masqueradeMark renders 1 << bit the way kube-proxy's fmt "%#08x" does ("0x00004000"). */
+export function masqueradeMark(bit: number): string {
+  if (!Number.isInteger(bit) || bit < 0 || bit > 31) throw new RuleBuildError(`masquerade bit ${bit} must be 0..31`);
+  return '0x' + (2 ** bit).toString(16).padStart(8, '0');
+}
+
+/**
+ * contextKey summarises a context: when it differs from the last sync's, every
+ * service's cached rules are stale and the next sync must be full.
+ */
+export function contextKey(ctx: BuildContext): string {
+  return JSON.stringify(ctx);
+}
+
+/** ServicePortRules is the cached output for one service port. */
+export interface ServicePortRules {
+  readonly id: string;
+  readonly service: string;
+  /** filterText: its rules in the fixed filter chains. */
+  readonly filterText: string;
+  readonly filterLines: number;
+  /** jumpsText: its rules in the fixed nat chains KUBE-SERVICES and KUBE-NODEPORTS. */
+  readonly jumpsText: string;
+  readonly jumpsLines: number;
+  /** chains: its own nat chains (SVC, SVL, EXT, FW, SEP...), declared by chainsText. */
+  readonly chains: readonly string[];
+  readonly chainsText: string;
+  /** rulesText: the rules of its own chains. */
+  readonly rulesText: string;
+  readonly rulesLines: number;
+  /** noLocalInternal/External: kube-proxy's sync_proxy_rules_no_local_endpoints_total inputs. */
+  readonly noLocalInternal: boolean;
+  readonly noLocalExternal: boolean;
+}
+
+const SERVICE_PORT_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?\/[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:[a-z0-9]([-a-z0-9]*[a-z0-9])?)?$/;
+
+function checkPort(n: number, what: string): string {
+  if (!Number.isInteger(n) || n < 1 || n > 65535) throw new RuleBuildError(`${what} ${n} is not a port`);
+  return String(n);
+}
+
+function checkIP(ip: string, family: IPFamily, what: string): string {
+  const c = canonicalIP(ip);
+  if (c !== ip || (family === 'IPv6') !== ip.includes(':')) throw new RuleBuildError(`${what} ${JSON.stringify(ip)} is not a canonical ${family} address`);
+  return ip;
+}
+
+/**
+ * validateServicePort re-checks every value of a service port that reaches
+ * restore text. The model validates objects already; this is the second wall,
+ * so a bug elsewhere can cost one service, never the whole batch.
+ */
+export function validateServicePort(sp: ServicePort, family: IPFamily): void {
+  if (!SERVICE_PORT_NAME.test(sp.name) || sp.name.length > 140) throw new RuleBuildError(`service port name ${JSON.stringify(sp.name)} is not a valid "namespace/name:port"`);
+  if (!PROTOCOLS.includes(sp.protocol)) throw new RuleBuildError(`protocol ${JSON.stringify(sp.protocol)} is not TCP, UDP or SCTP`);
+  checkIP(sp.clusterIP, family, 'cluster IP');
+  checkPort(sp.port, 'port');
+  if (sp.nodePort !== 0) checkPort(sp.nodePort, 'node port');
+  if (sp.healthCheckNodePort !== 0) checkPort(sp.healthCheckNodePort, 'health check node port');
+  for (const ip of sp.externalIPs) checkIP(ip, family, 'external IP');
+  for (const ip of sp.loadBalancerVIPs) checkIP(ip, family, 'load balancer IP');
+  for (const c of sp.loadBalancerSourceRanges) {
+    if (parseCIDR(c)?.text !== c || parseCIDR(c)?.family !== family) throw new RuleBuildError(`source range ${JSON.stringify(c)} is not a canonical ${family} CIDR`);
+  }
+  if (!Number.isInteger(sp.stickyMaxAgeSeconds) || sp.stickyMaxAgeSeconds < 0 || sp.stickyMaxAgeSeconds > 86400) {
+    throw new RuleBuildError(`session affinity timeout ${sp.stickyMaxAgeSeconds} is out of range`);
+  }
+}
+
+function validateEndpoint(ep: Endpoint, family: IPFamily): void {
+  checkIP(ep.ip, family, 'endpoint IP');
+  checkPort(ep.port, 'endpoint port');
+  if (ep.key !== endpointKey(ep.ip, ep.port)) throw new RuleBuildError(`endpoint key ${JSON.stringify(ep.key)} does not match ${ep.ip}:${ep.port}`);
+}
+
+/**
+ * buildServicePortRules writes one service port's rules. It throws
+ * RuleBuildError when a value cannot be written safely; the caller skips the
+ * service then, and every other service is still programmed.
+ */
+export function buildServicePortRules(
+  sp: ServicePort,
+  endpoints: readonly Endpoint[] | undefined,
+  ctx: BuildContext,
+  names: ChainNames,
+  probabilities: ProbabilityCache,
+): ServicePortRules {
+  validateServicePort(sp, ctx.family);
+  for (const ep of endpoints ?? []) validateEndpoint(ep, ctx.family);
+
+  const protocol = sp.protocol.toLowerCase();
+  const name = sp.name;
+  const port = String(sp.port);
+  const nameComment = comment(name);
+  const { cluster, local, allReachable, hasAny } = categorizeEndpoints(endpoints, sp, ctx.nodeName, ctx.zone);
+  const chains = servicePortChains(names, name, protocol);
+
+  const usesClusterPolicyChain = cluster.length > 0 && usesClusterEndpoints(sp);
+  const usesLocalPolicyChain = local.length > 0 && usesLocalEndpoints(sp);
+
+  let internalPolicyChain = chains.cluster;
+  let hasInternalEndpoints = hasAny;
+  if (sp.internalPolicyLocal) {
+    internalPolicyChain = chains.local;
+    if (local.length === 0) hasInternalEndpoints = false;
+  }
+  let externalPolicyChain = chains.cluster;
+  let hasExternalEndpoints = hasAny;
+  if (sp.externalPolicyLocal) {
+    externalPolicyChain = chains.local;
+    if (local.length === 0) hasExternalEndpoints = false;
+  }
+  const externalChain = chains.external;
+  // The EXT chain is needed whenever there are endpoints anywhere, even without
+  // local ones: its short-circuit rules still serve pods and the node itself.
+  const usesExternalTrafficChain = hasAny && externallyAccessible(sp);
+  const usesFWChain = hasAny && sp.loadBalancerVIPs.length > 0 && sp.loadBalancerSourceRanges.length > 0;
+  const loadBalancerTrafficChain = usesFWChain ? chains.firewall : externalChain;
+
+  let internalFilterTarget = '';
+  let internalFilterComment = '';
+  let externalFilterTarget = '';
+  let externalFilterComment = '';
+  let noLocalInternal = false;
+  let noLocalExternal = false;
+  if (!hasAny) {
+    internalFilterTarget = externalFilterTarget = 'REJECT';
+    internalFilterComment = externalFilterComment = comment(`${name} has no endpoints`);
+  } else {
+    if (!hasInternalEndpoints) {
+      internalFilterTarget = 'DROP';
+      internalFilterComment = comment(`${name} has no local endpoints`);
+      noLocalInternal = true;
+    }
+    if (!hasExternalEndpoints) {
+      externalFilterTarget = 'DROP';
+      externalFilterComment = comment(`${name} has no local endpoints`);
+      noLocalExternal = true;
+    }
+  }
+
+  const filter = new LineBuffer();
+  const jumps = new LineBuffer();
+  const declared: string[] = [];
+  const rules = new LineBuffer();
+  const jumpTargets = new Set<string>();
+  const proto = ['-m', protocol, '-p', protocol];
+
+  // Cluster IP.
+  if (hasInternalEndpoints) {
+    jumps.write('-A', KUBE_SERVICES, '-m', 'comment', '--comment', comment(`${name} cluster IP`), ...proto, '-d', sp.clusterIP, '--dport', port, '-j', internalPolicyChain);
+    jumpTargets.add(internalPolicyChain);
+  } else {
+    filter.write('-A', KUBE_SERVICES, '-m', 'comment', '--comment', internalFilterComment, ...proto, '-d', sp.clusterIP, '--dport', port, '-j', internalFilterTarget);
+  }
+
+  // External IPs.
+  for (const ip of sp.externalIPs) {
+    if (hasAny) {
+      jumps.write('-A', KUBE_SERVICES, '-m', 'comment', '--comment', comment(`${name} external IP`), ...proto, '-d', ip, '--dport', port, '-j', externalChain);
+      jumpTargets.add(externalChain);
+    }
+    if (!hasExternalEndpoints) {
+      filter.write('-A', KUBE_EXTERNAL_SERVICES, '-m', 'comment', '--comment', externalFilterComment, ...proto, '-d', ip, '--dport', port, '-j', externalFilterTarget);
+    }
+  }
+
+  // Load balancer IPs.
+  for (const ip of sp.loadBalancerVIPs) {
+    if (hasAny) {
+      jumps.write('-A', KUBE_SERVICES, '-m', 'comment', '--comment', comment(`${name} loadbalancer IP`), ...proto, '-d', ip, '--dport', port, '-j', loadBalancerTrafficChain);
+      jumpTargets.add(loadBalancerTrafficChain);
+    }
+    if (usesFWChain) {
+      filter.write('-A', KUBE_PROXY_FIREWALL, '-m', 'comment', '--comment', comment(`${name} traffic not accepted by ${chains.firewall}`), ...proto, '-d', ip, '--dport', port, '-j', 'DROP');
+    }
+  }
+  if (!hasExternalEndpoints) {
+    for (const ip of sp.loadBalancerVIPs) {
+      filter.write('-A', KUBE_EXTERNAL_SERVICES, '-m', 'comment', '--comment', externalFilterComment, ...proto, '-d', ip, '--dport', port, '-j', externalFilterTarget);
+    }
+  }
+
+  // Node port. Node ports are not subject to loadBalancerSourceRanges (kube-proxy cannot change that).
+  if (sp.nodePort !== 0) {
+    const nodePort = String(sp.nodePort);
+    if (hasAny) {
+      if (ctx.localhostNodePorts && ctx.family === 'IPv4' && ctx.nfacct.localhostNodePorts) {
+        jumps.write('-A', KUBE_NODEPORTS, '-m', 'comment', '--comment', nameComment, ...proto, '-d', '127.0.0.0/8', '--dport', nodePort, '-m', 'nfacct', '--nfacct-name', NFACCT_LOCALHOST_NODEPORTS, '-j', externalChain);
+      }
+      jumps.write('-A', KUBE_NODEPORTS, '-m', 'comment', '--comment', nameComment, ...proto, '--dport', nodePort, '-j', externalChain);
+      jumpTargets.add(externalChain);
+    }
+    if (!hasExternalEndpoints) {
+      filter.write('-A', KUBE_EXTERNAL_SERVICES, '-m', 'comment', '--comment', externalFilterComment, '-m', 'addrtype', '--dst-type', 'LOCAL', ...proto, '--dport', nodePort, '-j', externalFilterTarget);
+    }
+  }
+
+  // Health check node port: accepted whether or not this node has local endpoints.
+  if (sp.healthCheckNodePort !== 0) {
+    filter.write('-A', KUBE_NODEPORTS, '-m', 'comment', '--comment', comment(`${name} health check node port`), '-m', 'tcp', '-p', 'tcp', '--dport', String(sp.healthCheckNodePort), '-j', 'ACCEPT');
+  }
+
+  // Internal traffic: masquerade what does not come from a local pod (or everything with masqueradeAll).
+  if (hasInternalEndpoints) {
+    const match = ['-m', 'comment', '--comment', comment(`${name} cluster IP`), ...proto, '-d', sp.clusterIP, '--dport', port];
+    if (ctx.masqueradeAll) rules.write('-A', internalPolicyChain, ...match, '-j', KUBE_MARK_MASQ);
+    else if (ctx.localDetector.implemented) rules.write('-A', internalPolicyChain, ...match, ...ctx.localDetector.ifNotLocal, '-j', KUBE_MARK_MASQ);
+  }
+
+  // External traffic: everything captured for node ports, external and LB IPs goes through EXT.
+  if (usesExternalTrafficChain) {
+    declared.push(externalChain);
+    if (!sp.externalPolicyLocal) {
+      // Non-local endpoints may be on another node: masquerade so replies come back here.
+      rules.write('-A', externalChain, '-m', 'comment', '--comment', comment(`masquerade traffic for ${name} external destinations`), '-j', KUBE_MARK_MASQ);
+    } else {
+      if (ctx.localDetector.implemented) {
+        // Pod-to-external-IP traffic skips both traffic policies, as if it went out to the LB and back.
+        rules.write('-A', externalChain, '-m', 'comment', '--comment', comment(`pod traffic for ${name} external destinations`), ...ctx.localDetector.ifLocal, '-j', chains.cluster);
+        jumpTargets.add(chains.cluster);
+      }
+      // The node's own traffic to an external IP has a local source address: masquerade it and use Cluster policy.
+      rules.write('-A', externalChain, '-m', 'comment', '--comment', comment(`masquerade LOCAL traffic for ${name} external destinations`), '-m', 'addrtype', '--src-type', 'LOCAL', '-j', KUBE_MARK_MASQ);
+      rules.write('-A', externalChain, '-m', 'comment', '--comment', comment(`route LOCAL traffic for ${name} external destinations`), '-m', 'addrtype', '--src-type', 'LOCAL', '-j', chains.cluster);
+      jumpTargets.add(chains.cluster);
+    }
+    if (hasExternalEndpoints) {
+      rules.write('-A', externalChain, '-j', externalPolicyChain);
+      jumpTargets.add(externalPolicyChain);
+    }
+  }
+
+  // Firewall chain for loadBalancerSourceRanges.
+  if (usesFWChain) {
+    declared.push(chains.firewall);
+    const head = ['-A', chains.firewall, '-m', 'comment', '--comment', comment(`${name} loadbalancer IP`)];
+    let allowFromNode = false;
+    for (const cidr of sp.loadBalancerSourceRanges) {
+      rules.write(...head, '-s', cidr, '-j', externalChain);
+      if (ctx.nodeIP && cidrContains(parseCIDR(cidr)!, ctx.nodeIP)) allowFromNode = true;
+    }
+    // A VIP-mode LB IP is often local to the node: the node's own requests then
+    // arrive with the LB IP as source and must be let through.
+    if (allowFromNode) for (const ip of sp.loadBalancerVIPs) rules.write(...head, '-s', ip, '-j', externalChain);
+    // What falls off the end was not DNATed and is dropped by KUBE-PROXY-FIREWALL in filter.
+    rules.write('-A', chains.firewall, '-m', 'comment', '--comment', comment(`other traffic to ${name} will be dropped by KUBE-PROXY-FIREWALL`));
+  }
+
+  // The per-endpoint loops below are the hot path (100k endpoints on a big
+  // node): they build each line as one template string. Their values were all
+  // validated above, and "name -> ip:port" always has spaces, so it is quoted.
+  const epChain = new Map<Endpoint, string>();
+  const chainOf = (ep: Endpoint): string => {
+    let c = epChain.get(ep);
+    if (c === undefined) {
+      c = names.endpointChain(name, protocol, ep.key);
+      epChain.set(ep, c);
+    }
+    return c;
+  };
+  const large = ctx.largeClusterMode;
+  const writeBalancing = (svcChain: string, eps: readonly Endpoint[]) => {
+    if (hasSessionAffinity(sp)) {
+      const seconds = sp.stickyMaxAgeSeconds;
+      for (const ep of eps) {
+        const c = chainOf(ep);
+        const cm = large ? '' : ` -m comment --comment "${name} -> ${ep.key}"`;
+        rules.writeLine(`-A ${svcChain}${cm} -m recent --name ${c} --rcheck --seconds ${seconds} --reap -j ${c}`);
+      }
+    }
+    const n = eps.length;
+    for (let i = 0; i < n; i++) {
+      const ep = eps[i];
+      const c = chainOf(ep);
+      jumpTargets.add(c);
+      const cm = large ? '' : ` -m comment --comment "${name} -> ${ep.key}"`;
+      // Each rule takes 1/(endpoints left) of what reaches it; the last one takes the rest.
+      const stat = i < n - 1 ? ` -m statistic --mode random --probability ${probabilities.get(n - i)}` : '';
+      rules.writeLine(`-A ${svcChain}${cm}${stat} -j ${c}`);
+    }
+  };
+  if (usesClusterPolicyChain) {
+    declared.push(chains.cluster);
+    writeBalancing(chains.cluster, cluster);
+  }
+  if (usesLocalPolicyChain) {
+    declared.push(chains.local);
+    writeBalancing(chains.local, local);
+  }
+
+  // One chain per endpoint: hairpin masquerade (a pod reaching itself through
+  // the service), then DNAT.
+  const sepComment = large ? '' : ` -m comment --comment ${nameComment}`;
+  const affinity = hasSessionAffinity(sp);
+  for (const ep of allReachable) {
+    const c = chainOf(ep);
+    declared.push(c);
+    rules.writeLine(`-A ${c}${sepComment} -s ${ep.ip} -j ${KUBE_MARK_MASQ}`);
+    const recent = affinity ? ` -m recent --name ${c} --set` : '';
+    rules.writeLine(`-A ${c}${sepComment}${recent} -m ${protocol} -p ${protocol} -j DNAT --to-destination ${ep.key}`);
+  }
+
+  // Every jump must land in a chain this service declares: a dangling jump would fail the whole restore.
+  const declaredSet = new Set(declared);
+  for (const t of jumpTargets) {
+    if (!declaredSet.has(t)) throw new RuleBuildError(`rules would jump to ${t}, which this service port does not create (endpoints: ${endpoints?.length ?? 0})`);
+  }
+
+  return {
+    id: sp.id,
+    service: sp.service,
+    filterText: filter.text(),
+    filterLines: filter.lines,
+    jumpsText: jumps.text(),
+    jumpsLines: jumps.lines,
+    chains: declared,
+    chainsText: declared.map((c) => chainLine(c) + '\n').join(''),
+    rulesText: rules.text(),
+    rulesLines: rules.lines,
+    noLocalInternal,
+    noLocalExternal,
+  };
+}
+
+/** FixedRules are the chains and rules that do not depend on any service. */
+export interface FixedRules {
+  readonly filterChains: readonly string[];
+  /** filterHead: rules before the services' (KUBE-FIREWALL). */
+  readonly filterHead: LineBuffer;
+  /** filterTail: rules after the services' (KUBE-FORWARD). */
+  readonly filterTail: LineBuffer;
+  readonly natChains: readonly string[];
+  readonly natHead: LineBuffer;
+  /** natTail: the KUBE-SERVICES -> KUBE-NODEPORTS rule(s); must stay last in KUBE-SERVICES. */
+  readonly natTail: LineBuffer;
+  /** warnings: node-port addresses left out (loopback when not allowed), for the log. */
+  readonly warnings: readonly string[];
+}
+
+/** buildFixedRules writes the service-independent chains, as kube-proxy writes them on every sync. */
+export function buildFixedRules(ctx: BuildContext): FixedRules {
+  const mark = ctx.masqueradeMark;
+  const filterChains = [KUBE_SERVICES, KUBE_EXTERNAL_SERVICES, KUBE_FORWARD, KUBE_NODEPORTS, KUBE_PROXY_FIREWALL];
+  const filterHead = new LineBuffer();
+  const filterTail = new LineBuffer();
+  const natHead = new LineBuffer();
+  const natTail = new LineBuffer();
+  const warnings: string[] = [];
+
+  natHead.write('-A', KUBE_POSTROUTING, '-m', 'mark', '!', '--mark', `${mark}/${mark}`, '-j', 'RETURN');
+  // Clear the mark so a packet that traverses the stack again is not masqueraded twice.
+  natHead.write('-A', KUBE_POSTROUTING, '-j', 'MARK', '--xor-mark', mark);
+  const masq = ['-A', KUBE_POSTROUTING, '-m', 'comment', '--comment', comment('kubernetes service traffic requiring SNAT'), '-j', 'MASQUERADE'];
+  if (ctx.randomFully) masq.push('--random-fully');
+  natHead.write(...masq);
+  natHead.write('-A', KUBE_MARK_MASQ, '-j', 'MARK', '--or-mark', mark);
+
+  if (ctx.family === 'IPv4' && ctx.localhostNodePorts) {
+    // route_localnet opens 127.0.0.0/8 to the network (https://issues.k8s.io/90259);
+    // this is kubelet's guard against such martian packets, which kube-proxy duplicates.
+    filterChains.push(KUBE_FIREWALL);
+    filterHead.write(
+      '-A', KUBE_FIREWALL, '-m', 'comment', '--comment', comment('block incoming localnet connections'),
+      '-d', '127.0.0.0/8', '!', '-s', '127.0.0.0/8', '-m', 'conntrack', '!', '--ctstate', 'RELATED,ESTABLISHED,DNAT', '-j', 'DROP',
+    );
+  }
+
+  const nodePortsComment = comment('kubernetes service nodeports; NOTE: this must be the last rule in this chain');
+  if (ctx.nodePortsMatchAll) {
+    const dest = ['-m', 'addrtype', '--dst-type', 'LOCAL'];
+    if (ctx.family === 'IPv6') dest.push('!', '-d', '::1/128');
+    else if (!ctx.localhostNodePorts) dest.push('!', '-d', '127.0.0.0/8');
+    natTail.write('-A', KUBE_SERVICES, '-m', 'comment', '--comment', nodePortsComment, ...dest, '-j', KUBE_NODEPORTS);
+  } else {
+    for (const ip of ctx.nodePortIPs) {
+      const loopback = ip.startsWith('127.') || ip === '::1';
+      if (loopback && ctx.family === 'IPv6') {
+        warnings.push(`--nodeport-addresses includes localhost (${ip}) but localhost node ports are not supported on IPv6`);
+        continue;
+      }
+      if (loopback && !ctx.localhostNodePorts) {
+        warnings.push(`--nodeport-addresses includes localhost (${ip}) but iptables.localhostNodePorts is false`);
+        continue;
+      }
+      natTail.write('-A', KUBE_SERVICES, '-m', 'comment', '--comment', nodePortsComment, '-d', ip, '-j', KUBE_NODEPORTS);
+    }
+  }
+
+  // INVALID packets can reset connections by mistake unless conntrack is liberal (kubernetes#74839).
+  if (!ctx.conntrackTCPLiberal) {
+    const rule = ['-A', KUBE_FORWARD, '-m', 'conntrack', '--ctstate', 'INVALID'];
+    if (ctx.nfacct.ctStateInvalid) rule.push('-m', 'nfacct', '--nfacct-name', NFACCT_CT_STATE_INVALID);
+    filterTail.write(...rule, '-j', 'DROP');
+  }
+  // Forward marked (service) traffic even when the FORWARD policy is DROP, and its replies.
+  filterTail.write('-A', KUBE_FORWARD, '-m', 'comment', '--comment', comment('kubernetes forwarding rules'), '-m', 'mark', '--mark', `${mark}/${mark}`, '-j', 'ACCEPT');
+  filterTail.write('-A', KUBE_FORWARD, '-m', 'comment', '--comment', comment('kubernetes forwarding conntrack rule'), '-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED', '-j', 'ACCEPT');
+
+  return {
+    filterChains,
+    filterHead,
+    filterTail,
+    natChains: [KUBE_SERVICES, KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_MARK_MASQ],
+    natHead,
+    natTail,
+    warnings,
+  };
+}
