@@ -1,0 +1,295 @@
+import { describe, expect, it } from 'vitest';
+import { FakeIptables } from '../../kernel/iptables-fake.ts';
+import { parseIptablesScript } from '../../kernel/iptables-save-parser.ts';
+import { MemoryLog } from '../../log.ts';
+import type { Endpoint } from '../endpoint.ts';
+import type { StateCheckout } from '../proxy-state.ts';
+import type { ServicePort } from '../service-port.ts';
+import { ep, makeService, makeSlice } from '../testing.ts';
+import { JUMP_RULES } from './jump-chains.ts';
+import { SYSCTL_ROUTE_LOCALNET } from './proxier.ts';
+import { harness, stateFromObjects, testConfig } from './testing.ts';
+
+const tcp = (name: string, port: number) => [{ name, port, protocol: 'TCP' }];
+
+function cluster() {
+  return stateFromObjects('node-a', [
+    makeService('ns1', 'a', { clusterIP: '10.96.0.1', ports: tcp('http', 80) }),
+    makeService('ns1', 'b', { clusterIP: '10.96.0.2', ports: tcp('http', 80) }),
+    makeSlice('ns1', 'a', 'a-1', [ep('10.244.0.1'), ep('10.244.1.1')], tcp('http', 8080)),
+    makeSlice('ns1', 'b', 'b-1', [ep('10.244.0.2')], tcp('http', 8080)),
+  ]);
+}
+
+/** declared lists the chains a restore input declares, per table. */
+function declared(batch: string): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  for (const t of parseIptablesScript(batch).tables) out[t.name] = t.entries.flatMap((e) => (e.kind === 'chain' ? [e.name] : []));
+  return out;
+}
+
+describe('iptables proxier: full and partial syncs', () => {
+  it('starts with a full sync that reads the kernel once and installs jump rules and canaries', async () => {
+    const h = harness();
+    const state = cluster();
+    const r = await h.backend.sync({ state: state.checkout(), forceFull: false });
+    expect(r.error).toBeUndefined();
+    expect(r.full).toBe(true);
+    expect(h.kernel.callsOf('iptables-save')).toHaveLength(1);
+    expect(h.kernel.callsOf('iptables-restore')).toHaveLength(1);
+    for (const j of JUMP_RULES) expect(await h.kernel.checkRule(j.table, j.from, j.args), `${j.table}/${j.from} -> ${j.to}`).toBe(true);
+    for (const t of ['mangle', 'nat', 'filter']) expect(await h.kernel.chainExists(t, 'KUBE-PROXY-CANARY')).toBe(true);
+    expect(r.servicesWritten).toBe(2);
+    expect(h.backend.lastAppliedBatch()).toBe(r.batch);
+  });
+
+  it('then syncs partially with one iptables-restore and no iptables-save', async () => {
+    const h = harness();
+    const state = cluster();
+    await h.backend.sync({ state: state.checkout(), forceFull: false });
+    const before = h.kernel.calls.length;
+    state.onEndpointSlice(null, makeSlice('ns1', 'b', 'b-1', [ep('10.244.0.2'), ep('10.244.2.2')], tcp('http', 8080)));
+    const r = await h.backend.sync({ state: state.checkout(), forceFull: false });
+    expect(r.full).toBe(false);
+    expect(h.kernel.calls.slice(before).map((c) => c.program)).toEqual(['iptables-restore']);
+    // Only ns1/b's chains are declared, besides the fixed chains.
+    const d = declared(r.batch!);
+    expect(d.filter).toEqual(['KUBE-SERVICES', 'KUBE-EXTERNAL-SERVICES', 'KUBE-FORWARD', 'KUBE-NODEPORTS', 'KUBE-PROXY-FIREWALL', 'KUBE-FIREWALL']);
+    const own = d.nat.filter((c) => !['KUBE-SERVICES', 'KUBE-NODEPORTS', 'KUBE-POSTROUTING', 'KUBE-MARK-MASQ'].includes(c));
+    expect(own).toHaveLength(3);
+    expect(r.batch).toContain('"ns1/b:http -> 10.244.2.2:8080"');
+    expect(r.batch).not.toContain('10.244.1.1');
+    expect(r.servicesWritten).toBe(1);
+    // The unchanged service still works: its jump is rewritten and its chains are intact.
+    expect(h.kernel.rules('nat', 'KUBE-SERVICES').some((s) => s.includes('ns1/a:http cluster IP'))).toBe(true);
+    // nat: 5 fixed rules; per service 1 jump + 2 balancing rules + 2 endpoint chains of 2 rules.
+    expect(r.rulesByTable).toEqual({ filter: 4, nat: 5 + (1 + 2 + 4) + (1 + 2 + 4) });
+  });
+
+  it('reports rule counts that match what the kernel holds in kproxy chains', async () => {
+    const h = harness();
+    const r = await h.backend.sync({ state: cluster().checkout(), forceFull: true });
+    const dump = h.kernel.dump();
+    const count = (table: string) => [...dump.tables.get(table)!.chains.values()].filter((c) => !c.builtin).reduce((n, c) => n + c.rules.length, 0);
+    expect(r.rulesByTable).toEqual({ filter: count('filter'), nat: count('nat') });
+  });
+
+  it('rewrites everything when the sync loop forces it or the build context changes', async () => {
+    const h = harness();
+    const state = cluster();
+    await h.backend.sync({ state: state.checkout(), forceFull: false });
+    expect((await h.backend.sync({ state: state.checkout(), forceFull: true })).full).toBe(true);
+    const partial = await h.backend.sync({ state: state.checkout(), forceFull: false });
+    expect(partial.full).toBe(false);
+    expect(partial.servicesWritten).toBe(0);
+    // The node's pod CIDR feeds the NodeCIDR detector: a new Node makes every rule different.
+    const h2 = harness({ config: testConfig({ detectLocalMode: 'NodeCIDR' }) });
+    const s2 = cluster();
+    await h2.backend.sync({ state: s2.checkout(), forceFull: false });
+    s2.onNode(null, { apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-a' }, spec: { podCIDRs: ['10.244.0.0/24'] } });
+    const after = await h2.backend.sync({ state: s2.checkout(), forceFull: false });
+    expect(after.full).toBe(true);
+    expect(after.batch).toContain('! -s 10.244.0.0/24 -j KUBE-MARK-MASQ');
+  });
+
+  it('deletes stale service chains left by an earlier run (take-over) and keeps foreign chains', async () => {
+    const kernel = new FakeIptables();
+    await kernel.restore(
+      [
+        '*nat',
+        ':KUBE-SERVICES - [0:0]',
+        ':KUBE-SVC-OLDOLDOLDOLDOLDO - [0:0]',
+        ':KUBE-SEP-OLDOLDOLDOLDOLDO - [0:0]',
+        ':KUBE-XLB-OLDOLDOLDOLDOLDO - [0:0]',
+        ':DOCKER - [0:0]',
+        '-A KUBE-SERVICES -j KUBE-SVC-OLDOLDOLDOLDOLDO',
+        '-A KUBE-SVC-OLDOLDOLDOLDOLDO -j KUBE-SEP-OLDOLDOLDOLDOLDO',
+        '-A KUBE-XLB-OLDOLDOLDOLDOLDO -j KUBE-SVC-OLDOLDOLDOLDOLDO',
+        '-A DOCKER -j RETURN',
+        '-A PREROUTING -j DOCKER',
+        'COMMIT',
+        '',
+      ].join('\n'),
+    );
+    const h = harness({ kernel });
+    const r = await h.backend.sync({ state: cluster().checkout(), forceFull: false });
+    expect(r.error).toBeUndefined();
+    const chains = kernel.chains('nat');
+    expect(chains.filter((c) => c.includes('OLDOLD'))).toEqual([]);
+    expect(chains).toContain('DOCKER');
+    expect(kernel.rules('nat', 'PREROUTING')).toContain('-j DOCKER');
+    expect(kernel.rules('nat', 'DOCKER')).toEqual(['-j RETURN']);
+  });
+
+  it('does not duplicate jump rules and puts back one that was deleted', async () => {
+    const h = harness();
+    const state = cluster();
+    await h.backend.sync({ state: state.checkout(), forceFull: true });
+    await h.backend.sync({ state: state.checkout(), forceFull: true });
+    expect(h.kernel.rules('nat', 'PREROUTING')).toHaveLength(1);
+    const j = JUMP_RULES.find((x) => x.table === 'nat' && x.from === 'PREROUTING')!;
+    await h.kernel.deleteRule('nat', 'PREROUTING', j.args);
+    await h.backend.sync({ state: state.checkout(), forceFull: true });
+    expect(h.kernel.rules('nat', 'PREROUTING')).toEqual(['-m comment --comment "kubernetes service portals" -j KUBE-SERVICES']);
+  });
+
+  it('sets route_localnet only for localhost node ports', async () => {
+    const on = harness();
+    await on.backend.init!();
+    expect(on.sysctl.values.get(SYSCTL_ROUTE_LOCALNET)).toBe('1');
+    const off = harness({ config: testConfig({ iptables: { localhostNodePorts: false } }) });
+    await off.backend.init!();
+    expect(off.sysctl.values.get(SYSCTL_ROUTE_LOCALNET)).toBe('0');
+    const noLoopback = harness({ config: testConfig({ nodePortAddresses: ['10.0.0.0/8'] }) });
+    await noLoopback.backend.init!();
+    expect(noLoopback.sysctl.writes).toEqual([]);
+  });
+});
+
+describe('iptables proxier: failures', () => {
+  it('a refused restore names the line, keeps the previous rules, and forces a full sync', async () => {
+    const log = new MemoryLog();
+    const h = harness({ logger: log.logger });
+    const state = cluster();
+    await h.backend.sync({ state: state.checkout(), forceFull: false });
+    const before = h.kernel.dump();
+    // Someone else's rule jumps into ns1/b's endpoint chain: deleting that chain must fail.
+    const sep = h.kernel.chains('nat').find((c) => c.startsWith('KUBE-SEP-') && h.kernel.rules('nat', c).some((s) => s.includes('10.244.0.2')))!;
+    await h.kernel.ensureChain('nat', 'OTHER');
+    await h.kernel.insertRule('nat', 'OTHER', ['-j', sep]);
+    const withOther = h.kernel.dump();
+    state.onService(makeService('ns1', 'b', { clusterIP: '10.96.0.2', ports: tcp('http', 80) }), null);
+    const failed = await h.backend.sync({ state: state.checkout(), forceFull: false });
+    expect(failed.full).toBe(false);
+    expect(failed.error?.code).toBe('KPROXY_ERR_RESTORE_FAILED');
+    expect(failed.error?.message).toMatch(new RegExp(`line \\d+ failed: .*${sep} is referenced`));
+    expect(failed.error?.message).toContain(`>`);
+    expect(failed.error?.message).toContain(`-X ${sep}`);
+    expect(h.backend.lastFailedBatch()?.batch).toBe(failed.batch);
+    expect(h.backend.metrics.restoreFailuresTotal).toBe(1);
+    expect(h.backend.metrics.partialRestoreFailuresTotal).toBe(1);
+    expect(log.lines('error').join('\n')).toMatch(/iptables sync failed; the next sync rewrites everything/);
+    // nat (where it failed) is exactly as before the sync; filter was committed first and is consistent on its own.
+    expect(h.kernel.dump().tables.get('nat')).toEqual(withOther.tables.get('nat'));
+    expect(before.tables.get('nat')).not.toEqual(withOther.tables.get('nat'));
+    // Once the blocker is gone the next sync is full and succeeds.
+    await h.kernel.flushChain('nat', 'OTHER');
+    const next = await h.backend.sync({ state: state.checkout(), forceFull: false });
+    expect(next.full).toBe(true);
+    expect(next.error).toBeUndefined();
+    expect(h.kernel.chains('nat')).not.toContain(sep);
+    expect(h.backend.lastAppliedBatch()).toBe(next.batch);
+  });
+
+  it('never throws: an unexpected error comes back in result.error', async () => {
+    const h = harness();
+    h.kernel.restoreHook = () => 'iptables-restore: unable to initialize table nat';
+    const r = await h.backend.sync({ state: cluster().checkout(), forceFull: false });
+    expect(r.error?.code).toBe('KPROXY_ERR_RESTORE_FAILED');
+    expect(r.linesWritten).toBe(0);
+    h.kernel.restoreHook = null;
+    expect((await h.backend.sync({ state: cluster().checkout(), forceFull: false })).full).toBe(true);
+  });
+});
+
+describe('iptables proxier: untrusted values', () => {
+  function checkoutWith(extra: ServicePort, endpoints: Endpoint[]): StateCheckout {
+    const c = cluster().checkout();
+    const services = new Map(c.services);
+    services.set(extra.id, extra);
+    const eps = new Map(c.endpoints);
+    eps.set(extra.id, endpoints);
+    return { ...c, services, endpoints: eps };
+  }
+  const base = cluster().checkout().services.values().next().value!;
+
+  it('skips a service whose name would break the restore text, programs the others, and says why', async () => {
+    const log = new MemoryLog();
+    const h = harness({ logger: log.logger });
+    const hostile = { ...base, id: 'ns1/evil"\n-A INPUT -j ACCEPT:http/TCP', name: 'ns1/evil"\n-A INPUT -j ACCEPT:http', service: 'ns1/evil' };
+    const r = await h.backend.sync({ state: checkoutWith(hostile, []), forceFull: true });
+    expect(r.error).toBeUndefined();
+    expect(r.batch).not.toContain('evil');
+    expect(h.kernel.rules('nat', 'KUBE-SERVICES').filter((s) => s.includes('cluster IP'))).toHaveLength(2);
+    expect(h.backend.metrics.skippedServicePorts.get(hostile.id)).toMatch(/not a valid "namespace\/name:port"/);
+    expect(log.lines('warn').join('\n')).toMatch(/service port skipped/);
+    expect(h.kernel.rules('filter', 'INPUT').join('\n')).not.toContain('-j ACCEPT');
+  });
+
+  it('skips a service with a malformed endpoint or address', async () => {
+    const h = harness();
+    const badEp = { ip: '10.0.0.1 -j ACCEPT', port: 80, key: '10.0.0.1 -j ACCEPT:80', isLocal: false, ready: true, serving: true, terminating: false, nodeName: '', zone: '', zoneHints: [], nodeHints: [] };
+    const sp = { ...base, id: 'ns1/c:http/TCP', name: 'ns1/c:http', service: 'ns1/c', clusterIP: '10.96.0.3' };
+    let r = await h.backend.sync({ state: checkoutWith(sp, [badEp]), forceFull: true });
+    expect(r.error).toBeUndefined();
+    expect(h.backend.metrics.skippedServicePorts.get(sp.id)).toMatch(/endpoint IP/);
+    r = await h.backend.sync({ state: checkoutWith({ ...sp, externalIPs: ['1.2.3.4/32'] }, []), forceFull: true });
+    expect(r.error).toBeUndefined();
+    expect(h.backend.metrics.skippedServicePorts.get(sp.id)).toMatch(/external IP/);
+  });
+});
+
+describe('iptables proxier: large clusters', () => {
+  it('drops per-endpoint comments above 1000 endpoints, like kube-proxy', async () => {
+    const endpoints = Array.from({ length: 1001 }, (_, i) => ep(`10.${100 + Math.floor(i / 250)}.${i % 250}.1`));
+    const state = stateFromObjects('node-a', [
+      makeService('ns1', 'big', { clusterIP: '10.96.0.9', ports: tcp('http', 80) }),
+      makeSlice('ns1', 'big', 'big-1', endpoints.slice(0, 1000), tcp('http', 8080)),
+      makeSlice('ns1', 'big', 'big-2', endpoints.slice(1000), tcp('http', 8080)),
+    ]);
+    const h = harness({ config: testConfig({ clusterCIDRs: ['10.244.0.0/16'] }) });
+    const r = await h.backend.sync({ state: state.checkout(), forceFull: true });
+    expect(r.error).toBeUndefined();
+    const nat = h.kernel.dump().tables.get('nat')!;
+    const seps = [...nat.chains.values()].filter((c) => c.name.startsWith('KUBE-SEP-'));
+    expect(seps).toHaveLength(1001);
+    expect(seps.every((c) => c.rules.every((rule) => rule.comment === null))).toBe(true);
+    const svc = [...nat.chains.values()].find((c) => c.name.startsWith('KUBE-SVC-'))!;
+    expect(svc.rules.filter((rule) => rule.target?.startsWith('KUBE-SEP-')).every((rule) => rule.comment === null)).toBe(true);
+    // Service-level rules keep their comments.
+    expect(svc.rules[0].comment).toBe('ns1/big:http cluster IP');
+    expect(h.kernel.rules('nat', 'KUBE-SERVICES')[0]).toContain('"ns1/big:http cluster IP"');
+
+    // 1000 endpoints is not "large": comments come back (and the switch is a full rewrite).
+    state.onEndpointSlice(makeSlice('ns1', 'big', 'big-2', [], tcp('http', 8080)), null);
+    const small = await h.backend.sync({ state: state.checkout(), forceFull: false });
+    expect(small.full).toBe(true);
+    expect(small.batch).toContain('-m comment --comment ns1/big:http -s 10.100.0.1 -j KUBE-MARK-MASQ');
+  });
+});
+
+describe('iptables proxier: tampering', () => {
+  it('notices a flushed canary within about a second and asks for a full sync', async () => {
+    const h = harness();
+    const reasons: string[] = [];
+    const stop = h.backend.watchTampering!((reason) => reasons.push(reason));
+    await h.clock.advanceAsync(3000);
+    expect(reasons).toEqual([]);
+    h.kernel.flushAll();
+    await h.clock.advanceAsync(1200);
+    expect(reasons).toEqual(['chain KUBE-PROXY-CANARY was deleted from table mangle']);
+    // The canaries are back, so the monitor stays quiet until the next flush.
+    expect(await h.kernel.chainExists('mangle', 'KUBE-PROXY-CANARY')).toBe(true);
+    await h.clock.advanceAsync(5000);
+    expect(reasons).toHaveLength(1);
+    stop();
+    h.kernel.flushAll();
+    await h.clock.advanceAsync(5000);
+    expect(reasons).toHaveLength(1);
+  });
+
+  it('waits for the other tables to be flushed too before reporting', async () => {
+    const h = harness();
+    const reasons: string[] = [];
+    h.backend.watchTampering!((reason) => reasons.push(reason));
+    await h.clock.advanceAsync(1000);
+    // Only mangle is flushed so far; nat and filter follow 2 s later.
+    await h.kernel.deleteChain('mangle', 'KUBE-PROXY-CANARY');
+    await h.clock.advanceAsync(2000);
+    expect(reasons).toEqual([]);
+    await h.kernel.deleteChain('nat', 'KUBE-PROXY-CANARY');
+    await h.kernel.deleteChain('filter', 'KUBE-PROXY-CANARY');
+    await h.clock.advanceAsync(200);
+    expect(reasons).toHaveLength(1);
+  });
+});

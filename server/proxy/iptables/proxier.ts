@@ -1,0 +1,432 @@
+import type { Clock } from '../../clock.ts';
+import type { ProxyConfig } from '../../config/types.ts';
+import { errorMessage, KproxyError, RestoreFailedError, RuleBuildError, SyncFailedError } from '../../errors.ts';
+import { IptablesRestoreError, type IptablesRunner } from '../../kernel/iptables.ts';
+import { chainNames, parseIptablesSave, type IptablesDump } from '../../kernel/iptables-save-parser.ts';
+import type { NetInterfaces } from '../../kernel/netif.ts';
+import { ensureSysctl, sysctlInt, type Sysctl } from '../../kernel/sysctl.ts';
+import type { Logger } from '../../log.ts';
+import type { Backend, BackendSyncInput, BackendSyncResult, CleanupResult } from '../backend.ts';
+import type { Endpoint } from '../endpoint.ts';
+import type { IPFamily } from '../ip.ts';
+import { localDetectorFor } from '../local-detector.ts';
+import { NodePortAddresses, NODE_PORT_ADDRESSES_PRIMARY } from '../node-port-addresses.ts';
+import type { StateCheckout } from '../proxy-state.ts';
+import type { ServicePort } from '../service-port.ts';
+import { startCanaryMonitor } from './canary-monitor.ts';
+import { ChainNames, isServiceChainName } from './chain-names.ts';
+import { cleanupIptables } from './cleanup.ts';
+import { ensureJumpRules } from './jump-chains.ts';
+import { chainLine, extractLines, LineBuffer, ProbabilityCache } from './restore-writer.ts';
+import {
+  buildFixedRules,
+  buildServicePortRules,
+  contextKey,
+  LARGE_CLUSTER_ENDPOINTS,
+  masqueradeMark,
+  type BuildContext,
+  type ServicePortRules,
+} from './rules.ts';
+
+export const SYSCTL_ROUTE_LOCALNET = 'net/ipv4/conf/all/route_localnet';
+export const SYSCTL_TCP_BE_LIBERAL = 'net/netfilter/nf_conntrack_tcp_be_liberal';
+
+export interface IptablesBackendOptions {
+  config: ProxyConfig;
+  nodeName: string;
+  family: IPFamily;
+  runner: IptablesRunner;
+  netif: NetInterfaces;
+  sysctl: Sysctl;
+  clock: Clock;
+  logger: Logger;
+  /** cleanup removes kproxy's iptables objects everywhere (see cleanup.ts); default: this runner's only. */
+  cleanup?: () => Promise<CleanupResult>;
+  /** canaryIntervalMs: how often watchTampering polls the canary chain; default 1000. */
+  canaryIntervalMs?: number;
+  /** nfacct: the nfacct counters exist, so kube-proxy's two nfacct rules are written; default none. */
+  nfacct?: { ctStateInvalid: boolean; localhostNodePorts: boolean };
+}
+
+/** FailedBatch is the last restore input the kernel refused, kept for the dashboard's download. */
+export interface FailedBatch {
+  readonly batch: string;
+  readonly error: KproxyError;
+  /** at: epoch ms. */
+  readonly at: number;
+}
+
+/** IptablesMetrics are the counters kube-proxy's iptables metrics read. */
+export interface IptablesMetrics {
+  restoreFailuresTotal: number;
+  partialRestoreFailuresTotal: number;
+  /** rulesTotal: rules kproxy owns per table after the last successful sync. */
+  rulesTotal: Record<string, number>;
+  /** rulesLastSync: rules written per table by the last successful sync. */
+  rulesLastSync: Record<string, number>;
+  noLocalEndpointsInternal: number;
+  noLocalEndpointsExternal: number;
+  /** skippedServicePorts: service ports whose rules could not be built, with why. */
+  skippedServicePorts: Map<string, string>;
+}
+
+/** IptablesBackend is the iptables Backend plus what the daemon and dashboard read from it. */
+export interface IptablesBackend extends Backend {
+  readonly runner: IptablesRunner;
+  /** lastAppliedBatch: the restore input of the last successful sync. */
+  lastAppliedBatch(): string | null;
+  lastFailedBatch(): FailedBatch | null;
+  readonly metrics: IptablesMetrics;
+}
+
+interface CacheEntry {
+  readonly sp: ServicePort;
+  readonly eps: readonly Endpoint[] | undefined;
+  readonly rules: ServicePortRules | null;
+  readonly error: string | null;
+}
+
+/** createIptablesBackend returns kube-proxy's iptables mode as a kproxy Backend. */
+export function createIptablesBackend(opts: IptablesBackendOptions): IptablesBackend {
+  return new IptablesProxier(opts);
+}
+
+/**
+ * IptablesProxier decides what to write and when it must be everything: a
+ * full sync at start, after any failure, when the build context changed, when
+ * the sync loop asks (periodic, tampering, topology); otherwise a partial sync
+ * that rewrites the fixed chains and only the chains of service ports whose
+ * inputs changed. Rule text comes from rules.ts; all I/O goes through the runner.
+ */
+class IptablesProxier implements IptablesBackend {
+  readonly mode = 'iptables' as const;
+  readonly runner: IptablesRunner;
+  readonly metrics: IptablesMetrics = {
+    restoreFailuresTotal: 0,
+    partialRestoreFailuresTotal: 0,
+    rulesTotal: {},
+    rulesLastSync: {},
+    noLocalEndpointsInternal: 0,
+    noLocalEndpointsExternal: 0,
+    skippedServicePorts: new Map(),
+  };
+  readonly #o: IptablesBackendOptions;
+  readonly #log: Logger;
+  readonly #names = new ChainNames();
+  readonly #probabilities = new ProbabilityCache();
+  readonly #localhostNodePorts: boolean;
+  #conntrackTCPLiberal = false;
+  #needFull = true;
+  #contextKey = '';
+  /** #cache: the last successful sync's rules per service port id. */
+  #cache = new Map<string, CacheEntry>();
+  #idsInMapOrder: string[] = [];
+  #sortedIds: string[] = [];
+  #lastApplied: string | null = null;
+  #lastFailed: FailedBatch | null = null;
+
+  constructor(opts: IptablesBackendOptions) {
+    this.#o = opts;
+    this.runner = opts.runner;
+    this.#log = opts.logger.child('iptables');
+    const npa = opts.config.nodePortAddresses;
+    // As kube-proxy: localhost node ports only for IPv4, and only when --nodeport-addresses
+    // admits 127.0.0.0/8 ("primary" never does).
+    const isPrimary = npa.length === 1 && npa[0] === NODE_PORT_ADDRESSES_PRIMARY;
+    this.#localhostNodePorts =
+      opts.family === 'IPv4' && opts.config.iptables.localhostNodePorts && !isPrimary && new NodePortAddresses(opts.family, npa).containsIPv4Loopback;
+  }
+
+  lastAppliedBatch(): string | null {
+    return this.#lastApplied;
+  }
+
+  lastFailedBatch(): FailedBatch | null {
+    return this.#lastFailed;
+  }
+
+  /** init sets route_localnet for localhost node ports and reads whether conntrack is liberal. */
+  async init(): Promise<void> {
+    if (this.#localhostNodePorts) {
+      this.#log.info('setting route_localnet=1 so node ports answer on localhost; set iptables.localhostNodePorts=false or --nodeport-addresses without 127.0.0.0/8 to avoid it');
+      await ensureSysctl(this.#o.sysctl, SYSCTL_ROUTE_LOCALNET, '1');
+    }
+    const liberal = await sysctlInt(this.#o.sysctl, SYSCTL_TCP_BE_LIBERAL);
+    this.#conntrackTCPLiberal = liberal !== null && liberal !== 0;
+    if (this.#conntrackTCPLiberal) this.#log.info('nf_conntrack_tcp_be_liberal is set: no DROP rule for INVALID packets');
+  }
+
+  watchTampering(onTampered: (reason: string) => void): () => void {
+    return startCanaryMonitor({ runner: this.runner, clock: this.#o.clock, logger: this.#log, intervalMs: this.#o.canaryIntervalMs, onTampered });
+  }
+
+  async cleanup(): Promise<CleanupResult> {
+    if (this.#o.cleanup) {
+      this.#needFull = true;
+      return this.#o.cleanup();
+    }
+    this.#needFull = true;
+    return cleanupIptables({ runners: [this.runner], logger: this.#log, nftExec: null });
+  }
+
+  async #context(state: StateCheckout): Promise<BuildContext> {
+    const { config, family } = this.#o;
+    const node = state.node;
+    const npa = new NodePortAddresses(family, config.nodePortAddresses, node.addresses);
+    let nodePortIPs: string[] = [];
+    if (!npa.matchAll) {
+      try {
+        nodePortIPs = npa.nodeIPs((await this.#o.netif.addresses()).map((a) => a.address));
+      } catch (err) {
+        // Node ports then answer on no address until the next sync can list them (kube-proxy does the same).
+        this.#log.error('cannot list host addresses for --nodeport-addresses; node ports may not work', { cidrs: npa.toString(), err: errorMessage(err) });
+      }
+    }
+    let totalEndpoints = 0;
+    for (const id of state.services.keys()) totalEndpoints += state.endpoints.get(id)?.length ?? 0;
+    return {
+      family,
+      nodeName: this.#o.nodeName,
+      zone: node.zone,
+      masqueradeMark: masqueradeMark(config.iptables.masqueradeBit),
+      masqueradeAll: config.iptables.masqueradeAll,
+      localDetector: localDetectorFor(config, node, family),
+      localhostNodePorts: this.#localhostNodePorts,
+      nodePortsMatchAll: npa.matchAll,
+      nodePortIPs,
+      nodeIP: node.addresses.find((a) => (family === 'IPv6') === a.includes(':')) ?? null,
+      conntrackTCPLiberal: this.#conntrackTCPLiberal,
+      randomFully: this.runner.hasRandomFully,
+      nfacct: this.#o.nfacct ?? { ctStateInvalid: false, localhostNodePorts: false },
+      largeClusterMode: totalEndpoints > LARGE_CLUSTER_ENDPOINTS,
+    };
+  }
+
+  /** #orderedIds returns service port ids sorted, re-sorting only when the set of ids changed. */
+  #orderedIds(services: ReadonlyMap<string, ServicePort>): string[] {
+    const prev = this.#idsInMapOrder;
+    let same = prev.length === services.size;
+    if (same) {
+      let i = 0;
+      for (const id of services.keys()) if (prev[i++] !== id) {
+        same = false;
+        break;
+      }
+    }
+    if (!same) {
+      this.#idsInMapOrder = [...services.keys()];
+      this.#sortedIds = [...this.#idsInMapOrder].sort();
+    }
+    return this.#sortedIds;
+  }
+
+  async sync(input: BackendSyncInput): Promise<BackendSyncResult> {
+    const clock = this.#o.clock;
+    const t0 = clock.monotonic();
+    let ioMs = 0;
+    let full = true;
+    let batch: string | undefined;
+    try {
+      const state = input.state;
+      const tCtx = clock.monotonic();
+      const ctx = await this.#context(state);
+      ioMs += clock.monotonic() - tCtx;
+      const key = contextKey(ctx);
+      full = input.forceFull || this.#needFull || key !== this.#contextKey;
+
+      let existingNat: Set<string> = new Set();
+      if (full) {
+        const tIo = clock.monotonic();
+        existingNat = await this.#prepareFullSync();
+        ioMs += clock.monotonic() - tIo;
+      }
+
+      const built = this.#build(state, ctx, full, existingNat);
+      batch = built.text;
+      const tApply = clock.monotonic();
+      try {
+        await this.runner.restore(built.text);
+      } finally {
+        ioMs += clock.monotonic() - tApply;
+      }
+
+      // Success: this sync's rules are what the kernel holds.
+      this.#cache = built.cache;
+      this.#contextKey = key;
+      this.#needFull = false;
+      this.#lastApplied = built.text;
+      if (full) this.#names.rotate();
+      this.metrics.rulesTotal = built.rulesByTable;
+      this.metrics.rulesLastSync = built.rulesWritten;
+      this.metrics.noLocalEndpointsInternal = built.noLocalInternal;
+      this.metrics.noLocalEndpointsExternal = built.noLocalExternal;
+      for (const w of built.warnings) this.#log.warn(w);
+      return {
+        full,
+        buildMs: Math.max(0, clock.monotonic() - t0 - ioMs),
+        applyMs: ioMs,
+        linesWritten: built.lines,
+        bytesWritten: Buffer.byteLength(built.text),
+        servicesWritten: built.servicesWritten,
+        rulesByTable: built.rulesByTable,
+        batch: built.text,
+      };
+    } catch (err) {
+      // The changes of this sync were consumed: only a full rewrite can bring the kernel back in line.
+      this.#needFull = true;
+      const error = this.#describeFailure(err, batch);
+      if (batch !== undefined) {
+        this.metrics.restoreFailuresTotal++;
+        if (!full) this.metrics.partialRestoreFailuresTotal++;
+        this.#lastFailed = { batch, error, at: this.#o.clock.now() };
+      }
+      this.#log.error('iptables sync failed; the next sync rewrites everything', { full, code: error.code, err: error.message });
+      return {
+        full,
+        buildMs: Math.max(0, clock.monotonic() - t0 - ioMs),
+        applyMs: ioMs,
+        linesWritten: 0,
+        bytesWritten: 0,
+        servicesWritten: 0,
+        rulesByTable: this.metrics.rulesTotal,
+        error,
+        ...(batch !== undefined ? { batch } : {}),
+      };
+    }
+  }
+
+  #describeFailure(err: unknown, batch: string | undefined): KproxyError {
+    if (err instanceof IptablesRestoreError && batch !== undefined) {
+      const excerpt = extractLines(batch, err.lines, 1);
+      const msg = excerpt ? `${err.message}\n${excerpt}` : err.message;
+      return new RestoreFailedError(`restoring the filter and nat tables: ${msg}`, { cause: err });
+    }
+    if (err instanceof KproxyError) return err;
+    return new SyncFailedError(`iptables sync failed: ${errorMessage(err)}`, { cause: err });
+  }
+
+  /**
+   * #prepareFullSync reads the kernel once (iptables-save, every table), makes
+   * sure the jump rules and canaries exist, and returns the nat chains present,
+   * which is where stale service chains are found.
+   */
+  async #prepareFullSync(): Promise<Set<string>> {
+    let dump: IptablesDump = { tables: new Map() };
+    try {
+      dump = parseIptablesSave(await this.runner.save());
+    } catch (err) {
+      // Jump rules are then checked one by one with -C; only stale-chain removal is lost this time.
+      this.#log.error('cannot read the current rules (iptables-save); stale chains will not be deleted this sync', { err: errorMessage(err) });
+    }
+    const report = await ensureJumpRules(this.runner, dump);
+    if (report.chainsCreated.length || report.rulesInserted.length) {
+      this.#log.info('created jump rules and chains', { chains: report.chainsCreated.join(' '), rules: report.rulesInserted.join('; ') });
+    }
+    return chainNames(dump, 'nat');
+  }
+
+  #build(state: StateCheckout, ctx: BuildContext, full: boolean, existingNat: Set<string>) {
+    const cache = new Map<string, CacheEntry>();
+    const fixed = buildFixedRules(ctx);
+    const filter = new LineBuffer();
+    const natChains = new LineBuffer();
+    const natRules = new LineBuffer();
+    const contextSame = contextKey(ctx) === this.#contextKey;
+    const changed = state.changedServices;
+    const stale = new Set<string>();
+    const writtenServices = new Set<string>();
+    let filterCount = 0;
+    let natCount = 0;
+    let natWritten = 0;
+    let noLocalInternal = 0;
+    let noLocalExternal = 0;
+
+    filter.writeLine('*filter');
+    for (const c of fixed.filterChains) filter.writeLine(chainLine(c));
+    filter.writeText(fixed.filterHead.text(), fixed.filterHead.lines);
+    natChains.writeLine('*nat');
+    for (const c of fixed.natChains) natChains.writeLine(chainLine(c));
+    natRules.writeText(fixed.natHead.text(), fixed.natHead.lines);
+
+    for (const id of this.#orderedIds(state.services)) {
+      const sp = state.services.get(id)!;
+      const eps = state.endpoints.get(id);
+      const prev = this.#cache.get(id);
+      let entry: CacheEntry;
+      if (prev && contextSame && prev.sp === sp && prev.eps === eps) {
+        entry = prev;
+      } else {
+        try {
+          entry = { sp, eps, rules: buildServicePortRules(sp, eps, ctx, this.#names, this.#probabilities), error: null };
+        } catch (err) {
+          if (!(err instanceof RuleBuildError)) throw err;
+          entry = { sp, eps, rules: null, error: err.message };
+        }
+      }
+      cache.set(id, entry);
+      if (entry.error !== null) {
+        if (this.metrics.skippedServicePorts.get(id) !== entry.error) {
+          this.#log.warn('service port skipped: its rules cannot be written safely', { servicePort: id, err: entry.error });
+        }
+        this.metrics.skippedServicePorts.set(id, entry.error);
+        if (prev?.rules) for (const c of prev.rules.chains) stale.add(c);
+        continue;
+      }
+      this.metrics.skippedServicePorts.delete(id);
+      const r = entry.rules!;
+      filter.writeText(r.filterText, r.filterLines);
+      natRules.writeText(r.jumpsText, r.jumpsLines);
+      filterCount += r.filterLines;
+      natCount += r.jumpsLines + r.rulesLines;
+      natWritten += r.jumpsLines;
+      if (r.noLocalInternal) noLocalInternal++;
+      if (r.noLocalExternal) noLocalExternal++;
+      const write = full || entry !== prev || changed.has(sp.service);
+      if (write) {
+        natChains.writeText(r.chainsText, r.chains.length);
+        natRules.writeText(r.rulesText, r.rulesLines);
+        natWritten += r.rulesLines;
+        writtenServices.add(sp.service);
+        if (prev?.rules && prev.rules !== r) {
+          // Chains are named after their service port, so only its own former chains can go stale.
+          const now = new Set(r.chains);
+          for (const c of prev.rules.chains) if (!now.has(c)) stale.add(c);
+        }
+      }
+    }
+    for (const [id, prev] of this.#cache) {
+      if (!cache.has(id) && prev.rules) for (const c of prev.rules.chains) stale.add(c);
+    }
+    if (full) {
+      // A full sync also removes what it did not write itself: chains of an
+      // earlier run, of kube-proxy before a take-over, or left by a failed sync.
+      const active = new Set<string>();
+      for (const e of cache.values()) if (e.rules) for (const c of e.rules.chains) active.add(c);
+      for (const c of existingNat) if (isServiceChainName(c) && !active.has(c)) stale.add(c);
+    }
+    for (const id of this.metrics.skippedServicePorts.keys()) if (!state.services.has(id)) this.metrics.skippedServicePorts.delete(id);
+
+    // Stale chains: declaring flushes them (their rules may jump to other stale chains), then -X.
+    const sortedStale = [...stale].sort();
+    for (const c of sortedStale) natChains.writeLine(chainLine(c));
+    for (const c of sortedStale) natRules.writeLine(`-X ${c}`);
+    natRules.writeText(fixed.natTail.text(), fixed.natTail.lines);
+    filter.writeText(fixed.filterTail.text(), fixed.filterTail.lines);
+    filter.writeLine('COMMIT');
+    natRules.writeLine('COMMIT');
+
+    const fixedFilter = fixed.filterHead.lines + fixed.filterTail.lines;
+    const fixedNat = fixed.natHead.lines + fixed.natTail.lines;
+    return {
+      text: filter.text() + natChains.text() + natRules.text(),
+      lines: filter.lines + natChains.lines + natRules.lines,
+      cache,
+      servicesWritten: writtenServices.size,
+      rulesByTable: { filter: fixedFilter + filterCount, nat: fixedNat + natCount },
+      rulesWritten: { filter: fixedFilter + filterCount, nat: fixedNat + natWritten },
+      noLocalInternal,
+      noLocalExternal,
+      warnings: fixed.warnings,
+    };
+  }
+}

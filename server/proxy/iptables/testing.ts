@@ -1,0 +1,99 @@
+import { FakeClock } from '../../clock-fake.ts';
+import type { ProxyConfig } from '../../config/types.ts';
+import { FakeIptables } from '../../kernel/iptables-fake.ts';
+import { FakeNetInterfaces } from '../../kernel/netif-fake.ts';
+import { FakeSysctl } from '../../kernel/sysctl-fake.ts';
+import { silentLogger, type Logger } from '../../log.ts';
+import { parseManifest } from '../../sources/file/manifest.ts';
+import type { EndpointSlice, Node, Service } from '../kube-objects.ts';
+import { ProxyState } from '../proxy-state.ts';
+import { createIptablesBackend, SYSCTL_ROUTE_LOCALNET, SYSCTL_TCP_BE_LIBERAL, type IptablesBackend } from './proxier.ts';
+
+/**
+ * Test helpers for the iptables backend: a complete ProxyConfig with
+ * kube-proxy's defaults, manifests turned into a ProxyState, and a backend
+ * wired to the fake kernel.
+ */
+
+type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? (T[K] extends unknown[] ? T[K] : DeepPartial<T[K]>) : T[K] };
+
+/** testConfig returns kube-proxy's iptables-mode defaults with overrides. */
+export function testConfig(over: DeepPartial<ProxyConfig> = {}): ProxyConfig {
+  const base: ProxyConfig = {
+    mode: 'iptables',
+    hostnameOverride: '',
+    bindAddress: '0.0.0.0',
+    healthzBindAddress: '0.0.0.0:10256',
+    metricsBindAddress: '127.0.0.1:10249',
+    bindAddressHardFail: false,
+    clusterCIDRs: [],
+    detectLocalMode: 'ClusterCIDR',
+    detectLocal: { bridgeInterface: '', interfaceNamePrefix: '' },
+    nodePortAddresses: [],
+    configSyncPeriodMs: 900_000,
+    oomScoreAdj: -999,
+    clientConnection: { kubeconfig: '', qps: 5, burst: 10, contentType: 'application/vnd.kubernetes.protobuf', acceptContentTypes: '' },
+    iptables: { masqueradeAll: false, masqueradeBit: 14, localhostNodePorts: true, syncPeriodMs: 30_000, minSyncPeriodMs: 1_000 },
+    nftables: { masqueradeAll: false, masqueradeBit: 14, syncPeriodMs: 30_000, minSyncPeriodMs: 1_000 },
+    ipvs: { scheduler: '', excludeCIDRs: [], strictARP: false, syncPeriodMs: 30_000, minSyncPeriodMs: 0, tcpTimeoutMs: 0, tcpFinTimeoutMs: 0, udpTimeoutMs: 0 },
+    conntrack: { maxPerCore: 32768, min: 131072, tcpEstablishedTimeoutMs: 86_400_000, tcpCloseWaitTimeoutMs: 3_600_000, tcpBeLiberal: false, udpTimeoutMs: 0, udpStreamTimeoutMs: 0 },
+    featureGates: {},
+    logging: { verbosity: 0, format: 'text' },
+  };
+  return merge(base, over) as ProxyConfig;
+}
+
+function merge(a: unknown, b: unknown): unknown {
+  if (b === undefined) return a;
+  if (Array.isArray(b) || b === null || typeof b !== 'object' || typeof a !== 'object' || a === null) return b;
+  const out: Record<string, unknown> = { ...(a as Record<string, unknown>) };
+  for (const [k, v] of Object.entries(b)) out[k] = merge((a as Record<string, unknown>)[k], v);
+  return out;
+}
+
+/** stateFromObjects feeds objects to a fresh ProxyState and marks the sources synced. */
+export function stateFromObjects(nodeName: string, objects: readonly (Service | EndpointSlice | Node)[], clock = new FakeClock()): ProxyState {
+  const state = new ProxyState({ family: 'IPv4', nodeName, clock });
+  for (const o of objects) {
+    if (o.kind === 'Service') state.onService(null, o as Service);
+    else if (o.kind === 'EndpointSlice') state.onEndpointSlice(null, o as EndpointSlice);
+    else if (o.kind === 'Node') state.onNode(null, o as Node);
+  }
+  state.onSynced('Service');
+  state.onSynced('EndpointSlice');
+  state.onSynced('Node');
+  return state;
+}
+
+/** objectsFromYaml reads multi-document manifests. */
+export function objectsFromYaml(file: string, text: string): (Service | EndpointSlice | Node)[] {
+  return parseManifest(file, text).objects.map((o) => o.object as Service | EndpointSlice | Node);
+}
+
+export interface Harness {
+  backend: IptablesBackend;
+  kernel: FakeIptables;
+  sysctl: FakeSysctl;
+  netif: FakeNetInterfaces;
+  clock: FakeClock;
+}
+
+/** harness builds an iptables backend over the fake kernel. */
+export function harness(opts: { config?: ProxyConfig; nodeName?: string; kernel?: FakeIptables; logger?: Logger; nfacct?: boolean } = {}): Harness {
+  const kernel = opts.kernel ?? new FakeIptables();
+  const sysctl = new FakeSysctl({ [SYSCTL_ROUTE_LOCALNET]: '0', [SYSCTL_TCP_BE_LIBERAL]: '0' });
+  const netif = new FakeNetInterfaces();
+  const clock = new FakeClock();
+  const backend = createIptablesBackend({
+    config: opts.config ?? testConfig(),
+    nodeName: opts.nodeName ?? 'node-a',
+    family: 'IPv4',
+    runner: kernel,
+    netif,
+    sysctl,
+    clock,
+    logger: opts.logger ?? silentLogger,
+    ...(opts.nfacct ? { nfacct: { ctStateInvalid: true, localhostNodePorts: true } } : {}),
+  });
+  return { backend, kernel, sysctl, netif, clock };
+}
