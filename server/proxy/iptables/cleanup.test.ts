@@ -1,0 +1,94 @@
+import { describe, expect, it } from 'vitest';
+import type { ExecFn } from '../../kernel/exec.ts';
+import { FakeIptables } from '../../kernel/iptables-fake.ts';
+import { silentLogger } from '../../log.ts';
+import { ep, makeService, makeSlice } from '../testing.ts';
+import { cleanupIptables, cleanupSummary } from './cleanup.ts';
+import { harness, stateFromObjects, testConfig } from './testing.ts';
+
+const tcp = (name: string, port: number) => [{ name, port, protocol: 'TCP' }];
+
+async function programmed(kernel = new FakeIptables()): Promise<FakeIptables> {
+  const h = harness({ kernel, config: testConfig({ clusterCIDRs: ['10.244.0.0/16'] }) });
+  const state = stateFromObjects('node-a', [
+    makeService('ns1', 'web', { type: 'NodePort', clusterIP: '10.96.0.1', ports: [{ name: 'http', port: 80, protocol: 'TCP', nodePort: 30080 }] }),
+    makeService('ns1', 'none', { clusterIP: '10.96.0.2', ports: tcp('http', 80) }),
+    makeSlice('ns1', 'web', 'web-1', [ep('10.244.0.1'), ep('10.244.1.1')], tcp('http', 8080)),
+  ]);
+  const r = await h.backend.sync({ state: state.checkout(), forceFull: true });
+  if (r.error) throw r.error;
+  return kernel;
+}
+
+/** Someone else's rules, which cleanup must leave alone. */
+async function addForeignRules(k: FakeIptables): Promise<void> {
+  await k.restore('*filter\n:DOCKER-USER - [0:0]\n-A DOCKER-USER -j RETURN\n-A FORWARD -j DOCKER-USER\n-A INPUT -p tcp --dport 22 -j ACCEPT\nCOMMIT\n*nat\n:DOCKER - [0:0]\n-A PREROUTING -j DOCKER\nCOMMIT\n');
+}
+
+function kubeChains(k: FakeIptables): string[] {
+  return ['filter', 'nat', 'mangle'].flatMap((t) => k.chains(t).filter((c) => c.startsWith('KUBE-')).map((c) => `${t}/${c}`));
+}
+
+describe('cleanup (--cleanup)', () => {
+  it('removes every KUBE- chain and the jumps into them, in every table, and nothing else', async () => {
+    const k = await programmed();
+    await addForeignRules(k);
+    const result = await cleanupIptables({ runners: [k], logger: silentLogger, nftExec: null });
+    expect(result.errors).toEqual([]);
+    expect(kubeChains(k)).toEqual([]);
+    for (const t of ['filter', 'nat']) for (const c of k.chains(t)) for (const r of k.rules(t, c)) expect(r).not.toContain('KUBE-');
+    expect(k.rules('filter', 'FORWARD')).toEqual(['-j DOCKER-USER']);
+    expect(k.rules('filter', 'INPUT')).toEqual(['-p tcp --dport 22 -j ACCEPT']);
+    expect(k.rules('nat', 'PREROUTING')).toEqual(['-j DOCKER']);
+    expect(k.rules('filter', 'DOCKER-USER')).toEqual(['-j RETURN']);
+    expect(Object.keys(result.removed).sort()).toEqual(['filter', 'mangle', 'nat']);
+    expect(result.removed.mangle).toBe(1);
+    expect(cleanupSummary(result)).toMatch(/^removed filter \d+, nat \d+, mangle 1$/);
+  });
+
+  it('is idempotent', async () => {
+    const k = await programmed();
+    await cleanupIptables({ runners: [k], logger: silentLogger, nftExec: null });
+    const again = await cleanupIptables({ runners: [k], logger: silentLogger, nftExec: null });
+    expect(again).toEqual({ removed: {}, errors: [] });
+    expect(cleanupSummary(again)).toBe('nothing to remove');
+  });
+
+  it('leaves kubelet its own chains (and its KUBE-FIREWALL) while kubelet manages the node', async () => {
+    const k = await programmed();
+    await k.restore('*mangle\n:KUBE-KUBELET-CANARY - [0:0]\n:KUBE-IPTABLES-HINT - [0:0]\nCOMMIT\n');
+    await cleanupIptables({ runners: [k], logger: silentLogger, nftExec: null });
+    expect(kubeChains(k).sort()).toEqual(['filter/KUBE-FIREWALL', 'mangle/KUBE-IPTABLES-HINT', 'mangle/KUBE-KUBELET-CANARY']);
+    expect(k.rules('filter', 'INPUT')).toEqual(['-j KUBE-FIREWALL']);
+  });
+
+  it('cleans every flavour and family it is given and kube-proxy nftables tables', async () => {
+    const legacy = await programmed(new FakeIptables({ flavor: 'legacy' }));
+    const nft6 = new FakeIptables({ flavor: 'nft', family: 'IPv6' });
+    await nft6.restore('*nat\n:KUBE-SERVICES - [0:0]\n-A OUTPUT -j KUBE-SERVICES\nCOMMIT\n');
+    const nftCalls: string[] = [];
+    const nftExec: ExecFn = async (file, args) => {
+      nftCalls.push([file, ...args].join(' '));
+      if (args[0] === 'list') return { code: 0, stdout: 'table inet filter\ntable ip kube-proxy\ntable ip6 kube-proxy\n', stderr: '' };
+      return { code: 0, stdout: '', stderr: '' };
+    };
+    const result = await cleanupIptables({ runners: [legacy, nft6], logger: silentLogger, nftExec });
+    expect(kubeChains(legacy)).toEqual([]);
+    expect(kubeChains(nft6)).toEqual([]);
+    expect(result.removed.nftables).toBe(2);
+    expect(nftCalls).toEqual(['nft list tables', 'nft delete table ip kube-proxy', 'nft delete table ip6 kube-proxy']);
+  });
+
+  it('reports a table it could not clean and carries on with the others', async () => {
+    const k = await programmed();
+    const restore = k.restore.bind(k);
+    k.restore = async (input, opts) => {
+      if (input.startsWith('*nat')) throw new Error('xtables lock held');
+      return restore(input, opts);
+    };
+    const result = await cleanupIptables({ runners: [k], logger: silentLogger, nftExec: null });
+    expect(result.errors.map((e) => e.message)).toEqual([expect.stringMatching(/removing chains from table nat failed: xtables lock held/)]);
+    expect(k.chains('filter').filter((c) => c.startsWith('KUBE-'))).toEqual([]);
+    expect(result.removed.filter).toBeGreaterThan(0);
+  });
+});
