@@ -46,7 +46,7 @@ class MemorySource implements Source {
   }
   async stop(): Promise<void> {}
   status(): SourceStatus {
-    return { kind: 'kubernetes', description: 'memory', synced: true, objects: 0, counters: { relists: 2, watchReconnects: 1 } };
+    return { kind: 'kubernetes', description: 'memory', synced: true, objects: 0, counters: { relists: 2, connects: 3, 'Service.relists': 1, 'EndpointSlice.relists': 1, 'Service.connects': 2, 'EndpointSlice.connects': 1 } };
   }
 }
 
@@ -140,7 +140,8 @@ describe('startNodeServers', () => {
     expect(metrics).toContain('kubeproxy_sync_full_proxy_rules_duration_seconds_count{ip_family="IPv4"} 1\n');
     expect(metrics).toMatch(/kubeproxy_sync_proxy_rules_last_timestamp_seconds\{ip_family="IPv4"\} \d/);
     expect(metrics).toContain('kproxy_service_healthchecks 1\n');
-    expect(metrics).toContain('kproxy_source_events_total{event="watch_reconnects",source="kubernetes"} 1\n');
+    expect(metrics).toContain('kproxy_source_events_total{event="connects",resource="Service",source="kubernetes"} 2\n');
+    expect(metrics).not.toContain('kproxy_source_events_total{event="connects",resource=""');
     expect(await (await fetch(url(servers, 'metrics', '/proxyMode'))).text()).toBe('iptables');
 
     // The backend breaks and a change waits: after 2 x syncPeriod everything reports unhealthy.

@@ -32,6 +32,38 @@ export function snakeCase(key: string): string {
   return key.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toLowerCase();
 }
 
+/** SourceCounter is one source counter as a labelled series. */
+export interface SourceCounter {
+  readonly event: string;
+  /** resource: the kind the counter is about ("Service"), or "" for the source as a whole. */
+  readonly resource: string;
+  readonly value: number;
+}
+
+/**
+ * sourceCounters turns a source's counters into series. Keys "Kind.counter"
+ * (the Kubernetes source's per-informer counters) give resource=Kind; a plain
+ * "counter" that is only their sum is left out so sum() over the series does
+ * not count twice; other plain keys (the file source's) have resource="".
+ */
+export function sourceCounters(counters: Readonly<Record<string, number>>): SourceCounter[] {
+  const perKind: SourceCounter[] = [];
+  const broken = new Set<string>();
+  const plain: [string, number][] = [];
+  for (const [key, value] of Object.entries(counters)) {
+    const dot = key.indexOf('.');
+    if (dot < 0) {
+      plain.push([key, value]);
+      continue;
+    }
+    const event = snakeCase(key.slice(dot + 1));
+    broken.add(event);
+    perKind.push({ event, resource: key.slice(0, dot), value });
+  }
+  const whole = plain.map(([k, value]) => ({ event: snakeCase(k), resource: '', value })).filter((c) => !broken.has(c.event));
+  return [...whole, ...perKind];
+}
+
 /**
  * KproxyMetrics are kproxy's own kproxy_* metrics: what kube-proxy has no name
  * for but an operator of kproxy needs (objects refused as invalid, the source's
@@ -98,13 +130,13 @@ export class KproxyMetrics {
   #sourceMetrics(registers: Registry[], source: () => SourceStatus): void {
     new Counter({
       name: 'kproxy_source_events_total',
-      help: 'Events of the object source (watch reconnects, relists, errors, file reloads...), by source kind and event',
-      labelNames: ['event', 'source'] as const,
+      help: 'Events of the object source (lists, relists, watch reconnects, errors, file reloads...), by source kind, resource and event',
+      labelNames: ['event', 'resource', 'source'] as const,
       registers,
       collect() {
         const s = source();
         this.reset();
-        for (const [key, n] of Object.entries(s.counters)) this.inc({ event: snakeCase(key), source: s.kind }, n);
+        for (const c of sourceCounters(s.counters)) this.inc({ event: c.event, resource: c.resource, source: s.kind }, c.value);
       },
     });
     new Gauge({

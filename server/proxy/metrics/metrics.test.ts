@@ -9,6 +9,7 @@ import { unknownNode } from '../node-info.ts';
 import { ProxyState, type ObjectKind, type StateCheckout } from '../proxy-state.ts';
 import type { SyncRecord } from '../sync-loop.ts';
 import { ep, makeService, makeSlice } from '../testing.ts';
+import { sourceCounters } from './kproxy-metrics.ts';
 import { ProxyMetrics } from './metrics.ts';
 
 const T0 = Date.UTC(2026, 0, 1, 12, 0, 0);
@@ -420,8 +421,8 @@ describe('kproxy metrics and process defaults', () => {
     expect(text).toContain('kproxy_syncs_total{result="success",trigger="startup"} 1\n');
     expect(text).toContain('kproxy_syncs_total{result="failure",trigger="change"} 1\n');
     expect(text).toContain('kproxy_sync_consecutive_failures 1\n');
-    expect(text).toContain('kproxy_source_events_total{event="reloads",source="file"} 3\n');
-    expect(text).toContain('kproxy_source_events_total{event="parse_errors",source="file"} 1\n');
+    expect(text).toContain('kproxy_source_events_total{event="reloads",resource="",source="file"} 3\n');
+    expect(text).toContain('kproxy_source_events_total{event="parse_errors",resource="",source="file"} 1\n');
     expect(text).toContain('kproxy_source_synced{source="file"} 1\n');
     expect(text).toMatch(/kproxy_build_info\{mode="iptables",node_version="v\d+\.\d+\.\d+",version="[^"]+"\} 1\n/);
   });
@@ -435,6 +436,17 @@ describe('kproxy metrics and process defaults', () => {
       expect(families.has(name), name).toBe(true);
     }
     expect(text).not.toContain('\n\n');
+  });
+});
+
+describe('source counters', () => {
+  it('splits per-kind counters into a resource label and drops the totals they add up to', () => {
+    expect(sourceCounters({ relists: 3, errors: 1, 'Service.relists': 1, 'EndpointSlice.relists': 2, 'Service.quietRelists': 1 })).toEqual([
+      { event: 'errors', resource: '', value: 1 },
+      { event: 'relists', resource: 'Service', value: 1 },
+      { event: 'relists', resource: 'EndpointSlice', value: 2 },
+      { event: 'quiet_relists', resource: 'Service', value: 1 },
+    ]);
   });
 });
 
