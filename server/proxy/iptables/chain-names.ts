@@ -45,43 +45,48 @@ const BASE32 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
 export function hash16(text: string): string {
   const d = hash('sha256', text, 'buffer');
   let out = '';
-  // Two groups of 5 bytes, each 40 bits = 8 base32 characters.
+  // Two groups of 5 bytes (40 bits), each 8 base32 characters: hi holds the
+  // group's first byte, lo the other four.
   for (let g = 0; g < 10; g += 5) {
     const hi = d[g];
-    const lo = d[g + 1] * 0x1000000 + d[g + 2] * 0x10000 + d[g + 3] * 0x100 + d[g + 4];
-    // 40-bit value = hi * 2^32 + lo; read it 5 bits at a time from the top.
-    const v = hi * 0x100000000 + lo;
-    for (let shift = 35; shift >= 0; shift -= 5) out += BASE32[Math.floor(v / 2 ** shift) % 32];
+    const lo = ((d[g + 1] << 24) | (d[g + 2] << 16) | (d[g + 3] << 8) | d[g + 4]) >>> 0;
+    out +=
+      BASE32[hi >> 3] +
+      BASE32[((hi & 7) << 2) | (lo >>> 30)] +
+      BASE32[(lo >>> 25) & 31] +
+      BASE32[(lo >>> 20) & 31] +
+      BASE32[(lo >>> 15) & 31] +
+      BASE32[(lo >>> 10) & 31] +
+      BASE32[(lo >>> 5) & 31] +
+      BASE32[lo & 31];
   }
   return out;
 }
 
 /**
- * ChainNames computes kube-proxy's per-service chain names and memoizes them:
- * hashing is the dominant cost of naming 100k endpoints, and almost every name
- * is needed again on the next sync. The memo has two generations; rotate()
- * (called after a full sync) forgets names not used since the previous rotation.
+ * ChainNames computes kube-proxy's per-service chain names. Service port
+ * hashes are memoized here (two generations; rotate() after a full sync
+ * forgets names unused since the previous rotation). Endpoint chain names are
+ * memoized per service port instead (ServicePortRules.endpointChains), which
+ * keeps lookups in small maps and lets a whole service's names go with it.
  */
 export class ChainNames {
   #current = new Map<string, string>();
   #previous = new Map<string, string>();
 
-  #hash(key: string): string {
+  /** portHash is portProtoHash(servicePortName, lowercase protocol). */
+  portHash(servicePortName: string, protocol: string): string {
+    const key = servicePortName + protocol;
     let h = this.#current.get(key);
     if (h !== undefined) return h;
-    h = this.#previous.get(key) ?? hash16(key);
+    h = (this.#previous.size > 0 ? this.#previous.get(key) : undefined) ?? hash16(key);
     this.#current.set(key, h);
     return h;
   }
 
-  /** portHash is portProtoHash(servicePortName, lowercase protocol). */
-  portHash(servicePortName: string, protocol: string): string {
-    return this.#hash(servicePortName + protocol);
-  }
-
   /** endpointChain is KUBE-SEP- for one endpoint ("ip:port" as Go's JoinHostPort prints it) of a service port. */
   endpointChain(servicePortName: string, protocol: string, endpoint: string): string {
-    return SEP_PREFIX + this.#hash(servicePortName + protocol + endpoint);
+    return SEP_PREFIX + hash16(servicePortName + protocol + endpoint);
   }
 
   /** rotate starts a new generation; names unused for a whole generation are dropped. */

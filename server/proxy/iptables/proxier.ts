@@ -357,7 +357,7 @@ class IptablesProxier implements IptablesBackend {
         entry = prev;
       } else {
         try {
-          entry = { sp, eps, rules: buildServicePortRules(sp, eps, ctx, this.#names, this.#probabilities), error: null };
+          entry = { sp, eps, rules: buildServicePortRules(sp, eps, ctx, this.#names, this.#probabilities, prev?.rules ?? undefined), error: null };
         } catch (err) {
           if (!(err instanceof RuleBuildError)) throw err;
           entry = { sp, eps, rules: null, error: err.message };

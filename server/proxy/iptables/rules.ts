@@ -84,6 +84,8 @@ export interface ServicePortRules {
   /** rulesText: the rules of its own chains. */
   readonly rulesText: string;
   readonly rulesLines: number;
+  /** endpointChains: endpoint "ip:port" -> its KUBE-SEP- chain, reused when the port is rebuilt. */
+  readonly endpointChains: ReadonlyMap<string, string>;
   /** noLocalInternal/External: kube-proxy's sync_proxy_rules_no_local_endpoints_total inputs. */
   readonly noLocalInternal: boolean;
   readonly noLocalExternal: boolean;
@@ -96,9 +98,12 @@ function checkPort(n: number, what: string): string {
   return String(n);
 }
 
+const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
+
 function checkIP(ip: string, family: IPFamily, what: string): string {
-  const c = canonicalIP(ip);
-  if (c !== ip || (family === 'IPv6') !== ip.includes(':')) throw new RuleBuildError(`${what} ${JSON.stringify(ip)} is not a canonical ${family} address`);
+  // Canonical IPv4 (no leading zeros) is one regular expression: this runs once per endpoint.
+  const ok = family === 'IPv4' ? typeof ip === 'string' && IPV4.test(ip) : typeof ip === 'string' && ip.includes(':') && canonicalIP(ip) === ip;
+  if (!ok) throw new RuleBuildError(`${what} ${JSON.stringify(ip)} is not a canonical ${family} address`);
   return ip;
 }
 
@@ -141,6 +146,7 @@ export function buildServicePortRules(
   ctx: BuildContext,
   names: ChainNames,
   probabilities: ProbabilityCache,
+  previous?: ServicePortRules,
 ): ServicePortRules {
   validateServicePort(sp, ctx.family);
   for (const ep of endpoints ?? []) validateEndpoint(ep, ctx.family);
@@ -307,12 +313,15 @@ export function buildServicePortRules(
   // The per-endpoint loops below are the hot path (100k endpoints on a big
   // node): they build each line as one template string. Their values were all
   // validated above, and "name -> ip:port" always has spaces, so it is quoted.
-  const epChain = new Map<Endpoint, string>();
+  // Endpoint chain names hash the service port name, protocol and endpoint:
+  // reuse the previous build's names (same id, so same name and protocol).
+  const before = previous?.id === sp.id ? previous.endpointChains : undefined;
+  const epChain = new Map<string, string>();
   const chainOf = (ep: Endpoint): string => {
-    let c = epChain.get(ep);
+    let c = epChain.get(ep.key);
     if (c === undefined) {
-      c = names.endpointChain(name, protocol, ep.key);
-      epChain.set(ep, c);
+      c = before?.get(ep.key) ?? names.endpointChain(name, protocol, ep.key);
+      epChain.set(ep.key, c);
     }
     return c;
   };
@@ -375,6 +384,7 @@ export function buildServicePortRules(
     chainsText: declared.map((c) => chainLine(c) + '\n').join(''),
     rulesText: rules.text(),
     rulesLines: rules.lines,
+    endpointChains: epChain,
     noLocalInternal,
     noLocalExternal,
   };
