@@ -1,0 +1,97 @@
+import type { Clock } from '../../clock.ts';
+import type { ProxyConfig } from '../../config/types.ts';
+import { errorMessage } from '../../errors.ts';
+import { execFile, type ExecFn } from '../../kernel/exec.ts';
+import { createIptablesRunner, type IptablesRunner } from '../../kernel/iptables.ts';
+import { FakeIptables } from '../../kernel/iptables-fake.ts';
+import { resolveIptablesFlavor, type FlavorChoice, type FlavorDecision } from '../../kernel/iptables-flavor.ts';
+import { hostInterfaces } from '../../kernel/netif.ts';
+import { FakeSysctl } from '../../kernel/sysctl-fake.ts';
+import { procSysctl } from '../../kernel/sysctl.ts';
+import type { Logger } from '../../log.ts';
+import type { CleanupResult } from '../backend.ts';
+import type { IPFamily } from '../ip.ts';
+import { cleanupIptables, cleanupRunners } from './cleanup.ts';
+import { createIptablesBackend, SYSCTL_ROUTE_LOCALNET, SYSCTL_TCP_BE_LIBERAL, type IptablesBackend } from './proxier.ts';
+
+export interface HostIptablesOptions {
+  config: ProxyConfig;
+  nodeName: string;
+  family?: IPFamily;
+  /** flavor: --iptables-flavor. */
+  flavor: FlavorChoice;
+  /** dryRun: program an in-memory kernel (FakeIptables) instead of the host. */
+  dryRun: boolean;
+  clock: Clock;
+  logger: Logger;
+  exec?: ExecFn;
+}
+
+export interface HostIptables {
+  backend: IptablesBackend;
+  decision: FlavorDecision;
+  /** kernel is the simulated kernel in --dry-run (its save() is what would be programmed), else null. */
+  kernel: FakeIptables | null;
+}
+
+/**
+ * createHostIptablesBackend wires the iptables backend for the daemon: it
+ * picks the iptables flavour (--iptables-flavor, auto as kube-proxy's images
+ * do), and the real runner, /proc/sys and interface addresses, or in --dry-run
+ * the fake kernel and an in-memory /proc/sys seeded from the host's values
+ * (reads only: a dry run changes nothing on the host).
+ */
+export async function createHostIptablesBackend(opts: HostIptablesOptions): Promise<HostIptables> {
+  const exec = opts.exec ?? execFile;
+  const family = opts.family ?? 'IPv4';
+  const log = opts.logger.child('iptables');
+  let runner: IptablesRunner;
+  let decision: FlavorDecision;
+  let kernel: FakeIptables | null = null;
+  let sysctl = procSysctl();
+  if (opts.dryRun) {
+    kernel = new FakeIptables({ family, flavor: opts.flavor === 'legacy' ? 'legacy' : 'nft' });
+    runner = kernel;
+    decision = { flavor: kernel.flavor, reason: '--dry-run: simulated kernel' };
+    const seeded: Record<string, string> = {};
+    for (const name of [SYSCTL_ROUTE_LOCALNET, SYSCTL_TCP_BE_LIBERAL]) {
+      try {
+        seeded[name] = await sysctl.read(name);
+      } catch (err) {
+        // Not readable here (no conntrack module, no /proc): the dry run assumes the kernel default, 0.
+        log.debug('dry run: sysctl not readable, assuming 0', { name, err: errorMessage(err) });
+        seeded[name] = '0';
+      }
+    }
+    sysctl = new FakeSysctl(seeded);
+  } else {
+    decision = await resolveIptablesFlavor(opts.flavor, { exec });
+    runner = await createIptablesRunner({ family, flavor: decision.flavor, exec });
+  }
+  log.info('using iptables', { flavor: decision.flavor, why: decision.reason });
+  const backend = createIptablesBackend({
+    config: opts.config,
+    nodeName: opts.nodeName,
+    family,
+    runner,
+    netif: hostInterfaces(exec),
+    sysctl,
+    clock: opts.clock,
+    logger: opts.logger,
+    // The dashboard's cleanup action removes what kproxy made in the flavour it uses;
+    // --cleanup (cleanupIptablesHost) sweeps every flavour and family.
+    cleanup: () => cleanupIptables({ runners: [runner], logger: log, nftExec: null }),
+  });
+  return { backend, decision, kernel };
+}
+
+/**
+ * cleanupIptablesHost is --cleanup for iptables: every KUBE- chain and jump
+ * rule in every table, in both flavours (legacy only where its tables exist)
+ * and both families, plus kube-proxy's nftables tables. Idempotent.
+ */
+export async function cleanupIptablesHost(opts: { logger: Logger; exec?: ExecFn; exists?: (path: string) => boolean }): Promise<CleanupResult> {
+  const exec = opts.exec ?? execFile;
+  const runners = await cleanupRunners(exec, opts.exists);
+  return cleanupIptables({ runners, logger: opts.logger.child('cleanup'), nftExec: exec });
+}
