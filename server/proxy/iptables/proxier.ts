@@ -18,8 +18,8 @@ import { ChainNames, isServiceChainName } from './chain-names.ts';
 import { cleanupIptables } from './cleanup.ts';
 import { ensureJumpRules } from './jump-chains.ts';
 import { chainLine, extractLines, LineBuffer, ProbabilityCache } from './restore-writer.ts';
+import { buildFixedRules } from './fixed-rules.ts';
 import {
-  buildFixedRules,
   buildServicePortRules,
   contextKey,
   LARGE_CLUSTER_ENDPOINTS,

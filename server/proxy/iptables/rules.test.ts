@@ -4,7 +4,8 @@ import { detectLocalByCIDR } from '../local-detector.ts';
 import type { ServicePort } from '../service-port.ts';
 import { ChainNames } from './chain-names.ts';
 import { ProbabilityCache } from './restore-writer.ts';
-import { buildFixedRules, buildServicePortRules, masqueradeMark, type BuildContext } from './rules.ts';
+import { buildFixedRules } from './fixed-rules.ts';
+import { buildServicePortRules, masqueradeMark, type BuildContext } from './rules.ts';
 
 const ctx6: BuildContext = {
   family: 'IPv6',
