@@ -1,7 +1,131 @@
 #!/usr/bin/env node
+import { assembleDaemon, type Assembled } from './assemble.ts';
+import { loadConfiguration, type LoadedConfiguration } from './config/load.ts';
+import { usage } from './config/flags.ts';
+import { errorMessage, isKproxyError, ListenFailedError } from './errors.ts';
+import { nodeReference, recordStarting } from './events/event-recorder.ts';
+import { startNodeServers } from './http/node-servers.ts';
+import { createLogger, type Logger } from './log.ts';
+import { cleanupIptablesHost } from './proxy/iptables/host.ts';
+import { cleanupSummary } from './proxy/iptables/cleanup.ts';
+import type { SyncRecord } from './proxy/sync-loop.ts';
 import { versionLine } from './version.ts';
 
-if (process.argv.includes('--version')) {
-  process.stdout.write(versionLine() + '\n');
-  process.exit(0);
+/**
+ * The kproxy command. Exit codes: 0 success, 1 bad configuration or a failed
+ * --once/--cleanup (nothing is touched when the configuration is bad), 2 an
+ * unexpected crash.
+ */
+async function main(argv: readonly string[]): Promise<number> {
+  let loaded: LoadedConfiguration;
+  try {
+    loaded = await loadConfiguration(argv);
+  } catch (err) {
+    // Configuration errors list every problem, one per line: print them whole.
+    process.stderr.write(`kproxy: ${isKproxyError(err) ? err.message : errorMessage(err)}\n`);
+    if (isKproxyError(err)) process.stderr.write('Run "kproxy --help" for the flags.\n');
+    return 1;
+  }
+  const { config, run } = loaded;
+  if (run.help) {
+    process.stdout.write(usage());
+    return 0;
+  }
+  if (run.version) {
+    process.stdout.write(versionLine() + '\n');
+    return 0;
+  }
+  const logger = createLogger({ level: config.logging.verbosity >= 4 ? 'debug' : 'info', format: config.logging.format });
+  logger.info(versionLine());
+  for (const w of loaded.warnings) logger.warn(w);
+
+  if (run.cleanup) return cleanup(logger);
+
+  let assembled: Assembled;
+  try {
+    assembled = await assembleDaemon(loaded, logger);
+  } catch (err) {
+    logger.error(`cannot start: ${errorMessage(err)}`);
+    return 1;
+  }
+  return run.once ? once(loaded, assembled, logger) : serve(loaded, assembled, logger);
 }
+
+async function cleanup(logger: Logger): Promise<number> {
+  const result = await cleanupIptablesHost({ logger });
+  const line = cleanupSummary(result);
+  process.stdout.write(line + '\n');
+  for (const e of result.errors) logger.error(e.message, { code: e.code });
+  return result.errors.length ? 1 : 0;
+}
+
+async function once(loaded: LoadedConfiguration, a: Assembled, logger: Logger): Promise<number> {
+  let rec: SyncRecord;
+  try {
+    rec = await a.daemon.once();
+  } catch (err) {
+    logger.error(`sync failed: ${errorMessage(err)}`);
+    await a.daemon.stop();
+    return 1;
+  }
+  await a.daemon.stop();
+  if (a.dryRunKernel) process.stdout.write(await a.dryRunKernel.describe());
+  process.stdout.write(onceSummary(loaded, a, rec) + '\n');
+  return rec.ok ? 0 : 1;
+}
+
+/** onceSummary is --once's one line: what was programmed, where, how fast. */
+export function onceSummary(loaded: LoadedConfiguration, a: Assembled, rec: SyncRecord): string {
+  const services = new Set([...a.daemon.state.services.values()].map((sp) => sp.service)).size;
+  const rules = Object.values(rec.rulesByTable).reduce((n, x) => n + x, 0);
+  const tables = Object.entries(rec.rulesByTable)
+    .map(([t, n]) => `${t} ${n}`)
+    .join(', ');
+  const what = `${services} services (${rec.servicePorts} ports), ${rec.endpoints} endpoints, ${rules} rules${tables ? ` (${tables})` : ''}`;
+  if (!rec.ok) return `kproxy: sync FAILED on node ${loaded.nodeName} with ${a.backendDescription}: ${rec.error?.message ?? 'unknown error'} [${rec.error?.code}]`;
+  return `kproxy: synced ${a.backendDescription} on node ${loaded.nodeName} in ${Math.round(rec.durationMs)} ms: ${what}`;
+}
+
+async function serve(loaded: LoadedConfiguration, a: Assembled, logger: Logger): Promise<number> {
+  const { daemon } = a;
+  let servers;
+  try {
+    servers = await startNodeServers({
+      daemon,
+      onPortError: (e) =>
+        daemon.events.record(
+          nodeReference(daemon.nodeName),
+          'Warning',
+          'FailedToStartServiceHealthcheck',
+          'Listen',
+          `health check node port ${e.port} for service ${e.namespace}/${e.name} could not be opened: ${e.error.message}`,
+        ),
+    });
+  } catch (err) {
+    logger.error(`cannot start: ${errorMessage(err)}`, { code: err instanceof ListenFailedError ? err.code : undefined });
+    return 1;
+  }
+  await daemon.start();
+  recordStarting(daemon.events, daemon.nodeName);
+  logger.info('kproxy is running', {
+    node: loaded.nodeName,
+    mode: a.backendDescription,
+    source: loaded.run.source ?? 'kubernetes',
+    healthz: loaded.config.healthzBindAddress,
+    metrics: loaded.config.metricsBindAddress,
+  });
+  const signal = await new Promise<string>((resolve) => {
+    for (const s of ['SIGTERM', 'SIGINT'] as const) process.once(s, () => resolve(s));
+  });
+  logger.info('stopping', { signal });
+  await Promise.allSettled([servers.close(), daemon.stop(), a.kubeEvents?.stop()]);
+  return 0;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err) => {
+    process.stderr.write(`kproxy: unexpected failure: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(2);
+  },
+);

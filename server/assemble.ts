@@ -1,0 +1,69 @@
+import type { Clock } from './clock.ts';
+import { realClock } from './clock.ts';
+import type { LoadedConfiguration } from './config/load.ts';
+import { Daemon } from './daemon.ts';
+import { ProxyModeUnsupportedError } from './errors.ts';
+import { ApiEventSink } from './events/event-sink.ts';
+import { teeRecorder, type EventRecorder } from './events/event-recorder.ts';
+import { KubeEventRecorder } from './events/kube-event-recorder.ts';
+import { MemoryEventRecorder } from './events/memory-event-recorder.ts';
+import type { FakeIptables } from './kernel/iptables-fake.ts';
+import type { Logger } from './log.ts';
+import type { Backend } from './proxy/backend.ts';
+import { createHostIptablesBackend } from './proxy/iptables/host.ts';
+import { FileSource } from './sources/file/file-source.ts';
+import { KubeSource } from './sources/k8s/kube-source.ts';
+import { loadKubeConfig } from './sources/k8s/kubeconfig.ts';
+import type { Source } from './sources/source.ts';
+
+/** Assembled is a daemon with the parts the CLI and the dashboard reach into. */
+export interface Assembled {
+  readonly daemon: Daemon;
+  /** memoryEvents keeps recent Events for logs and the dashboard, whatever the source. */
+  readonly memoryEvents: MemoryEventRecorder;
+  /** kubeEvents writes Events to the API server (Kubernetes source only). */
+  readonly kubeEvents: KubeEventRecorder | null;
+  /** dryRunKernel: the simulated kernel of --dry-run (what would be programmed), else null. */
+  readonly dryRunKernel: { describe(): Promise<string> } | null;
+  /** describeBackend: one phrase for the start-up log and --once summary ("iptables (nft)"). */
+  readonly backendDescription: string;
+}
+
+/**
+ * assembleDaemon builds the parts a configuration asks for: the source (a
+ * manifest folder or the Kubernetes API), the Event recorders, and the
+ * backend on the host kernel or, with --dry-run, on the simulated one.
+ * Nothing is programmed yet.
+ */
+export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger, clock: Clock = realClock): Promise<Assembled> {
+  const { config, run, nodeName } = loaded;
+  const memoryEvents = new MemoryEventRecorder({ clock, logger: logger.child('events') });
+  let kubeEvents: KubeEventRecorder | null = null;
+  let source: Source;
+  if (run.source) {
+    source = new FileSource({ path: run.source.slice('file:'.length), nodeName, clock, logger: logger.child('source'), watch: !run.once });
+  } else {
+    const { kubeConfig } = loadKubeConfig({ kubeconfig: run.kubeconfig ?? undefined });
+    source = new KubeSource({ kubeConfig, nodeName, clock, logger: logger.child('source') });
+    kubeEvents = new KubeEventRecorder({ sink: new ApiEventSink(kubeConfig), reportingInstance: nodeName, clock, logger: logger.child('events') });
+  }
+  const events: EventRecorder = kubeEvents ? teeRecorder(memoryEvents, kubeEvents) : memoryEvents;
+
+  let backend: Backend;
+  let dryRunKernel: Assembled['dryRunKernel'] = null;
+  let backendDescription: string;
+  switch (config.mode) {
+    case 'iptables': {
+      const host = await createHostIptablesBackend({ config, nodeName, flavor: run.iptablesFlavor, dryRun: run.dryRun, clock, logger });
+      backend = host.backend;
+      backendDescription = `iptables (${host.decision.flavor}${run.dryRun ? ', simulated kernel' : ''})`;
+      const kernel: FakeIptables | null = host.kernel;
+      if (kernel) dryRunKernel = { describe: () => kernel.save() };
+      break;
+    }
+    default:
+      throw new ProxyModeUnsupportedError(`--proxy-mode ${config.mode} is not available in this kproxy version (available: iptables)`);
+  }
+  const daemon = new Daemon({ config, run, nodeName, logger, clock, backend, source, events });
+  return { daemon, memoryEvents, kubeEvents, dryRunKernel, backendDescription };
+}

@@ -1,0 +1,137 @@
+import { realClock, type Clock } from './clock.ts';
+import type { ProxyConfig, RunOptions } from './config/types.ts';
+import { errorMessage } from './errors.ts';
+import { nodeReference, type EventRecorder } from './events/event-recorder.ts';
+import type { Logger } from './log.ts';
+import type { Backend } from './proxy/backend.ts';
+import { ProxyState } from './proxy/proxy-state.ts';
+import { SyncLoop, type SyncObserver, type SyncRecord } from './proxy/sync-loop.ts';
+import { FileSource } from './sources/file/file-source.ts';
+import type { Source } from './sources/source.ts';
+
+/** DaemonParts are the pieces a daemon is assembled from; tests pass fakes. */
+export interface DaemonParts {
+  config: ProxyConfig;
+  run: RunOptions;
+  nodeName: string;
+  logger: Logger;
+  clock?: Clock;
+  backend: Backend;
+  /** source: defaults to the file source named by run.source. */
+  source?: Source;
+  /** events: where Kubernetes Events go (the Node's events, invalid objects' warnings). */
+  events: EventRecorder;
+  observers?: SyncObserver[];
+}
+
+/** FAILURES_BEFORE_EVENT: consecutive failed syncs (the first try plus retries) before a Warning Event. */
+export const FAILURES_BEFORE_EVENT = 3;
+
+/**
+ * Daemon wires one kproxy instance: a source feeds the ProxyState, the SyncLoop
+ * decides when the backend programs the kernel, observers (metrics, health,
+ * dashboard, events) hear about every sync.
+ */
+export class Daemon {
+  readonly config: ProxyConfig;
+  readonly run: RunOptions;
+  readonly nodeName: string;
+  readonly logger: Logger;
+  readonly clock: Clock;
+  readonly state: ProxyState;
+  readonly loop: SyncLoop;
+  readonly backend: Backend;
+  readonly source: Source;
+  readonly events: EventRecorder;
+  #stopped = false;
+
+  constructor(parts: DaemonParts) {
+    this.config = parts.config;
+    this.run = parts.run;
+    this.nodeName = parts.nodeName;
+    this.logger = parts.logger;
+    this.clock = parts.clock ?? realClock;
+    this.backend = parts.backend;
+    this.events = parts.events;
+    const modeCfg = parts.config.mode === 'ipvs' ? parts.config.ipvs : parts.config.mode === 'nftables' ? parts.config.nftables : parts.config.iptables;
+    let loop: SyncLoop | null = null;
+    this.state = new ProxyState({
+      family: 'IPv4',
+      nodeName: parts.nodeName,
+      clock: this.clock,
+      hooks: {
+        onChange: () => loop?.changeQueued(),
+        onInvalid: (kind, _ref, error, obj) => {
+          this.logger.warn(`${kind} skipped: ${error.message}`, { action: 'kept its last valid version, if any' });
+          const meta = obj.metadata ?? {};
+          if (typeof meta.name === 'string') {
+            const regarding = { kind, name: meta.name, namespace: meta.namespace ?? '', ...(meta.uid ? { uid: meta.uid } : {}) };
+            this.events.record(regarding, 'Warning', 'InvalidObject', 'Skip', `${error.message}; kproxy keeps its last valid version, if any`);
+          }
+        },
+      },
+    });
+    loop = new SyncLoop({
+      state: this.state,
+      backend: parts.backend,
+      clock: this.clock,
+      logger: parts.logger.child('sync'),
+      minSyncPeriodMs: modeCfg.minSyncPeriodMs,
+      syncPeriodMs: modeCfg.syncPeriodMs,
+      observers: [...(parts.observers ?? []), this.#failureEvents()],
+    });
+    this.loop = loop;
+    this.source = parts.source ?? this.#fileSource();
+  }
+
+  /** #failureEvents records a Warning Event on the Node when syncs keep failing after retries. */
+  #failureEvents(): SyncObserver {
+    return {
+      onSync: (rec) => {
+        if (!rec.ok && rec.consecutiveFailures === FAILURES_BEFORE_EVENT) {
+          this.events.record(
+            nodeReference(this.nodeName),
+            'Warning',
+            'FailedToSyncProxyRules',
+            'SyncProxyRules',
+            `${rec.consecutiveFailures} syncs in a row failed, the kernel keeps the rules of the last good sync: ${rec.error?.message ?? 'unknown error'}`,
+          );
+        }
+      },
+    };
+  }
+
+  #fileSource(): Source {
+    const spec = this.run.source ?? '';
+    if (!spec.startsWith('file:')) throw new Error(`no source configured (got ${JSON.stringify(spec)})`);
+    return new FileSource({
+      path: spec.slice('file:'.length),
+      nodeName: this.nodeName,
+      clock: this.clock,
+      logger: this.logger.child('source'),
+      watch: !this.run.once,
+    });
+  }
+
+  /** start begins watching and syncing; it resolves once the source is watching. */
+  async start(): Promise<void> {
+    await this.backend.init?.();
+    this.loop.start();
+    await this.source.start(this.state);
+  }
+
+  /** once reads the source, runs one full sync and returns its record; rules stay in place. */
+  async once(): Promise<SyncRecord> {
+    await this.backend.init?.();
+    await this.source.start(this.state);
+    await this.state.whenReady();
+    return this.loop.syncOnce();
+  }
+
+  async stop(): Promise<void> {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    const results = await Promise.allSettled([this.source.stop(), this.loop.stop()]);
+    for (const r of results) if (r.status === 'rejected') this.logger.error('stopping failed', { err: errorMessage(r.reason) });
+  }
+}
