@@ -6,7 +6,7 @@ import type { ProxyState, StateCheckout } from './proxy-state.ts';
 import { SyncRunner } from './sync-runner.ts';
 
 /** Why a sync ran. */
-export type SyncTrigger = 'startup' | 'change' | 'periodic' | 'retry' | 'resync' | 'tampering' | 'once';
+export type SyncTrigger = 'startup' | 'change' | 'periodic' | 'retry' | 'resync' | 'tampering' | 'once' | 'resume';
 
 /** SyncRecord is the account of one sync: the dashboard, metrics, health and events all read it. */
 export interface SyncRecord {
@@ -75,6 +75,7 @@ export class SyncLoop {
   #stopTamperWatch: (() => void) | null = null;
   #lastRecord: SyncRecord | null = null;
   #started = false;
+  #paused = false;
 
   constructor(opts: SyncLoopOptions) {
     this.#o = {
@@ -98,6 +99,27 @@ export class SyncLoop {
 
   get lastRecord(): SyncRecord | null {
     return this.#lastRecord;
+  }
+
+  /** paused: syncs are held by an operator (the dashboard's pause); changes keep queuing meanwhile. */
+  get paused(): boolean {
+    return this.#paused;
+  }
+
+  /**
+   * pause holds every sync until resume(): the kernel keeps what it holds now
+   * (nothing, after a cleanup). Health goes stale once a change waits longer
+   * than its timeout, which is true: the node no longer follows the cluster.
+   */
+  pause(): void {
+    this.#paused = true;
+  }
+
+  /** resume ends a pause with a full sync, which writes every rule again. */
+  resume(): void {
+    if (!this.#paused) return;
+    this.#paused = false;
+    this.requestFullSync('resume');
   }
 
   /** start runs the first (full) sync once the sources have listed, then keeps syncing. */
@@ -153,6 +175,8 @@ export class SyncLoop {
   }
 
   async #syncFromRunner(): Promise<void> {
+    // While paused the runner keeps ticking; resume() asks for the full sync that catches up.
+    if (this.#paused) return;
     const rec = await this.#sync();
     if (!rec.ok) this.#runner.retryAfter(this.#o.retryMs);
   }
