@@ -1,0 +1,283 @@
+import { IpvsError } from '../errors.ts';
+import { canonicalIP } from '../proxy/ip.ts';
+
+/**
+ * The IPVS table as ipvsadm shows and takes it: virtual servers (a protocol,
+ * an address and a port, with a scheduler) and their real servers. This
+ * module writes `ipvsadm -R` batches and parses the same command lines, the
+ * ones `ipvsadm -Sn` prints: the real runner and the fake speak exactly this.
+ */
+
+export type IpvsProtocol = 'TCP' | 'UDP' | 'SCTP';
+
+/** IpvsForward is a real server's forwarding method; kube-proxy only uses masq (NAT). */
+export type IpvsForward = 'masq' | 'route' | 'tunnel';
+
+/** IpvsRealServer is one destination of a virtual server. */
+export interface IpvsRealServer {
+  readonly address: string;
+  readonly port: number;
+  readonly weight: number;
+  readonly forward: IpvsForward;
+  /** activeConns/inactiveConns: from `ipvsadm -Ln` only (undefined from `-Sn`). */
+  readonly activeConns?: number;
+  readonly inactiveConns?: number;
+}
+
+/** IpvsVirtualServer is one IPVS service without its destinations. */
+export interface IpvsVirtualServer {
+  readonly protocol: IpvsProtocol;
+  readonly address: string;
+  readonly port: number;
+  readonly scheduler: string;
+  /** persistence: the persistent timeout in seconds (ClientIP affinity); 0 = not persistent. */
+  readonly persistence: number;
+  /** schedFlags: scheduler flags as ipvsadm names them ("mh-port", "sh-fallback", "flag-1"...), sorted. */
+  readonly schedFlags: readonly string[];
+}
+
+/** IpvsService is a virtual server with its real servers, as listed. */
+export interface IpvsService extends IpvsVirtualServer {
+  readonly reals: readonly IpvsRealServer[];
+}
+
+/** hostPort renders ip:port the way ipvsadm and Go's JoinHostPort do ([v6]:port). */
+export function hostPort(ip: string, port: number): string {
+  return ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`;
+}
+
+/** virtualServerKey is kube-proxy's VirtualServer.String(): "10.96.0.1:443/TCP". */
+export function virtualServerKey(vs: Pick<IpvsVirtualServer, 'address' | 'port' | 'protocol'>): string {
+  return `${hostPort(vs.address, vs.port)}/${vs.protocol}`;
+}
+
+/** realServerKey is kube-proxy's RealServer.String(): "10.244.0.5:8080". */
+export function realServerKey(rs: Pick<IpvsRealServer, 'address' | 'port'>): string {
+  return hostPort(rs.address, rs.port);
+}
+
+/** sameVirtualServer compares what `ipvsadm -E` can change (kube-proxy's VirtualServer.Equal). */
+export function sameVirtualServer(a: IpvsVirtualServer, b: IpvsVirtualServer): boolean {
+  return (
+    a.scheduler === b.scheduler &&
+    a.persistence === b.persistence &&
+    a.schedFlags.length === b.schedFlags.length &&
+    a.schedFlags.every((f, i) => f === b.schedFlags[i])
+  );
+}
+
+const PROTOCOL_OPTION: Record<IpvsProtocol, string> = { TCP: '-t', UDP: '-u', SCTP: '--sctp-service' };
+const FORWARD_OPTION: Record<IpvsForward, string> = { masq: '-m', route: '-g', tunnel: '-i' };
+
+/** serviceOption renders "-t 10.96.0.1:443" (the virtual server part of every command). */
+export function serviceOption(vs: Pick<IpvsVirtualServer, 'address' | 'port' | 'protocol'>): string {
+  return `${PROTOCOL_OPTION[vs.protocol]} ${hostPort(vs.address, vs.port)}`;
+}
+
+/** serviceLine renders a virtual server as ipvsadm -S does: "-s rr", then "-p N", then "-b flags". */
+function serviceArgs(vs: IpvsVirtualServer): string {
+  let s = `${serviceOption(vs)} -s ${vs.scheduler}`;
+  if (vs.persistence > 0) s += ` -p ${vs.persistence}`;
+  if (vs.schedFlags.length > 0) s += ` -b ${vs.schedFlags.join(',')}`;
+  return s;
+}
+
+function realArgs(vs: IpvsVirtualServer, rs: IpvsRealServer): string {
+  return `${serviceOption(vs)} -r ${realServerKey(rs)} ${FORWARD_OPTION[rs.forward]} -w ${rs.weight}`;
+}
+
+/**
+ * IpvsBatch collects `ipvsadm -R` input, one command per line, in the order
+ * the lines must run: ipvsadm applies each line on its own (a failed line does
+ * not undo the earlier ones), so the caller orders them so no line depends on
+ * one that could fail.
+ */
+export class IpvsBatch {
+  readonly #lines: string[] = [];
+
+  addService(vs: IpvsVirtualServer): void {
+    this.#lines.push(`-A ${serviceArgs(vs)}`);
+  }
+
+  editService(vs: IpvsVirtualServer): void {
+    this.#lines.push(`-E ${serviceArgs(vs)}`);
+  }
+
+  deleteService(vs: Pick<IpvsVirtualServer, 'address' | 'port' | 'protocol'>): void {
+    this.#lines.push(`-D ${serviceOption(vs)}`);
+  }
+
+  addReal(vs: IpvsVirtualServer, rs: IpvsRealServer): void {
+    this.#lines.push(`-a ${realArgs(vs, rs)}`);
+  }
+
+  editReal(vs: IpvsVirtualServer, rs: IpvsRealServer): void {
+    this.#lines.push(`-e ${realArgs(vs, rs)}`);
+  }
+
+  deleteReal(vs: Pick<IpvsVirtualServer, 'address' | 'port' | 'protocol'>, rs: Pick<IpvsRealServer, 'address' | 'port'>): void {
+    this.#lines.push(`-d ${serviceOption(vs)} -r ${realServerKey(rs)}`);
+  }
+
+  /** setTimeouts is `--set tcp tcpfin udp` in seconds; 0 leaves a timeout as it is. */
+  setTimeouts(tcp: number, tcpFin: number, udp: number): void {
+    this.#lines.push(`--set ${tcp} ${tcpFin} ${udp}`);
+  }
+
+  get lines(): number {
+    return this.#lines.length;
+  }
+
+  get empty(): boolean {
+    return this.#lines.length === 0;
+  }
+
+  text(): string {
+    return this.#lines.length ? this.#lines.join('\n') + '\n' : '';
+  }
+}
+
+/** IpvsCommand is one parsed ipvsadm command line. */
+export type IpvsCommand =
+  | { readonly op: 'add-service' | 'edit-service'; readonly service: IpvsVirtualServer }
+  | { readonly op: 'delete-service'; readonly service: Pick<IpvsVirtualServer, 'protocol' | 'address' | 'port'> }
+  | { readonly op: 'add-real' | 'edit-real'; readonly service: Pick<IpvsVirtualServer, 'protocol' | 'address' | 'port'>; readonly real: IpvsRealServer }
+  | { readonly op: 'delete-real'; readonly service: Pick<IpvsVirtualServer, 'protocol' | 'address' | 'port'>; readonly real: Pick<IpvsRealServer, 'address' | 'port'> }
+  | { readonly op: 'set-timeouts'; readonly tcp: number; readonly tcpFin: number; readonly udp: number }
+  | { readonly op: 'clear' };
+
+/** IpvsSyntaxError is a line ipvsadm would refuse before talking to the kernel (it exits 2). */
+export class IpvsSyntaxError extends IpvsError {}
+
+const SCHED_FLAGS: Record<string, string | null> = {
+  'flag-1': null,
+  'flag-2': null,
+  'flag-3': null,
+  'sh-fallback': 'sh',
+  'sh-port': 'sh',
+  'mh-fallback': 'mh',
+  'mh-port': 'mh',
+};
+
+/** The scheduler ipvsadm uses when a command names none. */
+export const IPVSADM_DEFAULT_SCHEDULER = 'wlc';
+
+function parseAddrPort(text: string, what: string): { address: string; port: number } {
+  const m = /^\[([0-9a-fA-F:.]+)\]:(\d+)$/.exec(text) ?? /^([0-9.]+):(\d+)$/.exec(text);
+  const address = m ? canonicalIP(m[1]) : null;
+  const port = m ? Number(m[2]) : NaN;
+  if (!m || !address || !Number.isInteger(port) || port < 0 || port > 65535) throw new IpvsSyntaxError(`illegal ${what} address:port specified: ${text}`);
+  return { address, port };
+}
+
+function parseNumber(text: string | undefined, min: number, max: number, what: string): number {
+  const n = text !== undefined && /^\d+$/.test(text) ? Number(text) : NaN;
+  if (!Number.isInteger(n) || n < min || n > max) throw new IpvsSyntaxError(`illegal ${what} specified: ${text ?? '(missing)'}`);
+  return n;
+}
+
+/**
+ * parseIpvsCommand reads one ipvsadm command line (without "ipvsadm") into a
+ * command, applying ipvsadm's own rules: options in any order, but scheduler
+ * flags checked against a -s given before them; default scheduler wlc, weight
+ * 1 and forwarding "route" (-g) as ipvsadm has them. Throws IpvsSyntaxError.
+ */
+export function parseIpvsCommand(line: string): IpvsCommand {
+  const words = line.trim().split(/\s+/).filter((w) => w !== '');
+  let cmd: string | null = null;
+  let svc: { protocol: IpvsProtocol; address: string; port: number } | null = null;
+  let real: { address: string; port: number } | null = null;
+  let scheduler = '';
+  let persistence = 0;
+  let flags: string[] = [];
+  let weight = 1;
+  let forward: IpvsForward = 'route';
+  let timeouts: number[] | null = null;
+  const seen = new Set<string>();
+  const setCmd = (c: string) => {
+    if (cmd !== null) throw new IpvsSyntaxError('multiple commands specified');
+    cmd = c;
+  };
+  for (let i = 0; i < words.length; i++) {
+    const w = words[i];
+    const arg = () => {
+      const v = words[++i];
+      if (v === undefined) throw new IpvsSyntaxError(`option ${w} needs an argument`);
+      return v;
+    };
+    const once = (name: string) => {
+      if (seen.has(name)) throw new IpvsSyntaxError(`multiple '${name}' options specified`);
+      seen.add(name);
+    };
+    switch (w) {
+      case '-A': case '--add-service': setCmd('add-service'); break;
+      case '-E': case '--edit-service': setCmd('edit-service'); break;
+      case '-D': case '--delete-service': setCmd('delete-service'); break;
+      case '-a': case '--add-server': setCmd('add-real'); break;
+      case '-e': case '--edit-server': setCmd('edit-real'); break;
+      case '-d': case '--delete-server': setCmd('delete-real'); break;
+      case '-C': case '--clear': setCmd('clear'); break;
+      case '--set': {
+        setCmd('set-timeouts');
+        timeouts = [arg(), arg(), arg()].map((t) => parseNumber(t, 0, 2147483647, 'timeout value'));
+        break;
+      }
+      case '-t': case '--tcp-service': case '-u': case '--udp-service': case '--sctp-service': {
+        once('service');
+        const protocol: IpvsProtocol = w === '-t' || w === '--tcp-service' ? 'TCP' : w === '--sctp-service' ? 'SCTP' : 'UDP';
+        svc = { protocol, ...parseAddrPort(arg(), 'virtual server') };
+        break;
+      }
+      case '-r': case '--real-server': once('real-server'); real = parseAddrPort(arg(), 'real server'); break;
+      case '-s': case '--scheduler': {
+        once('scheduler');
+        scheduler = arg();
+        if (!/^[a-z]{1,15}$/.test(scheduler)) throw new IpvsSyntaxError(`illegal scheduler specified: ${scheduler}`);
+        break;
+      }
+      case '-p': case '--persistent': {
+        once('persistent');
+        // -p takes an optional value: the next word, unless it is an option.
+        const next = words[i + 1];
+        persistence = next !== undefined && !next.startsWith('-') ? parseNumber(words[++i], 1, 2678400, 'timeout') : 300;
+        break;
+      }
+      case '-b': case '--sched-flags': {
+        once('sched-flags');
+        flags = arg().split(',');
+        const sched = scheduler || IPVSADM_DEFAULT_SCHEDULER;
+        for (const f of flags) {
+          if (!(f in SCHED_FLAGS)) throw new IpvsSyntaxError(`invalid scheduler flag \`${f}'`);
+          const only = SCHED_FLAGS[f];
+          if (only !== null && only !== sched) throw new IpvsSyntaxError(`incompatible scheduler flag \`${f}'`);
+        }
+        break;
+      }
+      case '-w': case '--weight': once('weight'); weight = parseNumber(arg(), 0, 65535, 'weight'); break;
+      case '-m': case '--masquerading': once('forward'); forward = 'masq'; break;
+      case '-g': case '--gatewaying': once('forward'); forward = 'route'; break;
+      case '-i': case '--ipip': once('forward'); forward = 'tunnel'; break;
+      default:
+        throw new IpvsSyntaxError(`invalid option \`${w}'`);
+    }
+  }
+  if (cmd === null) throw new IpvsSyntaxError('no command specified');
+  const c: string = cmd;
+  if (c === 'clear') return { op: 'clear' };
+  if (c === 'set-timeouts') return { op: 'set-timeouts', tcp: timeouts![0], tcpFin: timeouts![1], udp: timeouts![2] };
+  if (!svc) throw new IpvsSyntaxError(`You need to supply the 'service-address' option for the '${c}' command`);
+  const service: { protocol: IpvsProtocol; address: string; port: number } = svc;
+  if (c === 'add-service' || c === 'edit-service') {
+    if (real) throw new IpvsSyntaxError(`Illegal 'real-server' option with the '${c}' command`);
+    if (service.port === 0 && persistence === 0) throw new IpvsSyntaxError('Zero port specified for non-persistent service');
+    const s: IpvsVirtualServer = { ...service, scheduler: scheduler || IPVSADM_DEFAULT_SCHEDULER, persistence, schedFlags: [...flags].sort() };
+    return { op: c, service: s };
+  }
+  if (c === 'delete-service') return { op: c, service };
+  if (!real) throw new IpvsSyntaxError(`You need to supply the 'real-server' option for the '${c}' command`);
+  const r: { address: string; port: number } = real;
+  if (c === 'delete-real') return { op: c, service, real: r };
+  // ipvsadm forces the service port on direct-routed and tunnelled real servers.
+  const port = forward === 'masq' ? r.port : service.port;
+  return { op: c as 'add-real' | 'edit-real', service, real: { address: r.address, port, weight, forward } };
+}

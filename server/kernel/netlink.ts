@@ -1,0 +1,142 @@
+import { errorMessage, NetlinkError } from '../errors.ts';
+import { canonicalIP, type IPFamily } from '../proxy/ip.ts';
+import { execFile, type ExecFn } from './exec.ts';
+import type { InterfaceAddress } from './netif.ts';
+
+/**
+ * Links and addresses through iproute2: one `ip -j addr show` lists every link
+ * with its addresses, one `ip -batch -` applies a sync's changes. IPVS mode
+ * keeps every service address on a dummy link (kube-ipvs0) so the kernel
+ * treats packets to them as local and hands them to IPVS.
+ */
+
+/** LinkTable maps each link name to its addresses (a link without addresses maps to []). */
+export type LinkTable = Map<string, InterfaceAddress[]>;
+
+/** Netlink is kproxy's boundary to links and addresses. Implementations: below and FakeNetlink. */
+export interface Netlink {
+  /** show lists every link and its addresses (`ip -j addr show`). */
+  show(): Promise<LinkTable>;
+  /** batch runs commands with `ip -batch -`; ip stops at the first failure, which NetlinkBatchError names. */
+  batch(commands: string): Promise<void>;
+}
+
+/** NetlinkBatchError is a refused `ip -batch` command; line is its 1-based line (0 if ip named none). */
+export class NetlinkBatchError extends NetlinkError {
+  readonly line: number;
+  constructor(message: string, line: number, options?: { cause?: unknown }) {
+    super(message, options);
+    this.line = line;
+  }
+}
+
+const LINK_NAME = /^[A-Za-z0-9_.-]{1,15}$/;
+
+function checkLink(name: string): string {
+  if (!LINK_NAME.test(name)) throw new NetlinkError(`${JSON.stringify(name)} is not a valid link name`);
+  return name;
+}
+
+function hostPrefix(ip: string): string {
+  const c = canonicalIP(ip);
+  if (!c) throw new NetlinkError(`${JSON.stringify(ip)} is not an IP address`);
+  return c.includes(':') ? `${c}/128` : `${c}/32`;
+}
+
+/** NetlinkBatch collects `ip -batch` commands; every value is validated before it is written. */
+export class NetlinkBatch {
+  readonly #lines: string[] = [];
+
+  /** addDummy creates a dummy link; kube-proxy leaves it down (local routes for its addresses exist anyway). */
+  addDummy(name: string): void {
+    this.#lines.push(`link add ${checkLink(name)} type dummy`);
+  }
+
+  deleteLink(name: string): void {
+    this.#lines.push(`link del ${checkLink(name)}`);
+  }
+
+  /** addAddress binds ip as a host address (/32, /128), as kube-proxy's netlink handle does. */
+  addAddress(dev: string, ip: string): void {
+    this.#lines.push(`addr add ${hostPrefix(ip)} dev ${checkLink(dev)}`);
+  }
+
+  delAddress(dev: string, ip: string): void {
+    this.#lines.push(`addr del ${hostPrefix(ip)} dev ${checkLink(dev)}`);
+  }
+
+  get lines(): number {
+    return this.#lines.length;
+  }
+
+  get empty(): boolean {
+    return this.#lines.length === 0;
+  }
+
+  text(): string {
+    return this.#lines.length ? this.#lines.join('\n') + '\n' : '';
+  }
+}
+
+interface IpJsonLink {
+  ifname?: unknown;
+  addr_info?: { family?: unknown; local?: unknown; prefixlen?: unknown }[];
+}
+
+/** parseLinkTable reads `ip -j addr show`, keeping links that have no address. */
+export function parseLinkTable(text: string): LinkTable {
+  let links: unknown;
+  try {
+    links = JSON.parse(text);
+  } catch (err) {
+    throw new NetlinkError('`ip -j addr show` printed invalid JSON', { cause: err });
+  }
+  if (!Array.isArray(links)) throw new NetlinkError('`ip -j addr show` did not print a list of links');
+  const out: LinkTable = new Map();
+  for (const link of links as IpJsonLink[]) {
+    if (typeof link?.ifname !== 'string') continue;
+    const addrs: InterfaceAddress[] = [];
+    for (const a of Array.isArray(link.addr_info) ? link.addr_info : []) {
+      const family: IPFamily | null = a?.family === 'inet' ? 'IPv4' : a?.family === 'inet6' ? 'IPv6' : null;
+      const address = canonicalIP(a?.local);
+      if (!family || !address || typeof a.prefixlen !== 'number') continue;
+      addrs.push({ ifname: link.ifname, family, address, prefixLength: a.prefixlen });
+    }
+    out.set(link.ifname, addrs);
+  }
+  return out;
+}
+
+/** createNetlink returns the iproute2-backed Netlink of the namespace the process runs in. */
+export function createNetlink(exec: ExecFn = execFile): Netlink {
+  return {
+    async show() {
+      let res;
+      try {
+        res = await exec('ip', ['-j', 'addr', 'show'], { timeoutMs: 10_000 });
+      } catch (err) {
+        throw new NetlinkError(`cannot list links (ip -j addr show): ${errorMessage(err)}`, { cause: err });
+      }
+      if (res.code !== 0) throw new NetlinkError(`ip -j addr show failed (exit ${res.code}): ${res.stderr.trim()}`);
+      return parseLinkTable(res.stdout);
+    },
+    async batch(commands) {
+      let res;
+      try {
+        res = await exec('ip', ['-batch', '-'], { stdin: commands, timeoutMs: 30_000 });
+      } catch (err) {
+        throw new NetlinkError(`ip -batch could not run: ${errorMessage(err)}`, { cause: err });
+      }
+      if (res.code === 0) return;
+      const m = /Command failed -:(\d+)/.exec(res.stderr);
+      const line = m ? Number(m[1]) : 0;
+      const said = res.stderr
+        .split('\n')
+        .map((l) => l.trim())
+        .filter((l) => l !== '' && !l.startsWith('Command failed'))
+        .join('; ');
+      const cmd = line ? `: ${commands.split('\n')[line - 1] ?? ''}` : '';
+      throw new NetlinkBatchError(`ip -batch failed${line ? ` at line ${line}` : ''} (exit ${res.code}): ${said}${cmd}`, line);
+    },
+  };
+}
