@@ -151,3 +151,26 @@ describe('FileSource', () => {
     await expect(source(join(dir, 'missing')).start(new Recorder())).rejects.toThrow(/manifest source .*missing cannot be read/);
   });
 });
+
+describe('FileSource polling', () => {
+  it('re-checks the files on its poll period even when no change event arrives', async () => {
+    const { FakeClock } = await import('../../clock-fake.ts');
+    const clock = new FakeClock();
+    const file = join(dir, 'a.yaml');
+    await writeFile(file, svc('web'));
+    const r = new Recorder();
+    // The change event's debounce (60 s) cannot fire within this test: only the poll can see the edit.
+    const s = new FileSource({ path: file, nodeName: 'node-a', clock, logger: new MemoryLog().logger, watch: true, pollMs: 5000, debounceMs: 60_000 });
+    await s.start(r);
+    try {
+      await writeFile(file, svc('web', 81) + '# with a different size\n');
+      await clock.advanceAsync(4999);
+      expect(r.events).toEqual(['add Service web']);
+      await clock.advanceAsync(1);
+      await waitFor(() => r.events.length === 2, { what: 'the polled change' });
+      expect(r.events).toEqual(['add Service web', 'update Service web (was port 80)']);
+    } finally {
+      await s.stop();
+    }
+  });
+});

@@ -20,6 +20,12 @@ export interface FileSourceOptions {
   maxFileBytes?: number;
   /** watch: follow edits (default true; --once reads once). */
   watch?: boolean;
+  /**
+   * pollMs: also re-check the files this often (default 5 s). Change events can
+   * be lost (inotify limits, network filesystems, a ConfigMap's symlink swap of
+   * its ..data folder); a re-check of unchanged files costs one stat each.
+   */
+  pollMs?: number;
 }
 
 const MANIFEST_FILE = /\.(ya?ml|json)$/i;
@@ -49,15 +55,17 @@ export class FileSource implements Source {
   #handlers: ChangeHandlers | null = null;
   #watcher: FSWatcher | null = null;
   #timer: TimerHandle | null = null;
+  #pollTimer: TimerHandle | null = null;
   #reloading: Promise<void> | null = null;
   #again = false;
   #synced = false;
+  #stopped = false;
   #lastError: string | undefined;
   #lastErrorAt: number | undefined;
   readonly #counters = { reloads: 0, parseErrors: 0, objectsAdded: 0, objectsUpdated: 0, objectsDeleted: 0 };
 
   constructor(opts: FileSourceOptions) {
-    this.#o = { debounceMs: 250, maxFileBytes: 256 * 1024 * 1024, watch: true, ...opts };
+    this.#o = { debounceMs: 250, maxFileBytes: 256 * 1024 * 1024, watch: true, pollMs: 5000, ...opts };
     this.#root = resolve(opts.path);
   }
 
@@ -82,7 +90,10 @@ export class FileSource implements Source {
     this.#watcher?.close();
     this.#watcher = null;
     if (this.#timer) this.#o.clock.clearTimeout(this.#timer);
+    if (this.#pollTimer) this.#o.clock.clearTimeout(this.#pollTimer);
     this.#timer = null;
+    this.#pollTimer = null;
+    this.#stopped = true;
     await this.#reloading;
   }
 
@@ -108,15 +119,25 @@ export class FileSource implements Source {
     // temporary file over them, which a watch on the file itself would lose.
     const dir = this.#isDir ? this.#root : dirname(this.#root);
     const only = this.#isDir ? null : basename(this.#root);
+    this.#schedulePoll();
     try {
       this.#watcher = watch(dir, { persistent: false }, (_event, name) => {
-        if (only && name && name !== only) return;
+        // A single file: only its own name, and a ConfigMap's ..data swap, matter.
+        if (only && name && name !== only && name !== '..data') return;
         this.#scheduleReload();
       });
       this.#watcher.on('error', (err) => this.#fail(`watching ${dir} failed: ${errorMessage(err)}`));
     } catch (err) {
       this.#fail(`watching ${dir} failed, edits will not be followed: ${errorMessage(err)}`);
     }
+  }
+
+  #schedulePoll(): void {
+    if (this.#stopped || this.#o.pollMs <= 0) return;
+    this.#pollTimer = this.#o.clock.setTimeout(() => {
+      this.#pollTimer = null;
+      void this.#reload().finally(() => this.#schedulePoll());
+    }, this.#o.pollMs);
   }
 
   #scheduleReload(): void {
