@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { watch, type FSWatcher } from 'node:fs';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
@@ -29,12 +30,16 @@ export interface FileSourceOptions {
 }
 
 const MANIFEST_FILE = /\.(ya?ml|json)$/i;
+/** RECENT_MS: files modified this recently are re-read even when their stat looks unchanged. */
+const RECENT_MS = 2000;
 
 interface FileState {
   /** objects: the file's last good objects by key. */
   objects: Map<string, ManifestObject>;
-  /** fingerprint: size and mtime the objects were read at. */
+  /** fingerprint: inode, size and times the objects were read at. */
   fingerprint: string;
+  /** digest: hash of the content they were parsed from (an unchanged re-read is no change). */
+  digest: string;
 }
 
 /**
@@ -213,14 +218,23 @@ export class FileSource implements Source {
     } catch {
       return; // vanished between readdir and stat: the next event re-reads
     }
-    const fingerprint = `${st.size}:${st.mtimeMs}`;
+    // File times are coarse (the kernel's tick): two writes in one tick can leave
+    // size and mtime equal. A recently touched file is therefore always re-read,
+    // and compared by content.
+    const fingerprint = `${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
     const known = this.#files.get(file);
-    if (known && known.fingerprint === fingerprint) return;
+    const recent = this.#o.clock.now() - Math.max(st.mtimeMs, st.ctimeMs) < RECENT_MS;
+    if (known && known.fingerprint === fingerprint && !recent) return;
     if (st.size > this.#o.maxFileBytes) {
       this.#counters.parseErrors++;
       return this.#fail(`${file} is ${st.size} bytes, over the ${this.#o.maxFileBytes}-byte limit: keeping its last good state`);
     }
     const text = await readFile(file, 'utf8');
+    const digest = createHash('sha256').update(text).digest('base64');
+    if (known && known.digest === digest) {
+      known.fingerprint = fingerprint;
+      return;
+    }
     if (text.trim() === '' && known && known.objects.size > 0) {
       // A file is empty for a moment while an editor or `>` redirection rewrites it.
       this.#o.logger.warn('manifest file is empty, keeping its last good objects (delete the file to remove them)', {
@@ -237,7 +251,7 @@ export class FileSource implements Source {
         if (objects.has(o.key)) this.#o.logger.warn('object defined twice in one file, the later one wins', { file, object: o.key });
         objects.set(o.key, o);
       }
-      this.#files.set(file, { objects, fingerprint });
+      this.#files.set(file, { objects, fingerprint, digest });
       if (this.#lastError?.startsWith(file)) this.#lastError = undefined;
     } catch (err) {
       this.#counters.parseErrors++;
