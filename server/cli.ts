@@ -4,7 +4,8 @@ import { loadConfiguration, type LoadedConfiguration } from './config/load.ts';
 import { usage } from './config/flags.ts';
 import { errorMessage, isKproxyError, ListenFailedError } from './errors.ts';
 import { nodeReference, recordStarting } from './events/event-recorder.ts';
-import { startNodeServers } from './http/node-servers.ts';
+import { startNodeServers, type NodeServers } from './http/node-servers.ts';
+import { nodeHealth, setupDashboard, type DashboardSetup } from './dashboard/setup.ts';
 import { createLogger, type Logger } from './log.ts';
 import { cleanupIptablesHost } from './proxy/iptables/host.ts';
 import { cleanupSummary } from './proxy/iptables/cleanup.ts';
@@ -88,10 +89,19 @@ export function onceSummary(loaded: LoadedConfiguration, a: Assembled, rec: Sync
 
 async function serve(loaded: LoadedConfiguration, a: Assembled, logger: Logger): Promise<number> {
   const { daemon } = a;
-  let servers;
+  let servers: NodeServers | undefined;
+  let dashboard: DashboardSetup;
+  try {
+    // A bad --dashboard-token-file, or a network-reachable dashboard without auth, stops start-up (exit 1).
+    dashboard = await setupDashboard({ loaded, assembled: a, logger, health: () => (servers ? nodeHealth(servers.health) : null) });
+  } catch (err) {
+    logger.error(`cannot start: ${errorMessage(err)}`, { code: isKproxyError(err) ? err.code : undefined });
+    return 1;
+  }
   try {
     servers = await startNodeServers({
       daemon,
+      metricsPlugins: dashboard.plugins,
       onPortError: (e) =>
         daemon.events.record(
           nodeReference(daemon.nodeName),
@@ -113,6 +123,7 @@ async function serve(loaded: LoadedConfiguration, a: Assembled, logger: Logger):
     source: loaded.run.source ?? 'kubernetes',
     healthz: loaded.config.healthzBindAddress,
     metrics: loaded.config.metricsBindAddress,
+    dashboard: dashboard.dashboard && dashboard.auth ? `auth ${dashboard.auth.mode}` : 'off',
   });
   const signal = await new Promise<string>((resolve) => {
     for (const s of ['SIGTERM', 'SIGINT'] as const) process.once(s, () => resolve(s));

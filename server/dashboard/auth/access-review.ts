@@ -1,0 +1,72 @@
+import { AuthenticationV1Api, AuthorizationV1Api, type KubeConfig } from '@kubernetes/client-node';
+
+/** ReviewedUser is who the API server says a token belongs to (TokenReview status.user). */
+export interface ReviewedUser {
+  readonly username: string;
+  readonly uid?: string;
+  readonly groups: readonly string[];
+  readonly extra?: Readonly<Record<string, readonly string[]>>;
+}
+
+/** ResourceAttributes are the SubjectAccessReview attributes a dashboard request is checked against. */
+export interface ResourceAttributes {
+  readonly group: string;
+  readonly resource: string;
+  readonly subresource: string;
+  readonly name: string;
+  readonly verb: string;
+}
+
+/**
+ * dashboardAttributes names what a dashboard caller needs, as kube-rbac-proxy
+ * names an upstream: the virtual subresource "kproxy" of this node's Node
+ * object, verb "get" for every view (pages, API reads, the live stream) and
+ * "update" for actions (resync, cleanup, pause, resume). RBAC matches the
+ * resource "nodes/kproxy" literally; it is not nodes/proxy, so dashboard users
+ * get no access to the kubelet's API.
+ */
+export function dashboardAttributes(nodeName: string, permission: 'view' | 'act'): ResourceAttributes {
+  return { group: '', resource: 'nodes', subresource: 'kproxy', name: nodeName, verb: permission === 'act' ? 'update' : 'get' };
+}
+
+/** AccessReviewer asks the API server about a caller (TokenReview, SubjectAccessReview); a fake sits beside it. */
+export interface AccessReviewer {
+  /** reviewToken: who the token belongs to, or null when the API server does not authenticate it. */
+  reviewToken(token: string): Promise<ReviewedUser | null>;
+  reviewAccess(user: ReviewedUser, attrs: ResourceAttributes): Promise<{ allowed: boolean; reason: string }>;
+}
+
+/** ApiAccessReviewer sends the reviews through client-node, with kproxy's own credentials. */
+export class ApiAccessReviewer implements AccessReviewer {
+  readonly #authn: AuthenticationV1Api;
+  readonly #authz: AuthorizationV1Api;
+
+  constructor(kubeConfig: KubeConfig) {
+    this.#authn = kubeConfig.makeApiClient(AuthenticationV1Api);
+    this.#authz = kubeConfig.makeApiClient(AuthorizationV1Api);
+  }
+
+  async reviewToken(token: string): Promise<ReviewedUser | null> {
+    const res = await this.#authn.createTokenReview({ body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token } } });
+    const st = res.status;
+    if (!st?.authenticated || !st.user?.username) return null;
+    return { username: st.user.username, uid: st.user.uid, groups: st.user.groups ?? [], extra: st.user.extra };
+  }
+
+  async reviewAccess(user: ReviewedUser, attrs: ResourceAttributes): Promise<{ allowed: boolean; reason: string }> {
+    const res = await this.#authz.createSubjectAccessReview({
+      body: {
+        apiVersion: 'authorization.k8s.io/v1',
+        kind: 'SubjectAccessReview',
+        spec: {
+          user: user.username,
+          uid: user.uid,
+          groups: [...user.groups],
+          extra: user.extra ? Object.fromEntries(Object.entries(user.extra).map(([k, v]) => [k, [...v]])) : undefined,
+          resourceAttributes: { ...attrs },
+        },
+      },
+    });
+    return { allowed: res.status?.allowed === true, reason: res.status?.reason ?? '' };
+  }
+}

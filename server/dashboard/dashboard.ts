@@ -1,0 +1,373 @@
+import type { Clock, TimerHandle } from '../clock.ts';
+import type { ProxyConfig } from '../config/types.ts';
+import { errorMessage } from '../errors.ts';
+import { describeRef, type RecordedEvent } from '../events/event-recorder.ts';
+import type { Logger } from '../log.ts';
+import type { BackendSyncResult, CleanupResult } from '../proxy/backend.ts';
+import type { ProxyState } from '../proxy/proxy-state.ts';
+import type { SyncObserver, SyncRecord, SyncTrigger } from '../proxy/sync-loop.ts';
+import type { SourceStatus } from '../sources/source.ts';
+import { KPROXY_VERSION } from '../version.ts';
+import type { ConntrackCounter } from './conntrack.ts';
+import { KernelReader } from './kernel-reader.ts';
+import type { KernelViewProvider } from './kernel-view.ts';
+import type { ActionResult, Counts, EventEntry, Health, Overview, ServerMessage, ServiceDetail, ServiceSummary, SyncEntry, Viewer } from './protocol.ts';
+import { ServiceCatalog, type ServiceModel } from './service-catalog.ts';
+import { serviceDetail, watchedCounters } from './service-detail.ts';
+import { StreamHub, type HubSocket, type StreamClient, type StreamHubOptions } from './stream-hub.ts';
+import { SyncHistory } from './sync-history.ts';
+import { yieldToEventLoop, type Yield } from './yield.ts';
+
+/** DashboardDaemon is what the dashboard needs of a Daemon (server/daemon.ts satisfies it). */
+export interface DashboardDaemon {
+  readonly config: ProxyConfig;
+  readonly nodeName: string;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly state: ProxyState;
+  readonly loop: {
+    addObserver(o: SyncObserver): void;
+    requestFullSync(trigger?: SyncTrigger): void;
+    pause(): void;
+    resume(): void;
+    readonly paused: boolean;
+    readonly lastRecord: SyncRecord | null;
+  };
+  readonly backend: { cleanup(): Promise<CleanupResult> };
+  readonly source: { status(): SourceStatus };
+}
+
+/** RecentEvents is the memory event recorder as the dashboard reads it. */
+export interface RecentEvents {
+  recent(opts?: { limit?: number }): RecordedEvent[];
+  onEvent(fn: (e: RecordedEvent) => void): () => void;
+}
+
+export interface DashboardOptions {
+  daemon: DashboardDaemon;
+  provider: KernelViewProvider;
+  conntrack: ConntrackCounter;
+  backendDescription: string;
+  events?: RecentEvents;
+  /** health: the node servers' health (late-bound: they start after the dashboard is built). */
+  health?: () => Health | null;
+  pause?: Yield;
+  /** countersIntervalMs: how often connected dashboards get counters (default 5 s). */
+  countersIntervalMs?: number;
+  /** kernelMinIntervalMs: at most one kernel read this often (default 5 s). */
+  kernelMinIntervalMs?: number;
+  hub?: Omit<StreamHubOptions, 'logger'>;
+}
+
+export function eventEntry(e: RecordedEvent): EventEntry {
+  return { seq: e.seq, time: e.time, type: e.type, reason: e.reason, action: e.action, object: describeRef(e.regarding), note: e.note };
+}
+
+interface PendingSync {
+  entry: SyncEntry;
+  changed: ReadonlySet<string> | 'all';
+}
+
+/**
+ * Dashboard is the state behind the dashboard and its live stream. It hears
+ * every sync as an observer but does only bookkeeping there (a history row,
+ * references to the restore input); summaries, deltas and messages are made
+ * on the next turn of the event loop, off the sync's path. Counters and the
+ * kernel are read only while someone is watching.
+ */
+export class Dashboard {
+  readonly daemon: DashboardDaemon;
+  readonly provider: KernelViewProvider;
+  readonly reader: KernelReader;
+  readonly catalog = new ServiceCatalog();
+  readonly history = new SyncHistory();
+  readonly hub: StreamHub;
+  readonly startedAt: number;
+  readonly #o: DashboardOptions;
+  readonly #log: Logger;
+  readonly #pause: Yield;
+  readonly #model: ServiceModel;
+  #catalogReady = false;
+  #pending: PendingSync[] = [];
+  #flushing = false;
+  #timer: TimerHandle | null = null;
+  #stopped = false;
+  #unsubscribe: (() => void)[] = [];
+  #lastAction: ActionResult | null = null;
+
+  constructor(opts: DashboardOptions) {
+    this.#o = opts;
+    this.daemon = opts.daemon;
+    this.provider = opts.provider;
+    this.#log = opts.daemon.logger.child('dashboard');
+    this.#pause = opts.pause ?? yieldToEventLoop;
+    this.startedAt = opts.daemon.clock.now();
+    this.hub = new StreamHub({ logger: this.#log, ...opts.hub });
+    this.reader = new KernelReader({ provider: opts.provider, clock: opts.daemon.clock, logger: this.#log, pause: this.#pause, minIntervalMs: opts.kernelMinIntervalMs });
+    const state = opts.daemon.state;
+    const provider = opts.provider;
+    this.#model = {
+      get services() {
+        return state.services;
+      },
+      get endpoints() {
+        return state.endpoints;
+      },
+      nodeName: opts.daemon.nodeName,
+      get zone() {
+        return state.node.zone;
+      },
+      invalid: state.invalid,
+      skipped: (id) => provider.skipped(id),
+    };
+    opts.daemon.loop.addObserver(this.observer);
+    if (opts.events) this.#unsubscribe.push(opts.events.onEvent((e) => this.hub.broadcast({ type: 'event', event: eventEntry(e) }, 'droppable')));
+    this.#unsubscribe.push(this.reader.onRead(() => this.#sendCounters()));
+  }
+
+  /** observer hears every sync; it only records and defers (it runs on the sync's path). */
+  readonly observer: SyncObserver = {
+    onSync: (record: SyncRecord, checkout, result: BackendSyncResult) => {
+      this.provider.noteSync(record, result);
+      const entry = this.history.add(record, result.batch !== undefined);
+      this.#pending.push({ entry, changed: checkout.topologyChanged ? 'all' : checkout.changedServices });
+      if (!this.#flushing) {
+        this.#flushing = true;
+        void this.#pause().then(() => this.#flush());
+      }
+    },
+  };
+
+  #flush(): void {
+    this.#flushing = false;
+    const pending = this.#pending;
+    this.#pending = [];
+    if (this.#stopped || pending.length === 0) return;
+    let upserts: ReturnType<ServiceCatalog['refresh']>['upserts'] = [];
+    let removed: readonly string[] = [];
+    const changedKeys = new Set<string>();
+    if (!this.#catalogReady || pending.some((p) => p.changed === 'all')) {
+      const r = this.catalog.refresh(this.#model, 'all');
+      this.#catalogReady = true;
+      upserts = r.upserts;
+      removed = r.removed;
+      for (const s of r.upserts) changedKeys.add(s.key);
+    } else {
+      for (const p of pending) for (const k of p.changed as ReadonlySet<string>) changedKeys.add(k);
+      const r = this.catalog.refresh(this.#model, changedKeys);
+      upserts = r.upserts;
+      removed = r.removed;
+    }
+    if (this.hub.size === 0) return;
+    const overview = this.overview();
+    pending.forEach((p, i) => {
+      const last = i === pending.length - 1;
+      this.hub.broadcast({ type: 'sync', sync: p.entry, overview, services: last ? upserts : [], removed: last ? removed : [] }, 'droppable');
+    });
+    for (const c of this.hub.clients()) if (c.watch && (changedKeys.has(c.watch) || removed.includes(c.watch))) void this.sendDetail(c);
+  }
+
+  /** services makes sure the catalog holds every service (the first time someone asks). */
+  #ensureCatalog(): ServiceCatalog {
+    if (!this.#catalogReady) {
+      this.catalog.refresh(this.#model, 'all');
+      this.#catalogReady = true;
+    }
+    return this.catalog;
+  }
+
+  /** services lists every service's summary, sorted by "ns/name". */
+  services(): readonly ServiceSummary[] {
+    return this.#ensureCatalog().list();
+  }
+
+  get model(): ServiceModel {
+    return this.#model;
+  }
+
+  get lastAction(): ActionResult | null {
+    return this.#lastAction;
+  }
+
+  counts(): Counts {
+    const state = this.daemon.state;
+    let endpoints = 0;
+    let localEndpoints = 0;
+    for (const eps of state.endpoints.values()) {
+      endpoints += eps.length;
+      for (const ep of eps) if (ep.isLocal) localEndpoints++;
+    }
+    const catalog = this.#ensureCatalog();
+    return {
+      services: catalog.size,
+      servicePorts: state.services.size,
+      endpoints,
+      localEndpoints,
+      rulesByTable: this.daemon.loop.lastRecord?.rulesByTable ?? {},
+      ...catalog.warningCounts(),
+      invalid: state.invalid.size,
+    };
+  }
+
+  overview(): Overview {
+    const d = this.daemon;
+    const src = d.source.status();
+    const config = d.config;
+    return {
+      node: d.nodeName,
+      mode: this.provider.kind,
+      backend: this.#o.backendDescription,
+      version: KPROXY_VERSION,
+      startedAt: this.startedAt,
+      now: d.clock.now(),
+      source: { kind: src.kind, description: src.description, synced: src.synced, objects: src.objects, ...(src.lastError ? { lastError: src.lastError, lastErrorAt: src.lastErrorAt } : {}) },
+      health: this.#o.health?.() ?? null,
+      paused: d.loop.paused,
+      counts: this.counts(),
+      conntrack: this.#o.conntrack.last,
+      kernel: this.reader.status(),
+      stream: { clients: this.hub.size, slowClientsDropped: this.hub.slowDropped },
+      syncPeriodMs: config.mode === 'ipvs' ? config.ipvs.syncPeriodMs : config.mode === 'nftables' ? config.nftables.syncPeriodMs : config.iptables.syncPeriodMs,
+    };
+  }
+
+  recentEvents(limit = 100): EventEntry[] {
+    return (this.#o.events?.recent({ limit }) ?? []).map(eventEntry);
+  }
+
+  snapshot(viewer: Viewer): Omit<Extract<ServerMessage, { type: 'snapshot' }>, 'seq'> {
+    const catalog = this.#ensureCatalog();
+    return {
+      type: 'snapshot',
+      viewer,
+      overview: this.overview(),
+      services: catalog.list(),
+      syncs: this.history.entries(120),
+      events: this.recentEvents(100),
+      drift: this.reader.drift.report(),
+      lastAction: this.#lastAction,
+    };
+  }
+
+  /** detail builds a Service page from the last kernel read (or, before one, from what kproxy wrote). */
+  async detail(key: string): Promise<ServiceDetail | null> {
+    const catalog = this.#ensureCatalog();
+    if (!catalog.ports(key)) return null;
+    const intended = await this.provider.intended();
+    const missing = new Set(this.reader.drift.report(Infinity).findings.filter((f) => f.kind === 'missing-chain').map((f) => `${f.table}/${f.chain}`));
+    return serviceDetail(key, catalog, this.#model, this.provider, {
+      kernel: this.reader.tables,
+      kernelReadAt: this.reader.readAt,
+      intended,
+      missing: (t, c) => missing.has(`${t}/${c}`),
+    });
+  }
+
+  // ------------------------------------------------------------ live stream
+
+  /** connect registers a WebSocket and sends it the snapshot; null when the hub is full. */
+  connect(socket: HubSocket, viewer: Viewer, remote: string): StreamClient | null {
+    const c = this.hub.add(socket, viewer, remote);
+    if (!c) return null;
+    this.hub.send(c, this.snapshot(viewer), 'essential');
+    this.#startTimer();
+    void this.#refreshKernel();
+    return c;
+  }
+
+  disconnect(c: StreamClient): void {
+    this.hub.remove(c);
+  }
+
+  /** receive handles one client message (ClientMessage); anything else is ignored. */
+  receive(c: StreamClient, text: string): void {
+    let msg: { type?: unknown; service?: unknown };
+    try {
+      msg = JSON.parse(text);
+    } catch {
+      this.#log.debug('ignoring a dashboard message that is not JSON', { client: c.remote });
+      return;
+    }
+    if (msg?.type === 'snapshot') {
+      this.hub.send(c, this.snapshot(c.viewer), 'essential');
+    } else if (msg?.type === 'watch') {
+      c.watch = typeof msg.service === 'string' && msg.service.length <= 320 ? msg.service : null;
+      if (c.watch) {
+        void this.sendDetail(c);
+        void this.#refreshKernel();
+      }
+    }
+  }
+
+  /** sendDetail sends a watching client its service's page. */
+  async sendDetail(c: StreamClient): Promise<void> {
+    const key = c.watch;
+    if (!key) return;
+    try {
+      const detail = await this.detail(key);
+      if (c.watch === key) this.hub.send(c, { type: 'service', key, detail }, 'essential');
+    } catch (err) {
+      this.#log.error('building a service page failed', { service: key, err: errorMessage(err) });
+    }
+  }
+
+  async #refreshKernel(): Promise<void> {
+    try {
+      await this.reader.refresh();
+    } catch (err) {
+      // refresh() records read failures itself; this only catches bugs, which must not crash the daemon.
+      this.#log.error('kernel refresh failed', { err: errorMessage(err) });
+    }
+  }
+
+  #startTimer(): void {
+    if (this.#timer || this.#stopped) return;
+    const clock = this.daemon.clock;
+    const every = this.#o.countersIntervalMs ?? 5000;
+    const tick = () => {
+      this.#timer = null;
+      if (this.#stopped || this.hub.size === 0) return;
+      this.#timer = clock.setTimeout(tick, every);
+      void this.#tick();
+    };
+    this.#timer = clock.setTimeout(tick, every);
+  }
+
+  async #tick(): Promise<void> {
+    await this.#o.conntrack.read();
+    // A read sends counters when it finishes (onRead); when the rate limit skips it, send them now.
+    if (this.reader.due) await this.#refreshKernel();
+    else this.#sendCounters();
+  }
+
+  #sendCounters(): void {
+    if (this.hub.size === 0) return;
+    const overview = this.overview();
+    const drift = this.reader.drift.report();
+    for (const c of [...this.hub.clients()]) {
+      if (!c.watch) {
+        this.hub.send(c, { type: 'counters', overview, drift }, 'droppable');
+        continue;
+      }
+      const key = c.watch;
+      void this.detail(key).then(
+        (d) => !c.closed && this.hub.send(c, { type: 'counters', overview, drift, ...(d ? { watched: watchedCounters(d) } : {}) }, 'droppable'),
+        (err) => this.#log.error('building live counters failed', { service: key, err: errorMessage(err) }),
+      );
+    }
+  }
+
+  /** noteAction records an action's result and tells every dashboard. */
+  noteAction(result: ActionResult): void {
+    this.#lastAction = result;
+    this.hub.broadcast({ type: 'action', result }, 'essential');
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    if (this.#timer) this.daemon.clock.clearTimeout(this.#timer);
+    this.#timer = null;
+    for (const u of this.#unsubscribe) u();
+    this.hub.closeAll();
+  }
+}

@@ -1,0 +1,145 @@
+import type { KernelRule, KernelTables, KernelViewProvider } from './kernel-view.ts';
+import type { DriftFinding, DriftKind, DriftReport } from './protocol.ts';
+import type { Yield } from './yield.ts';
+
+/** RawFinding is one difference seen in one kernel read. */
+export interface RawFinding {
+  readonly table: string;
+  readonly chain: string;
+  readonly kind: DriftKind;
+  readonly detail: string;
+}
+
+/** MAX_PER_CHAIN: rule findings listed per chain; the rest are counted in one line. */
+const MAX_PER_CHAIN = 3;
+/** MAX_FINDINGS bounds the work and memory of one comparison (a flushed table would list every chain). */
+export const MAX_FINDINGS = 2000;
+
+type DriftRules = Pick<KernelViewProvider, 'ruleKey' | 'ownsChain' | 'requiredRules'>;
+
+/**
+ * findDrift compares what kproxy wrote (intended) with what the kernel lists:
+ * chains kproxy wrote that are missing or hold other rules, chains in kproxy's
+ * namespace it did not write, and jumps from built-in chains that are gone.
+ * Rules are compared by the provider's ruleKey, since the kernel lists rules
+ * in its own spelling; identical text skips that work.
+ */
+export async function findDrift(intended: KernelTables, kernel: KernelTables, rules: DriftRules, pause: Yield): Promise<RawFinding[]> {
+  const out: RawFinding[] = [];
+  let work = 0;
+  const step = async (n: number) => {
+    work += n;
+    if (work > 5000) {
+      work = 0;
+      await pause();
+    }
+  };
+  for (const [tableName, want] of intended.tables) {
+    const have = kernel.tables.get(tableName);
+    for (const [chainName, chain] of want.chains) {
+      if (out.length >= MAX_FINDINGS) return out;
+      const listed = have?.chains.get(chainName);
+      if (!listed) {
+        out.push({ table: tableName, chain: chainName, kind: 'missing-chain', detail: `kproxy wrote ${chain.rules.length} rules; the kernel has no such chain` });
+        continue;
+      }
+      await step(chain.rules.length);
+      out.push(...compareRules(tableName, chainName, chain.rules, listed.rules, rules));
+    }
+    if (!have) continue;
+    for (const [chainName, chain] of have.chains) {
+      if (want.chains.has(chainName) || !rules.ownsChain(tableName, chainName)) continue;
+      out.push({ table: tableName, chain: chainName, kind: 'unexpected-chain', detail: `${chain.rules.length} rules in a chain kproxy did not write (left by an earlier proxy, or added by hand)` });
+    }
+  }
+  // Jumps into kproxy's chains are only expected while it has chains (not after a cleanup).
+  if (intended.chainCount === 0) return out;
+  for (const r of rules.requiredRules()) {
+    const listed = kernel.tables.get(r.table)?.chains.get(r.chain)?.rules ?? [];
+    const key = rules.ruleKey(r.table, { spec: r.spec, target: null, packets: 0, bytes: 0 });
+    if (!listed.some((x) => rules.ruleKey(r.table, x) === key)) out.push({ table: r.table, chain: r.chain, kind: 'missing-jump', detail: r.spec });
+  }
+  return out.slice(0, MAX_FINDINGS);
+}
+
+function compareRules(table: string, chain: string, want: readonly KernelRule[], have: readonly KernelRule[], rules: DriftRules): RawFinding[] {
+  if (want.length === have.length && want.every((r, i) => r.spec === have[i].spec)) return [];
+  const wk = want.map((r) => rules.ruleKey(table, r));
+  const hk = have.map((r) => rules.ruleKey(table, r));
+  if (wk.length === hk.length && wk.every((k, i) => k === hk[i])) return [];
+  const counts = new Map<string, number>();
+  for (const k of hk) counts.set(k, (counts.get(k) ?? 0) + 1);
+  const missing: string[] = [];
+  wk.forEach((k, i) => {
+    const n = counts.get(k) ?? 0;
+    if (n > 0) counts.set(k, n - 1);
+    else missing.push(want[i].spec);
+  });
+  const extraKeys = new Map(counts);
+  const unexpected: string[] = [];
+  hk.forEach((k, i) => {
+    const n = extraKeys.get(k) ?? 0;
+    if (n > 0) {
+      extraKeys.set(k, n - 1);
+      unexpected.push(have[i].spec);
+    }
+  });
+  const out: RawFinding[] = [];
+  const list = (kind: DriftKind, specs: string[]) => {
+    for (const s of specs.slice(0, MAX_PER_CHAIN)) out.push({ table, chain, kind, detail: s });
+    if (specs.length > MAX_PER_CHAIN) out.push({ table, chain, kind, detail: `and ${specs.length - MAX_PER_CHAIN} more` });
+  };
+  list('missing-rule', missing);
+  list('unexpected-rule', unexpected);
+  if (out.length === 0) out.push({ table, chain, kind: 'order', detail: 'same rules in another order (the first match wins, so order matters)' });
+  return out;
+}
+
+const findingKey = (f: RawFinding) => `${f.kind}\u0000${f.table}\u0000${f.chain}\u0000${f.detail}`;
+
+/**
+ * DriftTracker reports a finding once two consecutive kernel reads showed it.
+ * A read that overlaps a sync can see the kernel a step ahead of (or behind)
+ * kproxy's record of it; a real difference survives the next read.
+ */
+export class DriftTracker {
+  #seen = new Map<string, { finding: RawFinding; since: number }>();
+  #confirmed: DriftFinding[] = [];
+  #checkedAt: number | null = null;
+
+  /** update takes one read's findings; at is the read's time. */
+  update(findings: readonly RawFinding[], at: number): void {
+    const next = new Map<string, { finding: RawFinding; since: number }>();
+    const confirmed: DriftFinding[] = [];
+    for (const f of findings) {
+      const key = findingKey(f);
+      const before = this.#seen.get(key);
+      next.set(key, { finding: f, since: before?.since ?? at });
+      if (before) confirmed.push({ ...f, since: before.since });
+    }
+    this.#seen = next;
+    this.#confirmed = confirmed;
+    this.#checkedAt = at;
+  }
+
+  /** clear forgets everything (the kernel was cleaned up on purpose, or kproxy's record was reset). */
+  clear(): void {
+    this.#seen.clear();
+    this.#confirmed = [];
+  }
+
+  get count(): number {
+    return this.#confirmed.length;
+  }
+
+  report(limit = 50): DriftReport {
+    return { checkedAt: this.#checkedAt, total: this.#confirmed.length, findings: this.#confirmed.slice(0, limit) };
+  }
+
+  /** byChain tells the Rules page which chains have findings. */
+  byChain(): Map<string, DriftKind> {
+    const out = new Map<string, DriftKind>();
+    for (const f of this.#confirmed) if (!out.has(`${f.table}/${f.chain}`)) out.set(`${f.table}/${f.chain}`, f.kind);
+    return out;
+  }
+}

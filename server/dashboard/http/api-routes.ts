@@ -1,0 +1,198 @@
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import { configzDocument } from '../../http/configz.ts';
+import type { DashboardActions } from '../actions.ts';
+import type { DashboardAuth, Permission } from '../auth/auth.ts';
+import type { Dashboard } from '../dashboard.ts';
+import type { KernelTables } from '../kernel-view.ts';
+import type { RowsPage, TableInfo, Viewer } from '../protocol.ts';
+import { TableRows } from '../rows.ts';
+import { guard, remoteOf } from './guard.ts';
+
+export interface ApiRoutesOptions {
+  dashboard: Dashboard;
+  actions: DashboardActions;
+  auth: DashboardAuth;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    dashboardViewer: Viewer | null;
+  }
+  interface FastifyContextConfig {
+    /** permission: what a dashboard route needs ("view" unless said otherwise). */
+    permission?: Permission;
+  }
+}
+
+const anyObject = { type: 'object', additionalProperties: true } as const;
+const json = { 200: anyObject } as const;
+const nsName = {
+  type: 'object',
+  properties: { namespace: { type: 'string', maxLength: 63 }, name: { type: 'string', maxLength: 253 } },
+  required: ['namespace', 'name'],
+} as const;
+const tableParam = { type: 'object', properties: { table: { type: 'string', pattern: '^[a-z0-9_-]{1,32}$' } }, required: ['table'] } as const;
+const rowsQuery = {
+  type: 'object',
+  properties: {
+    offset: { type: 'integer', minimum: 0, default: 0 },
+    limit: { type: 'integer', minimum: 1, maximum: 2000, default: 200 },
+    q: { type: 'string', maxLength: 200, default: '' },
+    drift: { type: 'boolean', default: false },
+  },
+} as const;
+
+/** ROWS_CACHE: filtered views of tables kept between page requests (a scroll asks for many pages). */
+const ROWS_CACHE = 8;
+
+/**
+ * apiRoutes is /api/v1: JSON twins of what the live stream carries, the Rules
+ * page's paged tables, restore input downloads and the actions. Every route
+ * passes guard() first ("view", or "act" for actions).
+ */
+export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts) => {
+  const { dashboard, actions, auth } = opts;
+  app.decorateRequest('dashboardViewer', null);
+  app.addHook('onRequest', async (req, reply) => {
+    const permission = req.routeOptions.config?.permission ?? 'view';
+    // Reads are safe to answer to any origin's script only if it has the token; writes also need the same origin.
+    const viewer = await guard(req, reply, auth, permission, req.method !== 'GET' && req.method !== 'HEAD');
+    if (!viewer) return reply;
+    req.dashboardViewer = viewer;
+  });
+  const viewer = (req: FastifyRequest): Viewer => req.dashboardViewer!;
+
+  app.get('/whoami', { schema: { response: json } }, async (req) => viewer(req));
+
+  app.get('/status', { schema: { response: json } }, async (req) => ({ viewer: viewer(req), overview: dashboard.overview(), lastAction: dashboard.lastAction }));
+
+  app.get('/services', { schema: { querystring: { type: 'object', properties: { q: { type: 'string', maxLength: 200 } } }, response: json } }, async (req, reply) => {
+    const q = ((req.query as { q?: string }).q ?? '').trim().toLowerCase();
+    const list = dashboard.services();
+    const services = q ? list.filter((s) => s.key.includes(q) || s.clusterIP.startsWith(q) || s.ips.some((ip) => ip.startsWith(q))) : list;
+    // Pre-serialised: 10,000 summaries go faster through JSON.stringify than a generic schema serializer.
+    return reply.type('application/json').send(JSON.stringify({ services }));
+  });
+
+  app.get('/services/:namespace/:name', { schema: { params: nsName, response: { 200: anyObject, 404: anyObject } } }, async (req, reply) => {
+    const { namespace, name } = req.params as { namespace: string; name: string };
+    const detail = await dashboard.detail(`${namespace}/${name}`);
+    if (!detail) return reply.code(404).send({ error: { code: 'KPROXY_ERR_NOT_FOUND', message: `no service ${namespace}/${name} on this node` } });
+    return reply.type('application/json').send(JSON.stringify(detail));
+  });
+
+  const kernel = async (): Promise<KernelTables | null> => {
+    if (!dashboard.reader.tables) await dashboard.reader.refresh();
+    else void dashboard.reader.refresh();
+    return dashboard.reader.tables;
+  };
+
+  app.get('/tables', { schema: { response: json } }, async () => {
+    const tables = await kernel();
+    const info: TableInfo[] = [...(tables?.tables.values() ?? [])].map((t) => {
+      let rules = 0;
+      for (const c of t.chains.values()) rules += c.rules.length;
+      return { name: t.name, chains: t.chains.size, rules };
+    });
+    return { kernel: dashboard.reader.status(), tables: info };
+  });
+
+  const cache = new Map<string, TableRows>();
+  const rowsOf = async (table: string, q: string, driftOnly: boolean): Promise<TableRows | null> => {
+    const tables = await kernel();
+    const t = tables?.tables.get(table);
+    if (!t) return null;
+    const key = `${dashboard.reader.readAt}\u0000${table}\u0000${q}\u0000${driftOnly}\u0000${dashboard.reader.drift.count}`;
+    let rows = cache.get(key);
+    if (!rows) {
+      rows = new TableRows(t, dashboard.reader.drift.byChain(), { q, driftOnly });
+      cache.set(key, rows);
+      if (cache.size > ROWS_CACHE) cache.delete(cache.keys().next().value!);
+    }
+    return rows;
+  };
+
+  app.get('/tables/:table/rows', { schema: { params: tableParam, querystring: rowsQuery, response: { 200: anyObject, 404: anyObject } } }, async (req, reply) => {
+    const { table } = req.params as { table: string };
+    const { offset, limit, q, drift } = req.query as { offset: number; limit: number; q: string; drift: boolean };
+    const rows = await rowsOf(table, q, drift);
+    if (!rows) return reply.code(404).send({ error: { code: 'KPROXY_ERR_NOT_FOUND', message: `the kernel listing has no table ${table}` } });
+    const page: RowsPage = { table, readAt: dashboard.reader.readAt, total: rows.total, offset, rows: rows.page(offset, limit) };
+    return reply.type('application/json').send(JSON.stringify(page));
+  });
+
+  app.get(
+    '/tables/:table/chains/:chain',
+    {
+      schema: {
+        params: { type: 'object', properties: { table: tableParam.properties.table, chain: { type: 'string', maxLength: 64 } }, required: ['table', 'chain'] },
+        querystring: rowsQuery,
+        response: { 200: anyObject, 404: anyObject },
+      },
+    },
+    async (req, reply) => {
+      const { table, chain } = req.params as { table: string; chain: string };
+      const { q, drift } = req.query as { q: string; drift: boolean };
+      const rows = await rowsOf(table, q, drift);
+      const row = rows?.chainRow(chain) ?? -1;
+      if (row < 0) return reply.code(404).send({ error: { code: 'KPROXY_ERR_NOT_FOUND', message: `no chain ${chain} in table ${table} (with this filter)` } });
+      return { table, chain, row };
+    },
+  );
+
+  app.get('/drift', { schema: { response: json } }, async () => dashboard.reader.drift.report(Infinity));
+  app.get('/syncs', { schema: { response: json } }, async () => ({ syncs: dashboard.history.entries(), failures: dashboard.history.failures }));
+  app.get('/events', { schema: { response: json } }, async () => ({ events: dashboard.recentEvents(500) }));
+  app.get('/conntrack', { schema: { response: json } }, async () => ({ conntrack: dashboard.overview().conntrack }));
+  app.get('/config', { schema: { response: json } }, async () => ({
+    node: dashboard.daemon.nodeName,
+    mode: dashboard.provider.kind,
+    authMode: auth.mode,
+    configz: configzDocument(dashboard.daemon.config),
+  }));
+
+  app.get(
+    '/restore-input/:which',
+    { schema: { params: { type: 'object', properties: { which: { type: 'string', enum: ['last', 'failed', 'intended'] } }, required: ['which'] }, response: { 200: { type: 'string' }, 404: anyObject } } },
+    async (req, reply) => {
+      const { which } = req.params as { which: 'last' | 'failed' | 'intended' };
+      const node = dashboard.daemon.nodeName.replace(/[^A-Za-z0-9._-]/g, '_');
+      let body: string | null = null;
+      let file = '';
+      if (which === 'intended') {
+        const tables = await dashboard.provider.intended();
+        if (tables) {
+          body = dashboard.provider.formatIntended(tables);
+          file = `kproxy-${node}-intended.rules`;
+        }
+      } else {
+        const input = which === 'last' ? dashboard.provider.lastInput() : dashboard.provider.lastFailedInput();
+        if (input) {
+          body = input.error ? `# sync ${input.seq} failed: ${input.error.replace(/\n/g, '\n# ')}\n${input.text}` : input.text;
+          file = `kproxy-${node}-sync-${input.seq}${which === 'failed' ? '-failed' : ''}.rules`;
+        }
+      }
+      if (body === null) return reply.code(404).send({ error: { code: 'KPROXY_ERR_NOT_FOUND', message: `no ${which} restore input yet` } });
+      return reply.type('text/plain; charset=utf-8').header('content-disposition', `attachment; filename="${file}"`).send(body);
+    },
+  );
+
+  app.post(
+    '/actions/:action',
+    {
+      config: { permission: 'act' },
+      schema: {
+        params: { type: 'object', properties: { action: { type: 'string', enum: ['resync', 'cleanup', 'pause', 'resume'] } }, required: ['action'] },
+        body: { anyOf: [{ type: 'null' }, { type: 'object', properties: { pause: { type: 'boolean' } }, additionalProperties: false }] },
+        response: { 200: anyObject, 409: anyObject, 429: anyObject, 500: anyObject },
+      },
+    },
+    async (req, reply) => {
+      const { action } = req.params as { action: 'resync' | 'cleanup' | 'pause' | 'resume' };
+      const body = (req.body ?? {}) as { pause?: boolean };
+      const out = await actions.run({ action, viewer: viewer(req), remote: remoteOf(req), pause: body.pause === true });
+      if (out.retryAfterMs !== undefined) reply.header('retry-after', String(Math.ceil(out.retryAfterMs / 1000)));
+      return reply.code(out.status).send(out.result);
+    },
+  );
+};

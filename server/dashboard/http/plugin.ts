@@ -1,0 +1,44 @@
+import fastifyWebsocket from '@fastify/websocket';
+import type { FastifyPluginAsync } from 'fastify';
+import type { Clock } from '../../clock.ts';
+import type { DashboardActions } from '../actions.ts';
+import type { DashboardAuth } from '../auth/auth.ts';
+import { offersDashboardProtocol } from '../auth/request-checks.ts';
+import type { Dashboard } from '../dashboard.ts';
+import { WS_SUBPROTOCOL } from '../protocol.ts';
+import { apiRoutes } from './api-routes.ts';
+import { staticFilesPlugin } from './static-files.ts';
+import { wsRoute } from './ws-route.ts';
+
+export interface DashboardPluginOptions {
+  dashboard: Dashboard;
+  actions: DashboardActions;
+  auth: DashboardAuth;
+  clock: Clock;
+  /** webRoot: the built app (dist/web). */
+  webRoot: string;
+  pingIntervalMs?: number;
+}
+
+/** MAX_CLIENT_MESSAGE: client messages are tiny ({"type":"watch",…}); anything bigger is refused by ws. */
+const MAX_CLIENT_MESSAGE = 4096;
+
+/**
+ * dashboardPlugin is the dashboard on the metrics listener: the app at "/",
+ * the API under /api/v1 and the live stream at /ws. It is encapsulated, so
+ * its auth hooks never touch kube-proxy's /metrics, /healthz, /proxyMode and
+ * /configz beside it.
+ */
+export const dashboardPlugin: FastifyPluginAsync<DashboardPluginOptions> = async (app, opts) => {
+  await app.register(fastifyWebsocket, {
+    options: {
+      maxPayload: MAX_CLIENT_MESSAGE,
+      // Pick our protocol, never echo the token-carrying one back.
+      handleProtocols: (protocols: Set<string>) => (offersDashboardProtocol([...protocols].join(',')) ? WS_SUBPROTOCOL : false),
+    },
+  });
+  app.addHook('onClose', async () => opts.dashboard.stop());
+  await app.register(staticFilesPlugin, { webRoot: opts.webRoot });
+  await app.register(apiRoutes, { prefix: '/api/v1', dashboard: opts.dashboard, actions: opts.actions, auth: opts.auth });
+  await app.register(wsRoute, { dashboard: opts.dashboard, auth: opts.auth, clock: opts.clock, pingIntervalMs: opts.pingIntervalMs });
+};

@@ -1,0 +1,154 @@
+import { IptablesParseError } from '../../errors.ts';
+import { isBuiltinChain, ruleTarget, type ChainLine, type CommandLine } from '../../kernel/iptables-save-parser.ts';
+import { kernelTables, type KernelChain, type KernelRule, type KernelTables } from '../kernel-view.ts';
+import type { Yield } from '../yield.ts';
+import { forEachIptablesEntry } from './chunks.ts';
+
+interface MutableChain {
+  name: string;
+  builtin: boolean;
+  policy: string | null;
+  packets: number;
+  bytes: number;
+  rules: KernelRule[];
+}
+
+type MutableTables = Map<string, { name: string; chains: Map<string, MutableChain> }>;
+
+function table(tables: MutableTables, name: string) {
+  let t = tables.get(name);
+  if (!t) {
+    t = { name, chains: new Map() };
+    tables.set(name, t);
+  }
+  return t;
+}
+
+function freeze(tables: MutableTables): KernelTables {
+  return kernelTables(tables as unknown as ReadonlyMap<string, { name: string; chains: ReadonlyMap<string, KernelChain> }>);
+}
+
+/**
+ * readSaveOutput turns `iptables-save -c` output into KernelTables: chains in
+ * listing order with their counters, rules with counters and jump targets.
+ */
+export async function readSaveOutput(text: string, pause: Yield): Promise<KernelTables> {
+  const tables: MutableTables = new Map();
+  await forEachIptablesEntry(
+    text,
+    (tableName, e) => {
+      const t = table(tables, tableName);
+      if (e.kind === 'chain') {
+        t.chains.set(e.name, { name: e.name, builtin: isBuiltinChain(tableName, e.name), policy: e.policy, packets: e.packets, bytes: e.bytes, rules: [] });
+        return;
+      }
+      if (e.op !== 'A') throw new IptablesParseError(`line ${e.line}: unexpected -${e.op} in iptables-save output`);
+      const chain = t.chains.get(e.chain);
+      if (!chain) throw new IptablesParseError(`iptables-save listed a rule for the undeclared chain ${tableName}/${e.chain}`);
+      chain.rules.push({ spec: e.spec, target: ruleTarget(e.args), packets: e.counters?.packets ?? 0, bytes: e.counters?.bytes ?? 0 });
+    },
+    pause,
+  );
+  return freeze(tables);
+}
+
+/**
+ * IntendedIptables is what kproxy believes the kernel holds in its own
+ * chains: the restore inputs of successful syncs applied in order, as
+ * iptables-restore --noflush applies them (a declared chain is created or
+ * flushed, -A appends, -X deletes; chains never declared are not kproxy's).
+ * A full sync declares every chain kproxy owns, so it starts over. Inputs are
+ * kept as text and parsed only when the dashboard asks (intended()), so syncs
+ * pay nothing but a reference.
+ */
+export class IntendedIptables {
+  #pending: string[] = [];
+  #tables: MutableTables = new Map();
+  #applying: Promise<KernelTables> | null = null;
+  #version = 0;
+  #builtVersion = -1;
+  #built: KernelTables | null = null;
+
+  /** version: bumped by each accepted input. */
+  get version(): number {
+    return this.#version;
+  }
+
+  /** cleared records that kproxy removed all its objects (the dashboard's cleanup). */
+  cleared(): void {
+    this.#pending = [];
+    this.#tables = new Map();
+    this.#built = null;
+    this.#version++;
+  }
+
+  /** accepted records an input the kernel accepted; a full one replaces everything before it. */
+  accepted(input: string, full: boolean): void {
+    if (full) {
+      this.#pending = [];
+      this.#tables = new Map();
+      this.#built = null;
+    }
+    this.#pending.push(input);
+    this.#version++;
+  }
+
+  /** tables applies what is pending and returns the result (null before any input). */
+  async tables(pause: Yield): Promise<KernelTables | null> {
+    if (this.#version === 0) return null;
+    if (this.#builtVersion === this.#version && this.#built) return this.#built;
+    // One application at a time; a caller arriving meanwhile gets the same result.
+    this.#applying ??= this.#apply(pause).finally(() => (this.#applying = null));
+    return this.#applying;
+  }
+
+  async #apply(pause: Yield): Promise<KernelTables> {
+    for (;;) {
+      const version = this.#version;
+      const target = this.#tables;
+      while (this.#pending.length > 0 && target === this.#tables) {
+        const input = this.#pending.shift()!;
+        await forEachIptablesEntry(input, (t, e) => applyEntry(target, t, e), pause);
+      }
+      // A full input may have replaced the tables while we yielded: go again on the new ones.
+      if (target !== this.#tables) continue;
+      this.#built = freeze(copyTables(target));
+      this.#builtVersion = version;
+      if (version === this.#version) return this.#built;
+    }
+  }
+}
+
+/** copyTables snapshots the mutable model (chains are shared until the next input changes them). */
+function copyTables(src: MutableTables): MutableTables {
+  const out: MutableTables = new Map();
+  for (const [name, t] of src) out.set(name, { name, chains: new Map([...t.chains].map(([n, c]) => [n, { ...c, rules: c.rules.slice() }])) });
+  return out;
+}
+
+function applyEntry(tables: MutableTables, tableName: string, e: ChainLine | CommandLine): void {
+  const t = table(tables, tableName);
+  if (e.kind === 'chain') {
+    // Declaring a chain in restore input creates it or, under --noflush, flushes it.
+    t.chains.set(e.name, { name: e.name, builtin: isBuiltinChain(tableName, e.name), policy: e.policy, packets: 0, bytes: 0, rules: [] });
+    return;
+  }
+  switch (e.op) {
+    case 'A': {
+      const chain = t.chains.get(e.chain);
+      if (chain) chain.rules.push({ spec: e.spec, target: ruleTarget(e.args), packets: 0, bytes: 0 });
+      break;
+    }
+    case 'X':
+      if (e.chain) t.chains.delete(e.chain);
+      break;
+    case 'F': {
+      const chain = t.chains.get(e.chain);
+      if (chain) chain.rules = [];
+      break;
+    }
+    default:
+      // kproxy's inputs only declare chains, append and delete; anything else leaves the model as is.
+      break;
+  }
+}

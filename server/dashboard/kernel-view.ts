@@ -1,0 +1,139 @@
+import type { BackendSyncResult } from '../proxy/backend.ts';
+import type { Endpoint } from '../proxy/endpoint.ts';
+import type { ServicePort } from '../proxy/service-port.ts';
+import type { SyncRecord } from '../proxy/sync-loop.ts';
+import type { CategorizedEndpoints } from '../proxy/topology.ts';
+import type { FlowEntry, KernelKind } from './protocol.ts';
+
+/**
+ * The kernel view: how a backend shows the dashboard what it programmed and
+ * what the kernel holds. Every mode fits one shape, tables → chains → rules:
+ *
+ *   iptables   table "nat"   chain "KUBE-SVC-…"          rule "-m statistic … -j KUBE-SEP-…"
+ *   ipvs       table "ipvs"  chain "TCP 10.96.0.10:80"   rule "-> 10.244.1.5:8080 Masq weight 1"
+ *              table "ipset" chain "KUBE-CLUSTER-IP"     rule "10.96.0.10,tcp:80"
+ *
+ * with packet and byte counters where the kernel keeps them. The Rules page,
+ * drift, the Service page and the live counters work on this shape alone; a
+ * backend contributes a KernelViewProvider (README.md in this folder).
+ */
+
+/** KernelRule is one rule (or real server, set member) as the kernel lists it. */
+export interface KernelRule {
+  /** spec: the rule as listed, without its chain ("-d 10.96.0.10/32 -p tcp … -j KUBE-SVC-…"). */
+  readonly spec: string;
+  /** target: the chain (or object) it leads to, for jump links; null when none. */
+  readonly target: string | null;
+  readonly packets: number;
+  readonly bytes: number;
+}
+
+export interface KernelChain {
+  readonly name: string;
+  readonly builtin: boolean;
+  /** policy: ACCEPT/DROP for built-in chains; null for user chains (or a scheduler, for IPVS). */
+  readonly policy: string | null;
+  readonly packets: number;
+  readonly bytes: number;
+  readonly rules: readonly KernelRule[];
+}
+
+/** KernelTable keeps chains in listing order. */
+export interface KernelTable {
+  readonly name: string;
+  readonly chains: ReadonlyMap<string, KernelChain>;
+}
+
+/** KernelTables is one copy of kernel state (or of what kproxy wrote). */
+export interface KernelTables {
+  readonly tables: ReadonlyMap<string, KernelTable>;
+  readonly chainCount: number;
+  readonly ruleCount: number;
+}
+
+/** OwnedChain is a kernel object a service port owns, with what it does for it. */
+export interface OwnedChain {
+  readonly table: string;
+  readonly chain: string;
+  /** role: "service", "local", "external", "firewall", "endpoint", "entry" (iptables); "virtual-server" (ipvs). */
+  readonly role: string;
+}
+
+/** ServicePortObjects is what one service port became in the kernel. */
+export interface ServicePortObjects {
+  /** owned: its own chains, in the order a packet meets them. */
+  readonly owned: readonly OwnedChain[];
+  /**
+   * entryChains: shared chains holding rules that lead into it (KUBE-SERVICES,
+   * KUBE-NODEPORTS…); its rules there are picked with isEntryRule.
+   */
+  readonly entryChains: readonly { readonly table: string; readonly chain: string }[];
+  isEntryRule(rule: KernelRule): boolean;
+  /** flows: each way into the port, with the objects on its path. */
+  readonly flows: readonly FlowEntry[];
+  /** endpointObject: the object one endpoint ("ip:port") is reached through. */
+  endpointObject(endpointKey: string): string | null;
+}
+
+/** RequiredRule is a rule outside kproxy's own chains that must exist (a jump from a built-in chain). */
+export interface RequiredRule {
+  readonly table: string;
+  readonly chain: string;
+  readonly spec: string;
+}
+
+/** RestoreInput is one downloadable input kproxy sent to the kernel. */
+export interface RestoreInput {
+  readonly seq: number;
+  readonly at: number;
+  readonly full: boolean;
+  readonly text: string;
+  readonly error?: string;
+}
+
+/**
+ * KernelViewProvider is a backend's part of the dashboard. Everything but
+ * read() and intended() is cheap and synchronous; those two may take long on
+ * a big node and must yield to the event loop while they work.
+ */
+export interface KernelViewProvider {
+  readonly kind: KernelKind;
+  /** simulated: the kernel is kproxy's in-memory fake (--dry-run). */
+  readonly simulated: boolean;
+  /** read lists what the kernel holds now, with counters. The dashboard rate-limits calls. */
+  read(): Promise<KernelTables>;
+  /** intended returns what kproxy believes it programmed (its own objects only), or null before the first sync. */
+  intended(): Promise<KernelTables | null>;
+  /** intendedVersion changes whenever intended() would answer differently (the sync seq that last changed it). */
+  intendedVersion(): number;
+  /** noteSync is called after every sync; keep references only (it runs on the sync's path). */
+  noteSync(record: SyncRecord, result: BackendSyncResult): void;
+  /** noteCleanup: kproxy removed all its objects; intended() is empty until the next sync. */
+  noteCleanup(): void;
+  /** ruleKey makes a listed rule and the written one compare equal when the kernel means the same thing. */
+  ruleKey(table: string, rule: KernelRule): string;
+  /** ownsChain: the name is in kproxy's namespace, so a chain kproxy did not write is drift. */
+  ownsChain(table: string, chain: string): boolean;
+  /** requiredRules: rules in chains kproxy does not own that must exist (jumps from built-in chains). */
+  requiredRules(): readonly RequiredRule[];
+  /** servicePort describes one service port's objects and flows. */
+  servicePort(sp: ServicePort, endpoints: readonly Endpoint[], categorized: CategorizedEndpoints): ServicePortObjects;
+  /** skipped: why the backend could not program a service port, if it could not. */
+  skipped(servicePortId: string): string | undefined;
+  /** lastInput / lastFailedInput: the last input the kernel accepted, and the last it refused. */
+  lastInput(): RestoreInput | null;
+  lastFailedInput(): RestoreInput | null;
+  /** formatIntended renders intended() as a downloadable file (iptables-restore text…). */
+  formatIntended(tables: KernelTables): string;
+}
+
+/** kernelTables counts the chains and rules of a set of tables. */
+export function kernelTables(tables: ReadonlyMap<string, KernelTable>): KernelTables {
+  let chainCount = 0;
+  let ruleCount = 0;
+  for (const t of tables.values()) {
+    chainCount += t.chains.size;
+    for (const c of t.chains.values()) ruleCount += c.rules.length;
+  }
+  return { tables, chainCount, ruleCount };
+}

@@ -1,0 +1,370 @@
+/**
+ * The dashboard's wire format: what /api/v1/… answers and what /ws streams.
+ * Types and two constants, no imports, so the web app imports this file as it
+ * is and both sides stay in step. Times are epoch milliseconds, durations ms.
+ * A change here is a protocol change: README and tests change with it.
+ */
+
+/** AuthMode says how the dashboard checks callers (see auth.ts). */
+export type AuthMode = 'token' | 'delegated' | 'token+delegated' | 'off';
+
+/** Viewer is who the server thinks is calling, and what they may do. */
+export interface Viewer {
+  readonly authMode: AuthMode;
+  /** user: "token" for the static token, the Kubernetes username for delegated auth, "anonymous" with auth off. */
+  readonly user: string;
+  readonly canAct: boolean;
+}
+
+export interface SourceInfo {
+  readonly kind: 'kubernetes' | 'file';
+  readonly description: string;
+  readonly synced: boolean;
+  readonly objects: number;
+  readonly lastError?: string;
+  readonly lastErrorAt?: number;
+}
+
+/** Counts are the overview's numbers. */
+export interface Counts {
+  readonly services: number;
+  readonly servicePorts: number;
+  readonly endpoints: number;
+  readonly localEndpoints: number;
+  /** rulesByTable: rules kproxy owns per table after the last successful sync. */
+  readonly rulesByTable: Readonly<Record<string, number>>;
+  readonly noEndpoints: number;
+  readonly noLocalEndpoints: number;
+  /** invalid: objects refused (they keep their last valid version, if any). */
+  readonly invalid: number;
+}
+
+export interface ConntrackInfo {
+  /** count/max: nf_conntrack_count and nf_conntrack_max; null when not readable (module not loaded). */
+  readonly count: number | null;
+  readonly max: number | null;
+  readonly readAt: number;
+  readonly error?: string;
+}
+
+/** KernelStatus says how fresh the dashboard's copy of the kernel is. */
+export interface KernelStatus {
+  readonly kind: KernelKind;
+  /** simulated: --dry-run, the kernel is in memory and its counters never move. */
+  readonly simulated: boolean;
+  readonly readAt: number | null;
+  readonly readMs: number | null;
+  readonly rules: number;
+  readonly chains: number;
+  /** error: the last read failed (what is shown is older). */
+  readonly error?: string;
+  /** driftCount: findings seen in two consecutive reads (see drift.ts). */
+  readonly driftCount: number;
+}
+
+export type KernelKind = 'iptables' | 'nftables' | 'ipvs';
+
+export interface StreamStats {
+  readonly clients: number;
+  /** slowClientsDropped: connections closed because they could not keep up. */
+  readonly slowClientsDropped: number;
+}
+
+export interface Health {
+  readonly healthy: boolean;
+  readonly lastUpdated: number | null;
+  readonly nodeEligible: boolean;
+}
+
+/** Overview is the Overview page; it is resent whole with every sync (about 1 KB). */
+export interface Overview {
+  readonly node: string;
+  readonly mode: KernelKind;
+  readonly backend: string;
+  readonly version: string;
+  readonly startedAt: number;
+  readonly now: number;
+  readonly source: SourceInfo;
+  readonly health: Health | null;
+  readonly paused: boolean;
+  readonly counts: Counts;
+  readonly conntrack: ConntrackInfo | null;
+  readonly kernel: KernelStatus;
+  readonly stream: StreamStats;
+  /** syncPeriodMs: the mode's sync period (the age of the last sync is judged against it). */
+  readonly syncPeriodMs: number;
+}
+
+/** SyncEntry is one row of the sync history. */
+export interface SyncEntry {
+  readonly seq: number;
+  readonly trigger: string;
+  readonly startedAt: number;
+  readonly finishedAt: number;
+  readonly full: boolean;
+  readonly ok: boolean;
+  readonly durationMs: number;
+  readonly buildMs: number;
+  readonly applyMs: number;
+  readonly linesWritten: number;
+  readonly bytesWritten: number;
+  readonly servicesChanged: number;
+  /** changed: the first changed services' "ns/name" (up to 10). */
+  readonly changed: readonly string[];
+  readonly servicePorts: number;
+  readonly endpoints: number;
+  /** programmingMs: max network programming latency of this sync's endpoint changes, null if none. */
+  readonly programmingMs: number | null;
+  readonly error?: { readonly code: string; readonly message: string };
+  /** input: this sync's restore input can still be downloaded ("last" or "failed"). */
+  readonly input?: 'last' | 'failed';
+}
+
+export interface EventEntry {
+  readonly seq: number;
+  readonly time: number;
+  readonly type: 'Normal' | 'Warning';
+  readonly reason: string;
+  readonly action: string;
+  readonly object: string;
+  readonly note: string;
+}
+
+export type ServiceWarning = 'no-endpoints' | 'no-local-endpoints' | 'invalid' | 'not-programmed';
+
+export interface EndpointCounts {
+  readonly total: number;
+  readonly ready: number;
+  readonly serving: number;
+  readonly terminating: number;
+  readonly local: number;
+}
+
+/** ServiceSummary is one row of the Services list (kept small: 10,000 of them travel in a snapshot). */
+export interface ServiceSummary {
+  /** key: "ns/name". */
+  readonly key: string;
+  readonly namespace: string;
+  readonly name: string;
+  readonly type: string;
+  readonly clusterIP: string;
+  /** ports: "80/TCP", "443/TCP:30443" (with the node port). */
+  readonly ports: readonly string[];
+  /** ips: external and load balancer IPs. */
+  readonly ips: readonly string[];
+  /** endpoints: distinct endpoint addresses over all ports. */
+  readonly endpoints: EndpointCounts;
+  readonly warnings: readonly ServiceWarning[];
+}
+
+/** EndpointRow is one endpoint of one service port on the Service page. */
+export interface EndpointRow {
+  readonly key: string;
+  readonly ip: string;
+  readonly port: number;
+  readonly ready: boolean;
+  readonly serving: boolean;
+  readonly terminating: boolean;
+  readonly local: boolean;
+  readonly node: string;
+  readonly zone: string;
+  /** clusterShare/localShare: share of new connections it gets for Cluster/Local policy traffic (0..1), null if not used. */
+  readonly clusterShare: number | null;
+  readonly localShare: number | null;
+  /** object: the kernel object for this endpoint (KUBE-SEP-… chain, real server...). */
+  readonly object: string | null;
+}
+
+export type EntryKind = 'clusterIP' | 'nodePort' | 'externalIP' | 'loadBalancerIP';
+
+/** FlowEntry is one way into a service port: where a packet arrives and what it meets. */
+export interface FlowEntry {
+  readonly kind: EntryKind;
+  /** address: "10.96.0.10:80/TCP", "node:30080/TCP". */
+  readonly address: string;
+  /** path: kernel objects in the order a new connection meets them (entry chain first). */
+  readonly path: readonly string[];
+  readonly policy: 'Cluster' | 'Local';
+  /** outcome: to endpoints, or refused (REJECT: no endpoints; DROP: no local endpoints / source range). */
+  readonly outcome: 'endpoints' | 'reject' | 'drop';
+  readonly note?: string;
+}
+
+export interface RuleView {
+  readonly text: string;
+  readonly target: string | null;
+  readonly packets: number;
+  readonly bytes: number;
+}
+
+/** ChainView is a kernel object a service owns (an iptables chain, an IPVS virtual server...). */
+export interface ChainView {
+  readonly table: string;
+  readonly name: string;
+  /** role: what the chain does for the service ("service", "local", "external", "firewall", "endpoint", "entry"). */
+  readonly role: string;
+  /** from: "kernel" (last read, live counters) or "intended" (what kproxy wrote; not read yet). */
+  readonly from: 'kernel' | 'intended';
+  readonly packets: number;
+  readonly bytes: number;
+  readonly rules: readonly RuleView[];
+  /** missing: kproxy wrote the chain but the kernel does not hold it. */
+  readonly missing?: boolean;
+}
+
+export interface PortDetail {
+  readonly id: string;
+  readonly portName: string;
+  readonly protocol: string;
+  readonly port: number;
+  readonly nodePort: number;
+  readonly clusterIP: string;
+  readonly externalIPs: readonly string[];
+  readonly loadBalancerIPs: readonly string[];
+  readonly sourceRanges: readonly string[];
+  readonly affinitySeconds: number;
+  readonly externalPolicy: 'Cluster' | 'Local';
+  readonly internalPolicy: 'Cluster' | 'Local';
+  readonly healthCheckNodePort: number;
+  readonly topologyMode: string;
+  readonly endpoints: readonly EndpointRow[];
+  readonly flows: readonly FlowEntry[];
+  readonly chains: readonly ChainView[];
+  /** skipped: why kproxy could not write this port's rules, if so. */
+  readonly skipped?: string;
+}
+
+export interface ServiceDetail {
+  readonly summary: ServiceSummary;
+  readonly ports: readonly PortDetail[];
+  readonly invalid?: string;
+  readonly kernelReadAt: number | null;
+}
+
+export type DriftKind = 'missing-chain' | 'unexpected-chain' | 'missing-rule' | 'unexpected-rule' | 'order' | 'missing-jump';
+
+/** DriftFinding is a difference between what kproxy wrote and what the kernel holds. */
+export interface DriftFinding {
+  readonly table: string;
+  readonly chain: string;
+  readonly kind: DriftKind;
+  readonly detail: string;
+  /** since: the first kernel read that showed it. */
+  readonly since: number;
+}
+
+export interface DriftReport {
+  readonly checkedAt: number | null;
+  readonly total: number;
+  /** findings: the first ones (the full list: /api/v1/drift). */
+  readonly findings: readonly DriftFinding[];
+}
+
+export interface TableInfo {
+  readonly name: string;
+  readonly chains: number;
+  readonly rules: number;
+}
+
+/** Row is one line of the Rules page: a chain header or a rule. */
+export type Row =
+  | {
+      readonly t: 'c';
+      readonly chain: string;
+      readonly policy: string | null;
+      readonly packets: number;
+      readonly bytes: number;
+      readonly rules: number;
+      readonly drift?: DriftKind;
+    }
+  | {
+      readonly t: 'r';
+      readonly chain: string;
+      readonly i: number;
+      readonly spec: string;
+      readonly target: string | null;
+      readonly packets: number;
+      readonly bytes: number;
+      readonly drift?: DriftKind;
+    };
+
+export interface RowsPage {
+  readonly table: string;
+  readonly readAt: number | null;
+  readonly total: number;
+  readonly offset: number;
+  readonly rows: readonly Row[];
+}
+
+export interface ActionResult {
+  readonly action: 'resync' | 'cleanup' | 'pause' | 'resume';
+  readonly ok: boolean;
+  readonly at: number;
+  readonly user: string;
+  readonly message: string;
+  readonly paused: boolean;
+}
+
+/** WatchedCounters are the live counters of the service a client watches. */
+export interface WatchedCounters {
+  readonly service: string;
+  /** chains: per port id, the chains shown on the page with their counters and each rule's [packets, bytes]. */
+  readonly chains: readonly {
+    readonly port: string;
+    readonly table: string;
+    readonly name: string;
+    readonly packets: number;
+    readonly bytes: number;
+    readonly rules: readonly (readonly [number, number])[];
+  }[];
+}
+
+/** Server → client messages. Every one carries seq: 1, 2, 3… per connection, without holes unless one was skipped. */
+export type ServerMessage =
+  | {
+      readonly type: 'snapshot';
+      readonly seq: number;
+      readonly viewer: Viewer;
+      readonly overview: Overview;
+      readonly services: readonly ServiceSummary[];
+      readonly syncs: readonly SyncEntry[];
+      readonly events: readonly EventEntry[];
+      readonly drift: DriftReport;
+      readonly lastAction: ActionResult | null;
+    }
+  | {
+      readonly type: 'sync';
+      readonly seq: number;
+      readonly sync: SyncEntry;
+      readonly overview: Overview;
+      /** services: summaries of the services this sync changed; removed: keys of services gone. */
+      readonly services: readonly ServiceSummary[];
+      readonly removed: readonly string[];
+    }
+  | {
+      readonly type: 'counters';
+      readonly seq: number;
+      readonly overview: Overview;
+      readonly drift: DriftReport;
+      readonly watched?: WatchedCounters;
+    }
+  | { readonly type: 'event'; readonly seq: number; readonly event: EventEntry }
+  | { readonly type: 'action'; readonly seq: number; readonly result: ActionResult }
+  | { readonly type: 'service'; readonly seq: number; readonly key: string; readonly detail: ServiceDetail | null };
+
+/** Client → server messages. */
+export type ClientMessage =
+  /** snapshot: the client saw a gap in seq (or just wants everything again). */
+  | { readonly type: 'snapshot' }
+  /** watch: send this service's detail now and after each sync that changes it, and its live counters. */
+  | { readonly type: 'watch'; readonly service: string | null };
+
+/** WS_SUBPROTOCOL is the dashboard protocol's WebSocket subprotocol name. */
+export const WS_SUBPROTOCOL = 'kproxy.dashboard.v1';
+/**
+ * WS_TOKEN_PREFIX carries the bearer token in a second subprotocol, as the
+ * Kubernetes API server accepts it ("base64url.bearer.authorization.k8s.io.<token>"):
+ * browsers cannot set an Authorization header on a WebSocket, and a query
+ * parameter would end up in logs and browser history.
+ */
+export const WS_TOKEN_PREFIX = 'base64url.bearer.authorization.k8s.io.';

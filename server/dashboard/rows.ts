@@ -1,0 +1,81 @@
+import type { KernelChain, KernelTable } from './kernel-view.ts';
+import type { DriftKind, Row } from './protocol.ts';
+
+export interface RowFilter {
+  /** q: case-insensitive text; a chain whose name matches shows whole, otherwise only matching rules. */
+  readonly q?: string;
+  /** drift: show only chains with drift findings (keyed "table/chain"). */
+  readonly driftOnly?: boolean;
+}
+
+/**
+ * TableRows is one table as the Rules page's lines: a header per chain, then
+ * its rules. The lines are not materialised: an index of (chain, rule) pairs
+ * in two Int32Arrays maps a line number to its chain and rule, so a 300,000
+ * rule table costs a few MB and any page of it is built on request.
+ */
+export class TableRows {
+  readonly table: KernelTable;
+  readonly #chains: readonly KernelChain[];
+  readonly #chainIdx: Int32Array;
+  readonly #ruleIdx: Int32Array;
+  readonly #chainRow = new Map<string, number>();
+  readonly #drift: ReadonlyMap<string, DriftKind>;
+
+  constructor(table: KernelTable, drift: ReadonlyMap<string, DriftKind>, filter: RowFilter = {}) {
+    this.table = table;
+    this.#drift = drift;
+    this.#chains = [...table.chains.values()];
+    const q = filter.q?.trim().toLowerCase() ?? '';
+    const chainIdx: number[] = [];
+    const ruleIdx: number[] = [];
+    this.#chains.forEach((c, ci) => {
+      if (filter.driftOnly && !drift.has(`${table.name}/${c.name}`)) return;
+      const whole = q === '' || c.name.toLowerCase().includes(q);
+      const matching: number[] = [];
+      if (!whole) c.rules.forEach((r, ri) => r.spec.toLowerCase().includes(q) && matching.push(ri));
+      if (!whole && matching.length === 0) return;
+      this.#chainRow.set(c.name, chainIdx.length);
+      chainIdx.push(ci);
+      ruleIdx.push(-1);
+      if (whole) {
+        for (let ri = 0; ri < c.rules.length; ri++) {
+          chainIdx.push(ci);
+          ruleIdx.push(ri);
+        }
+      } else {
+        for (const ri of matching) {
+          chainIdx.push(ci);
+          ruleIdx.push(ri);
+        }
+      }
+    });
+    this.#chainIdx = Int32Array.from(chainIdx);
+    this.#ruleIdx = Int32Array.from(ruleIdx);
+  }
+
+  get total(): number {
+    return this.#chainIdx.length;
+  }
+
+  /** chainRow is the line of a chain's header, or -1 when the chain is not in this view. */
+  chainRow(name: string): number {
+    return this.#chainRow.get(name) ?? -1;
+  }
+
+  page(offset: number, limit: number): Row[] {
+    const out: Row[] = [];
+    const end = Math.min(this.total, offset + limit);
+    for (let i = Math.max(0, offset); i < end; i++) out.push(this.row(i));
+    return out;
+  }
+
+  row(i: number): Row {
+    const c = this.#chains[this.#chainIdx[i]];
+    const drift = this.#drift.get(`${this.table.name}/${c.name}`);
+    const ri = this.#ruleIdx[i];
+    if (ri < 0) return { t: 'c', chain: c.name, policy: c.policy, packets: c.packets, bytes: c.bytes, rules: c.rules.length, ...(drift ? { drift } : {}) };
+    const r = c.rules[ri];
+    return { t: 'r', chain: c.name, i: ri, spec: r.spec, target: r.target, packets: r.packets, bytes: r.bytes };
+  }
+}
