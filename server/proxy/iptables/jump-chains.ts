@@ -74,8 +74,9 @@ function hasRule(dump: IptablesDump, table: string, chain: string, args: readonl
  * first reads the listing the full sync takes anyway: what is already in place
  * costs no process. A rule the listing does not show is checked with -C before
  * -I, so a listing that prints a rule differently never causes a duplicate.
+ * rules defaults to the iptables mode's JUMP_RULES; IPVS mode passes its own.
  */
-export async function ensureJumpRules(runner: IptablesRunner, dump: IptablesDump): Promise<EnsureReport> {
+export async function ensureJumpRules(runner: IptablesRunner, dump: IptablesDump, rules: readonly JumpRule[] = JUMP_RULES): Promise<EnsureReport> {
   const report: EnsureReport = { chainsCreated: [], rulesInserted: [], processes: 0 };
   const known = (table: string, chain: string) => dump.tables.get(table)?.chains.has(chain) ?? false;
   const created = new Set<string>();
@@ -86,7 +87,7 @@ export async function ensureJumpRules(runner: IptablesRunner, dump: IptablesDump
     if (!(await runner.ensureChain(table, chain))) report.chainsCreated.push(key);
     created.add(key);
   };
-  for (const j of JUMP_RULES) {
+  for (const j of rules) {
     await ensureChain(j.table, j.to);
     if (hasRule(dump, j.table, j.from, j.args)) continue;
     report.processes++;

@@ -1,0 +1,247 @@
+import type { Clock } from '../../clock.ts';
+import type { ProxyConfig } from '../../config/types.ts';
+import { errorMessage, KernelModuleMissingError } from '../../errors.ts';
+import { execFile, type ExecFn } from '../../kernel/exec.ts';
+import { createIpsetRunner, type IpsetRunner } from '../../kernel/ipset.ts';
+import { FakeIpset } from '../../kernel/ipset-fake.ts';
+import { IpvsBatch } from '../../kernel/ipvs-batch.ts';
+import { checkIpvsSupport, createIpvsRunner, IpvsRestoreError, moduleHint, type IpvsRunner } from '../../kernel/ipvs.ts';
+import { FakeIpvs } from '../../kernel/ipvs-fake.ts';
+import { createIptablesRunner, type IptablesRunner } from '../../kernel/iptables.ts';
+import { FakeIptables } from '../../kernel/iptables-fake.ts';
+import { formatIptablesSave } from '../../kernel/iptables-save-parser.ts';
+import { resolveIptablesFlavor, type FlavorChoice, type FlavorDecision } from '../../kernel/iptables-flavor.ts';
+import { createNetlink, NetlinkBatch, type Netlink } from '../../kernel/netlink.ts';
+import { FakeNetlink } from '../../kernel/netlink-fake.ts';
+import { FakeSysctl } from '../../kernel/sysctl-fake.ts';
+import { procSysctl, type Sysctl } from '../../kernel/sysctl.ts';
+import type { Logger } from '../../log.ts';
+import type { CleanupResult } from '../backend.ts';
+import { parseCIDR, type CIDR, type IPFamily } from '../ip.ts';
+import { cleanupIptables } from '../iptables/cleanup.ts';
+import { cleanupIpvs } from './cleanup.ts';
+import { DUMMY_DEVICE } from './names.ts';
+import { createIpvsBackend, type IpvsBackend } from './proxier.ts';
+import { ipvsSysctls, validateScheduler } from './sysctls.ts';
+
+export interface HostIpvsOptions {
+  config: ProxyConfig;
+  nodeName: string;
+  family?: IPFamily;
+  flavor: FlavorChoice;
+  /** dryRun: program in-memory IPVS, ipsets, links and iptables instead of the host. */
+  dryRun: boolean;
+  clock: Clock;
+  logger: Logger;
+  exec?: ExecFn;
+  exists?: (path: string) => boolean;
+}
+
+/** DryRunIpvsKernel is the simulated kernel of --dry-run: what would be programmed. */
+export interface DryRunIpvsKernel {
+  readonly ipvs: FakeIpvs;
+  readonly ipset: FakeIpset;
+  readonly netlink: FakeNetlink;
+  readonly iptables: FakeIptables;
+  describe(): Promise<string>;
+}
+
+export interface HostIpvs {
+  backend: IpvsBackend;
+  decision: FlavorDecision;
+  kernel: DryRunIpvsKernel | null;
+}
+
+/** The TEST-NET-2 address kube-proxy probes schedulers with (RFC 5737: never a real service). */
+const PROBE_VS = { protocol: 'TCP', address: '198.51.100.0', port: 20000 } as const;
+
+/**
+ * createHostIpvsBackend wires IPVS mode for the daemon. On the host it first
+ * makes sure the kernel can do it, before anything is programmed: ipvsadm and
+ * ip_vs (else KernelModuleMissingError naming ip_vs and what to load), the
+ * dummy link type for kube-ipvs0, and the scheduler module (kube-proxy's
+ * CanUseIPVSProxier probe). With --dry-run everything is simulated and the
+ * host is only read (its addresses, for node ports).
+ */
+export async function createHostIpvsBackend(opts: HostIpvsOptions): Promise<HostIpvs> {
+  const exec = opts.exec ?? execFile;
+  const family = opts.family ?? 'IPv4';
+  const log = opts.logger.child('ipvs');
+  const scheduler = validateScheduler(opts.config.ipvs.scheduler);
+  let ipvs: IpvsRunner;
+  let ipset: IpsetRunner;
+  let netlink: Netlink;
+  let iptables: IptablesRunner;
+  let sysctl: Sysctl;
+  let decision: FlavorDecision;
+  let kernel: DryRunIpvsKernel | null = null;
+  if (opts.dryRun) {
+    const fake = await dryRunKernel(opts, exec, log);
+    kernel = fake;
+    ({ ipvs, ipset, netlink, iptables } = fake);
+    decision = { flavor: fake.iptables.flavor, reason: '--dry-run: simulated kernel' };
+    sysctl = await seededSysctl(opts.config.ipvs.strictARP, log);
+  } else {
+    await checkIpvsSupport({ exec, exists: opts.exists, scheduler });
+    ipvs = createIpvsRunner({ exec });
+    ipset = createIpsetRunner({ exec });
+    netlink = createNetlink(exec);
+    await ensureDummyLink(netlink, scheduler);
+    await probeScheduler(ipvs, scheduler, log);
+    decision = await resolveIptablesFlavor(opts.flavor, { exec });
+    iptables = await createIptablesRunner({ family, flavor: decision.flavor, exec });
+    sysctl = procSysctl();
+  }
+  log.info('using IPVS', { scheduler, iptables: decision.flavor, why: decision.reason });
+  const excludeCIDRs = excludeCIDRsOf(opts.config, family);
+  const backend = createIpvsBackend({
+    config: opts.config,
+    nodeName: opts.nodeName,
+    family,
+    ipvs,
+    ipset,
+    netlink,
+    iptables,
+    sysctl,
+    clock: opts.clock,
+    logger: opts.logger,
+    // The dashboard's cleanup action: this mode's iptables rules first (they match the sets), then IPVS objects.
+    cleanup: async () => {
+      const a = await cleanupIptables({ runners: [iptables], logger: log, nftExec: null });
+      const b = await cleanupIpvs({ ipvs, ipset, netlink, logger: log, excludeCIDRs });
+      return mergeCleanup(a, b);
+    },
+  });
+  return { backend, decision, kernel };
+}
+
+function excludeCIDRsOf(config: ProxyConfig, family: IPFamily): CIDR[] {
+  return config.ipvs.excludeCIDRs.map((c) => parseCIDR(c.trim())).filter((c): c is CIDR => c !== null && c.family === family);
+}
+
+/** mergeCleanup adds two cleanups' counts and errors. */
+export function mergeCleanup(a: CleanupResult, b: CleanupResult): CleanupResult {
+  const removed: Record<string, number> = { ...a.removed };
+  for (const [k, v] of Object.entries(b.removed)) removed[k] = (removed[k] ?? 0) + v;
+  return { removed, errors: [...a.errors, ...b.errors] };
+}
+
+/** ensureDummyLink creates kube-ipvs0 now when it is missing, so a kernel without the dummy type fails at start. */
+async function ensureDummyLink(netlink: Netlink, scheduler: string): Promise<void> {
+  const links = await netlink.show();
+  if (links.has(DUMMY_DEVICE)) return;
+  const b = new NetlinkBatch();
+  b.addDummy(DUMMY_DEVICE);
+  try {
+    await netlink.batch(b.text());
+  } catch (err) {
+    if (/Unknown device type|not supported/i.test(errorMessage(err))) {
+      throw new KernelModuleMissingError(`--proxy-mode ipvs needs the dummy link type for ${DUMMY_DEVICE}, which this kernel lacks (${errorMessage(err)}): ${moduleHint(scheduler)}`, { cause: err });
+    }
+    throw err;
+  }
+}
+
+/**
+ * probeScheduler checks that the scheduler's module exists, as kube-proxy does:
+ * unless a virtual server already uses it, add and delete a probe virtual
+ * server in TEST-NET-2 (one ipvsadm batch; the kernel loads ip_vs_<name>).
+ */
+async function probeScheduler(ipvs: IpvsRunner, scheduler: string, log: Logger): Promise<void> {
+  const services = await ipvs.save();
+  if (services.some((s) => s.scheduler === scheduler)) return;
+  const b = new IpvsBatch();
+  b.addService({ ...PROBE_VS, scheduler, persistence: 0, schedFlags: [] });
+  b.deleteService(PROBE_VS);
+  try {
+    await ipvs.restore(b.text());
+  } catch (err) {
+    if (err instanceof IpvsRestoreError && err.messages.some((m) => /Scheduler .*not found/i.test(m))) {
+      // The delete line failed too (no such service); nothing is left behind.
+      throw new KernelModuleMissingError(`IPVS scheduler ${scheduler} is not available: the kernel has no ip_vs_${scheduler} module; ${moduleHint(scheduler)}`, { cause: err });
+    }
+    throw err;
+  }
+  log.debug('IPVS scheduler probe passed', { scheduler });
+}
+
+async function dryRunKernel(opts: HostIpvsOptions, exec: ExecFn, log: Logger): Promise<DryRunIpvsKernel> {
+  const iptables = new FakeIptables({ family: opts.family ?? 'IPv4', flavor: opts.flavor === 'legacy' ? 'legacy' : 'nft' });
+  const ipvs = new FakeIpvs();
+  let links: Record<string, string[]> | undefined;
+  try {
+    // Node ports answer on the host's addresses: read them (read only) so the dry run shows real node IPs.
+    const table = await createNetlink(exec).show();
+    links = {};
+    for (const [name, addrs] of table) if (name !== DUMMY_DEVICE) links[name] = addrs.map((a) => `${a.address}/${a.prefixLength}`);
+  } catch (err) {
+    // Without the host's addresses the dry run shows a simulated eth0 10.0.0.10 instead.
+    log.debug('dry run: cannot read host addresses, simulating eth0', { err: errorMessage(err) });
+  }
+  const netlink = new FakeNetlink(links);
+  const matchSet = /--match-set (\S+)/;
+  // A set an iptables rule matches cannot be destroyed: the fake kernel checks the fake iptables.
+  const ipset = new FakeIpset({
+    references: (name) => {
+      let n = 0;
+      for (const t of iptables.dump().tables.values()) for (const c of t.chains.values()) for (const r of c.rules) if (matchSet.exec(r.spec)?.[1] === name) n++;
+      return n;
+    },
+  });
+  return {
+    ipvs,
+    ipset,
+    netlink,
+    iptables,
+    async describe() {
+      const bound = netlink.addresses(DUMMY_DEVICE);
+      return [
+        '# ipvsadm -Sn',
+        ipvs.saveText().trimEnd(),
+        '# ipset save',
+        ipset.saveText().trimEnd(),
+        `# ip addr show ${DUMMY_DEVICE}`,
+        ...bound.map((a) => `inet ${a}/${a.includes(':') ? 128 : 32} scope global ${DUMMY_DEVICE}`),
+        '# iptables-save -t nat -t filter',
+        formatIptablesSave(iptables.dump(), { tables: ['nat', 'filter'] }).trimEnd(),
+        '',
+      ].join('\n');
+    },
+  };
+}
+
+/** seededSysctl is an in-memory /proc/sys for --dry-run: IPVS settings start at the kernel defaults (0). */
+async function seededSysctl(strictARP: boolean, log: Logger): Promise<FakeSysctl> {
+  const host = procSysctl();
+  const values: Record<string, string> = {};
+  for (const s of ipvsSysctls(strictARP, '5.10.0')) {
+    try {
+      values[s.name] = await host.read(s.name);
+    } catch (err) {
+      // Not readable here (no ip_vs module): the dry run assumes the kernel default, 0.
+      log.debug('dry run: sysctl not readable, assuming 0', { name: s.name, err: errorMessage(err) });
+      values[s.name] = '0';
+    }
+  }
+  return new FakeSysctl(values);
+}
+
+/**
+ * cleanupIpvsHost is --cleanup for IPVS mode (run after the iptables cleanup):
+ * virtual servers when the kernel has IPVS (skipped with a note otherwise, never
+ * an error), then ipsets and kube-ipvs0 in any case.
+ */
+export async function cleanupIpvsHost(opts: { config: ProxyConfig; logger: Logger; exec?: ExecFn; exists?: (p: string) => boolean }): Promise<CleanupResult> {
+  const exec = opts.exec ?? execFile;
+  const log = opts.logger.child('cleanup');
+  let ipvs: IpvsRunner | null = createIpvsRunner({ exec });
+  let why = '';
+  try {
+    await checkIpvsSupport({ exec, exists: opts.exists, scheduler: opts.config.ipvs.scheduler });
+  } catch (err) {
+    // No IPVS means no virtual servers to remove; ipsets and kube-ipvs0 may still be there.
+    ipvs = null;
+    why = errorMessage(err);
+  }
+  return cleanupIpvs({ ipvs, ipset: createIpsetRunner({ exec }), netlink: createNetlink(exec), logger: log, excludeCIDRs: excludeCIDRsOf(opts.config, 'IPv4'), ipvsSkipReason: why });
+}

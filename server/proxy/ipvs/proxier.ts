@@ -1,0 +1,395 @@
+import { release } from 'node:os';
+import type { Clock } from '../../clock.ts';
+import type { ProxyConfig } from '../../config/types.ts';
+import { errorMessage, IpsetError, IpvsError, KproxyError, NetlinkError, RestoreFailedError, RuleBuildError, SyncFailedError } from '../../errors.ts';
+import type { IpsetRunner } from '../../kernel/ipset.ts';
+import { virtualServerKey, type IpvsService } from '../../kernel/ipvs-batch.ts';
+import type { IpvsRunner } from '../../kernel/ipvs.ts';
+import { IptablesRestoreError, type IptablesRunner } from '../../kernel/iptables.ts';
+import { parseIptablesSave } from '../../kernel/iptables-save-parser.ts';
+import type { Netlink } from '../../kernel/netlink.ts';
+import { ensureSysctl, type Sysctl } from '../../kernel/sysctl.ts';
+import type { Logger } from '../../log.ts';
+import type { Backend, BackendSyncInput, BackendSyncResult, CleanupResult } from '../backend.ts';
+import type { Endpoint } from '../endpoint.ts';
+import { parseCIDR, type CIDR, type IPFamily } from '../ip.ts';
+import { startCanaryMonitor } from '../iptables/canary-monitor.ts';
+import { ensureJumpRules } from '../iptables/jump-chains.ts';
+import { extractLines } from '../iptables/restore-writer.ts';
+import { masqueradeMark } from '../iptables/rules.ts';
+import { localDetectorFor } from '../local-detector.ts';
+import { NodePortAddresses } from '../node-port-addresses.ts';
+import type { StateCheckout } from '../proxy-state.ts';
+import type { ServicePort } from '../service-port.ts';
+import { buildServicePortObjects, ipvsContextKey, type IpvsContext, type OutFilterEntry, type ServicePortObjects, type WantedVirtualServer } from './builder.ts';
+import { GracefulTermination, type DrainingRealServer } from './graceful-termination.ts';
+import { buildIptablesRules, JUMP_RULES, NO_STALE, staleModeChains, type StaleChains } from './iptables-rules.ts';
+import { DUMMY_DEVICE, IPSETS, type SetKey } from './names.ts';
+import { planAddresses, planIpsets, planIpvs, type Scope, type Wanted } from './plan.ts';
+import { ipvsSysctls, validateScheduler } from './sysctls.ts';
+
+export interface IpvsBackendOptions {
+  config: ProxyConfig;
+  nodeName: string;
+  family: IPFamily;
+  ipvs: IpvsRunner;
+  ipset: IpsetRunner;
+  netlink: Netlink;
+  iptables: IptablesRunner;
+  sysctl: Sysctl;
+  clock: Clock;
+  logger: Logger;
+  /** cleanup removes kproxy's IPVS objects (see cleanup.ts); default: virtual servers, sets, link of these runners. */
+  cleanup: () => Promise<CleanupResult>;
+  /** kernelRelease: `uname -r`, for conn_reuse_mode (default os.release()). */
+  kernelRelease?: string;
+  /** graceful termination timing; defaults as kube-proxy (1 min checks, 15 min timeout). */
+  drainCheckIntervalMs?: number;
+  drainTimeoutMs?: number;
+  canaryIntervalMs?: number;
+}
+
+/** IpvsMetrics are the counters and facts the metrics and the dashboard read. */
+export interface IpvsMetrics {
+  /** iptablesRestoreFailuresTotal feeds kubeproxy_sync_proxy_rules_iptables_restore_failures_total. */
+  iptablesRestoreFailuresTotal: number;
+  /** failuresByRunner counts failed syncs by the step that failed (ipvsadm, ipset, ip, iptables-restore, read). */
+  failuresByRunner: Record<string, number>;
+  virtualServers: number;
+  realServers: number;
+  ipsetEntries: number;
+  skippedServicePorts: Map<string, string>;
+}
+
+/** IpvsBackend is the IPVS Backend plus what the daemon and the dashboard read. */
+export interface IpvsBackend extends Backend {
+  readonly metrics: IpvsMetrics;
+  /** draining lists real servers waiting for their connections to end. */
+  draining(): DrainingRealServer[];
+  /** lastAppliedBatch: the batches of the last successful sync, each under a "# program" header. */
+  lastAppliedBatch(): string | null;
+}
+
+interface CacheEntry {
+  readonly sp: ServicePort;
+  readonly eps: readonly Endpoint[] | undefined;
+  readonly objects: ServicePortObjects | null;
+  readonly error: string | null;
+}
+
+/** createIpvsBackend returns kube-proxy's IPVS mode as a kproxy Backend. */
+export function createIpvsBackend(opts: IpvsBackendOptions): IpvsBackend {
+  return new IpvsProxier(opts);
+}
+
+const RESTORE_HEADERS = { netlink: '# ip -batch -', ipset: '# ipset restore', ipvs: '# ipvsadm -R', iptables: '# iptables-restore --noflush' };
+
+/**
+ * IpvsProxier reads the kernel once per sync (ipvsadm, ipset, ip), builds the
+ * wanted objects from a per-service-port cache, and applies the difference in
+ * one batch per program: ip, ipset, ipvsadm, then iptables-restore (whose
+ * rules reference the sets). A full sync (start, failure, context change, the
+ * loop's request) diffs everything and removes leftovers; a partial sync only
+ * the objects of changed services.
+ */
+class IpvsProxier implements IpvsBackend {
+  readonly mode = 'ipvs' as const;
+  readonly metrics: IpvsMetrics = {
+    iptablesRestoreFailuresTotal: 0,
+    failuresByRunner: {},
+    virtualServers: 0,
+    realServers: 0,
+    ipsetEntries: 0,
+    skippedServicePorts: new Map(),
+  };
+  readonly #o: IpvsBackendOptions;
+  readonly #log: Logger;
+  readonly #scheduler: string;
+  readonly #excludeCIDRs: CIDR[];
+  readonly #graceful: GracefulTermination;
+  #needFull = true;
+  #contextKey = '';
+  #cache = new Map<string, CacheEntry>();
+  #lastIptables = '';
+  #lastApplied: string | null = null;
+
+  constructor(opts: IpvsBackendOptions) {
+    this.#o = opts;
+    this.#log = opts.logger.child('ipvs');
+    this.#scheduler = validateScheduler(opts.config.ipvs.scheduler);
+    this.#excludeCIDRs = opts.config.ipvs.excludeCIDRs.map((c) => parseCIDR(c.trim())).filter((c): c is CIDR => c !== null && c.family === opts.family);
+    this.#graceful = new GracefulTermination({ clock: opts.clock, checkIntervalMs: opts.drainCheckIntervalMs, timeoutMs: opts.drainTimeoutMs });
+  }
+
+  draining(): DrainingRealServer[] {
+    return this.#graceful.list();
+  }
+
+  lastAppliedBatch(): string | null {
+    return this.#lastApplied;
+  }
+
+  /** init sets the sysctls IPVS mode needs and the IPVS timeouts, as kube-proxy's NewProxier does. */
+  async init(): Promise<void> {
+    const { config, sysctl } = this.#o;
+    for (const s of ipvsSysctls(config.ipvs.strictARP, this.#o.kernelRelease ?? release())) {
+      if (s.value === null) {
+        this.#log.info(s.why, { sysctl: s.name });
+        continue;
+      }
+      if (await ensureSysctl(sysctl, s.name, s.value)) this.#log.info('set sysctl', { sysctl: s.name, value: s.value, why: s.why });
+    }
+    const secs = (ms: number) => Math.floor(ms / 1000);
+    const { tcpTimeoutMs, tcpFinTimeoutMs, udpTimeoutMs } = config.ipvs;
+    if (tcpTimeoutMs > 0 || tcpFinTimeoutMs > 0 || udpTimeoutMs > 0) {
+      try {
+        await this.#o.ipvs.restore(`--set ${secs(tcpTimeoutMs)} ${secs(tcpFinTimeoutMs)} ${secs(udpTimeoutMs)}\n`);
+      } catch (err) {
+        // As kube-proxy: wrong timeouts only change how long idle connections live; proxying still works.
+        this.#log.error('cannot set the IPVS timeouts', { err: errorMessage(err) });
+      }
+    }
+  }
+
+  watchTampering(onTampered: (reason: string) => void): () => void {
+    return startCanaryMonitor({ runner: this.#o.iptables, clock: this.#o.clock, logger: this.#log, intervalMs: this.#o.canaryIntervalMs, onTampered });
+  }
+
+  async cleanup(): Promise<CleanupResult> {
+    this.#needFull = true;
+    this.#cache = new Map();
+    this.#lastIptables = '';
+    return this.#o.cleanup();
+  }
+
+  #context(state: StateCheckout, links: Map<string, { address: string; family: IPFamily }[]>): IpvsContext {
+    const { config, family } = this.#o;
+    const nodeAddresses = new Set<string>();
+    const all: string[] = [];
+    for (const [name, addrs] of links) {
+      if (name === DUMMY_DEVICE) continue;
+      for (const a of addrs) {
+        all.push(a.address);
+        // kube-proxy's isValidForSet: this family, no loopback, no IPv6 link-local.
+        if (a.family !== family || a.address.startsWith('127.') || a.address === '::1' || /^fe[89ab]/i.test(a.address)) continue;
+        nodeAddresses.add(a.address);
+      }
+    }
+    const npa = new NodePortAddresses(family, config.nodePortAddresses, state.node.addresses);
+    const nodePortIPs = npa.matchAll ? [...nodeAddresses] : npa.nodeIPs(all).filter((ip) => !ip.startsWith('127.') && ip !== '::1');
+    return {
+      family,
+      nodeName: this.#o.nodeName,
+      zone: state.node.zone,
+      scheduler: this.#scheduler,
+      nodePortIPs: nodePortIPs.sort(),
+      nodeAddresses: [...nodeAddresses].sort(),
+      nodeIP: state.node.addresses.find((a) => (family === 'IPv6') === a.includes(':')) ?? null,
+    };
+  }
+
+  async sync(input: BackendSyncInput): Promise<BackendSyncResult> {
+    const clock = this.#o.clock;
+    const t0 = clock.monotonic();
+    let ioMs = 0;
+    let full = true;
+    let step = 'read';
+    const batches: string[] = [];
+    const io = async <T>(fn: () => Promise<T>): Promise<T> => {
+      const t = clock.monotonic();
+      try {
+        return await fn();
+      } finally {
+        ioMs += clock.monotonic() - t;
+      }
+    };
+    try {
+      const state = input.state;
+      // One read of each kernel table per sync; the IPVS listing carries
+      // connection counts when draining real servers are due for a check.
+      const sweepDue = this.#graceful.due();
+      const [services, sets, links] = await io(() => Promise.all([sweepDue ? this.#o.ipvs.list() : this.#o.ipvs.save(), this.#o.ipset.save(), this.#o.netlink.show()]));
+      const ctx = this.#context(state, links);
+      const key = ipvsContextKey(ctx);
+      full = input.forceFull || this.#needFull || key !== this.#contextKey;
+      const current = new Map<string, IpvsService>(services.map((s) => [virtualServerKey(s), s]));
+
+      let stale: StaleChains = NO_STALE;
+      if (full) {
+        step = 'iptables-save';
+        const dump = await io(async () => parseIptablesSave(await this.#o.iptables.save()));
+        const report = await io(() => ensureJumpRules(this.#o.iptables, dump, JUMP_RULES));
+        if (report.rulesInserted.length) this.#log.info('created jump rules', { rules: report.rulesInserted.join('; ') });
+        stale = staleModeChains(dump);
+        if (stale.nat.chains.length + stale.filter.chains.length) {
+          this.#log.info('removing chains left by the iptables mode', { nat: stale.nat.chains.length, filter: stale.filter.chains.length });
+        }
+      }
+
+      step = 'build';
+      const built = this.#build(state, ctx, key === this.#contextKey);
+      const scope = full ? null : this.#scope(state.changedServices, built.cache);
+      const bindList = links.get(DUMMY_DEVICE);
+      const deletions = sweepDue ? this.#graceful.sweep(current) : [];
+      for (const d of deletions) this.#log.info('deleting a drained real server', { virtualServer: `${d.vs.address}:${d.vs.port}/${d.vs.protocol}`, realServer: `${d.rs.address}:${d.rs.port}`, reason: d.reason });
+      const netlinkBatch = planAddresses(built.wanted.binds, bindList !== undefined, new Set((bindList ?? []).map((a) => a.address)), scope);
+      const ipsetBatch = planIpsets(built.wanted.sets, sets, ctx.family, scope);
+      const ipvsPlan = planIpvs({ wanted: built.wanted.virtualServers, current, scope, family: ctx.family, excludeCIDRs: this.#excludeCIDRs, draining: this.#graceful, deletions });
+      const nonEmpty = new Set<SetKey>([...built.wanted.sets].filter(([, s]) => s.size > 0).map(([k]) => k));
+      const rules = buildIptablesRules(
+        { family: ctx.family, masqueradeMark: masqueradeMark(this.#o.config.iptables.masqueradeBit), masqueradeAll: this.#o.config.iptables.masqueradeAll, localDetector: localDetectorFor(this.#o.config, state.node, ctx.family), randomFully: this.#o.iptables.hasRandomFully },
+        nonEmpty,
+        built.outFilter,
+        stale,
+      );
+      const writeIptables = full || rules.text !== this.#lastIptables;
+
+      // Addresses first (IPVS only sees packets to local addresses), then the
+      // sets the iptables rules match, the virtual servers, and the rules.
+      const apply = async (name: keyof typeof RESTORE_HEADERS, text: string, fn: (t: string) => Promise<void>) => {
+        if (text === '') return;
+        step = name;
+        batches.push(`${RESTORE_HEADERS[name]}\n${text}`);
+        await io(() => fn(text));
+      };
+      await apply('netlink', netlinkBatch.text(), (t) => this.#o.netlink.batch(t));
+      await apply('ipset', ipsetBatch.text(), (t) => this.#o.ipset.restore(t));
+      await apply('ipvs', ipvsPlan.batch.text(), (t) => this.#o.ipvs.restore(t));
+      if (writeIptables) await apply('iptables', rules.text, (t) => this.#o.iptables.restore(t));
+
+      // Success: the kernel holds this sync's objects.
+      for (const c of ipvsPlan.drainCancel) this.#graceful.cancel(c.vsKey, c.rsKey);
+      for (const k of ipvsPlan.deletedVirtualServers) this.#graceful.dropVirtualServer(k);
+      for (const d of ipvsPlan.drainStart) this.#graceful.add(d.vs, d.rs);
+      this.#cache = built.cache;
+      this.#contextKey = key;
+      this.#needFull = false;
+      this.#lastIptables = rules.text;
+      const batch = batches.join('');
+      this.#lastApplied = batch;
+      const counts = this.#counts(built.wanted, rules.rulesByTable);
+      const lines = netlinkBatch.lines + ipsetBatch.lines + ipvsPlan.batch.lines + (writeIptables ? rules.lines : 0);
+      return {
+        full,
+        buildMs: Math.max(0, clock.monotonic() - t0 - ioMs),
+        applyMs: ioMs,
+        linesWritten: lines,
+        bytesWritten: Buffer.byteLength(batch),
+        servicesWritten: full ? new Set([...built.cache.values()].map((e) => e.sp.service)).size : state.changedServices.size,
+        rulesByTable: counts,
+        batch,
+      };
+    } catch (err) {
+      // What this sync checked out is consumed: only a full sync can bring the kernel back in line.
+      this.#needFull = true;
+      const error = this.#describeFailure(err, step, batches.at(-1));
+      this.metrics.failuresByRunner[step] = (this.metrics.failuresByRunner[step] ?? 0) + 1;
+      if (error.code === RestoreFailedError.code) this.metrics.iptablesRestoreFailuresTotal++;
+      this.#log.error('IPVS sync failed; the next sync is full', { full, step, code: error.code, err: error.message });
+      return {
+        full,
+        buildMs: Math.max(0, clock.monotonic() - t0 - ioMs),
+        applyMs: ioMs,
+        linesWritten: 0,
+        bytesWritten: 0,
+        servicesWritten: 0,
+        rulesByTable: {},
+        error,
+        ...(batches.length ? { batch: batches.join('') } : {}),
+      };
+    }
+  }
+
+  #counts(wanted: Wanted, iptables: { nat: number; filter: number }): Record<string, number> {
+    let reals = 0;
+    for (const w of wanted.virtualServers.values()) reals += w.reals.size;
+    let entries = 0;
+    for (const s of wanted.sets.values()) entries += s.size;
+    this.metrics.virtualServers = wanted.virtualServers.size;
+    this.metrics.realServers = reals;
+    this.metrics.ipsetEntries = entries;
+    return { 'virtual-servers': wanted.virtualServers.size, 'real-servers': reals, 'ipset-entries': entries, nat: iptables.nat, filter: iptables.filter };
+  }
+
+  #describeFailure(err: unknown, step: string, batch: string | undefined): KproxyError {
+    if (err instanceof IptablesRestoreError && batch !== undefined) {
+      const text = batch.slice(batch.indexOf('\n') + 1);
+      const excerpt = extractLines(text, err.lines, 1);
+      return new RestoreFailedError(`restoring IPVS mode's nat and filter rules: ${err.message}${excerpt ? `\n${excerpt}` : ''}`, { cause: err });
+    }
+    if (err instanceof KproxyError) return err;
+    const wrap = step === 'ipvs' ? IpvsError : step === 'ipset' ? IpsetError : step === 'netlink' ? NetlinkError : SyncFailedError;
+    return new wrap(`IPVS sync failed (${step}): ${errorMessage(err)}`, { cause: err });
+  }
+
+  /** #scope collects what changed services had (last sync) and have (now): all a partial sync may touch. */
+  #scope(changed: ReadonlySet<string>, cache: Map<string, CacheEntry>): Scope {
+    const virtualServers = new Set<string>();
+    const entries = new Map<SetKey, Set<string>>();
+    const binds = new Set<string>();
+    const take = (o: ServicePortObjects | null) => {
+      if (!o) return;
+      for (const v of o.virtualServers) virtualServers.add(v.key);
+      for (const [k, list] of o.entries) {
+        let s = entries.get(k);
+        if (!s) entries.set(k, (s = new Set()));
+        for (const e of list) s.add(e);
+      }
+      for (const b of o.binds) binds.add(b);
+    };
+    for (const e of this.#cache.values()) if (changed.has(e.sp.service) || !cache.has(e.sp.id)) take(e.objects);
+    for (const e of cache.values()) if (changed.has(e.sp.service)) take(e.objects);
+    // KUBE-IPVS-IPS mirrors the addresses on kube-ipvs0.
+    entries.set('ipvsIPs', new Set(binds));
+    return { virtualServers, entries, binds };
+  }
+
+  #build(state: StateCheckout, ctx: IpvsContext, contextSame: boolean) {
+    const cache = new Map<string, CacheEntry>();
+    const virtualServers = new Map<string, WantedVirtualServer>();
+    const sets = new Map<SetKey, Set<string>>(IPSETS.map((i) => [i.key, new Set<string>()]));
+    const binds = new Set<string>();
+    const outFilter: OutFilterEntry[] = [];
+    const owner = new Map<string, string>();
+    for (const id of [...state.services.keys()].sort()) {
+      const sp = state.services.get(id)!;
+      const eps = state.endpoints.get(id);
+      const prev = this.#cache.get(id);
+      let entry: CacheEntry;
+      if (prev && contextSame && prev.sp === sp && prev.eps === eps) entry = prev;
+      else {
+        try {
+          entry = { sp, eps, objects: buildServicePortObjects(sp, eps, ctx), error: null };
+        } catch (err) {
+          if (!(err instanceof RuleBuildError)) throw err;
+          entry = { sp, eps, objects: null, error: err.message };
+        }
+      }
+      cache.set(id, entry);
+      if (entry.error !== null) {
+        if (this.metrics.skippedServicePorts.get(id) !== entry.error) this.#log.warn('service port skipped: its objects cannot be programmed safely', { servicePort: id, err: entry.error });
+        this.metrics.skippedServicePorts.set(id, entry.error);
+        continue;
+      }
+      this.metrics.skippedServicePorts.delete(id);
+      const o = entry.objects!;
+      for (const v of o.virtualServers) {
+        const first = owner.get(v.key);
+        if (first !== undefined && first !== id) {
+          // Two service ports claim one address:port: IPVS holds one virtual server, the first (sorted) keeps it.
+          this.#log.warn('virtual server claimed by two service ports; the first keeps it', { virtualServer: v.key, kept: first, skipped: id });
+          continue;
+        }
+        owner.set(v.key, id);
+        virtualServers.set(v.key, v);
+      }
+      for (const [k, list] of o.entries) for (const e of list) sets.get(k)!.add(e);
+      for (const b of o.binds) binds.add(b);
+      outFilter.push(...o.outFilter);
+    }
+    for (const id of this.metrics.skippedServicePorts.keys()) if (!state.services.has(id)) this.metrics.skippedServicePorts.delete(id);
+    sets.set('ipvsIPs', new Set(binds));
+    const wanted: Wanted = { virtualServers, sets, binds };
+    return { cache, wanted, outFilter };
+  }
+}

@@ -1,0 +1,105 @@
+import { FakeClock } from '../../clock-fake.ts';
+import type { ProxyConfig } from '../../config/types.ts';
+import { FakeIpset } from '../../kernel/ipset-fake.ts';
+import { FakeIpvs } from '../../kernel/ipvs-fake.ts';
+import { FakeIptables } from '../../kernel/iptables-fake.ts';
+import { formatIptablesSave } from '../../kernel/iptables-save-parser.ts';
+import { FakeNetlink } from '../../kernel/netlink-fake.ts';
+import { FakeSysctl } from '../../kernel/sysctl-fake.ts';
+import { silentLogger, type Logger } from '../../log.ts';
+import type { EndpointSlice, Node, Service } from '../kube-objects.ts';
+import { testConfig as iptablesTestConfig } from '../iptables/testing.ts';
+import type { ProxyState } from '../proxy-state.ts';
+import { cleanupIpvs } from './cleanup.ts';
+import { DUMMY_DEVICE } from './names.ts';
+import { createIpvsBackend, type IpvsBackend } from './proxier.ts';
+import { ipvsSysctls } from './sysctls.ts';
+
+/** Test helpers for IPVS mode: a backend wired to fake IPVS, ipset, links, iptables and /proc/sys. */
+
+type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? (T[K] extends unknown[] ? T[K] : DeepPartial<T[K]>) : T[K] };
+
+/** ipvsConfig returns kube-proxy's defaults in IPVS mode, with overrides. */
+export function ipvsConfig(over: DeepPartial<ProxyConfig> = {}): ProxyConfig {
+  return iptablesTestConfig({ ...over, mode: 'ipvs', ipvs: { scheduler: 'rr', ...(over.ipvs ?? {}) } });
+}
+
+export interface IpvsHarness {
+  backend: IpvsBackend;
+  ipvs: FakeIpvs;
+  ipset: FakeIpset;
+  netlink: FakeNetlink;
+  iptables: FakeIptables;
+  sysctl: FakeSysctl;
+  clock: FakeClock;
+  /** sync runs one sync of the state's pending changes and throws its error. */
+  sync(state: ProxyState, forceFull?: boolean): Promise<import('../backend.ts').BackendSyncResult>;
+  /** kernel prints what the fake kernel holds: IPVS, sets, kube-ipvs0 and the nat and filter tables. */
+  kernel(): string;
+}
+
+export interface HarnessOptions {
+  config?: ProxyConfig;
+  nodeName?: string;
+  /** links: the node's links and addresses ("10.0.0.10/24"); default lo and eth0 10.0.0.10. */
+  links?: Record<string, string[]>;
+  logger?: Logger;
+  kernelRelease?: string;
+}
+
+/** ipvsHarness builds an IPVS backend over fakes; the fake ipset refuses to destroy sets iptables rules match. */
+export function ipvsHarness(opts: HarnessOptions = {}): IpvsHarness {
+  const config = opts.config ?? ipvsConfig();
+  const clock = new FakeClock();
+  const ipvs = new FakeIpvs();
+  const iptables = new FakeIptables();
+  const ipset = new FakeIpset({
+    references: (name) => (formatIptablesSave(iptables.dump(), { tables: ['nat', 'filter'] }).match(new RegExp(`--match-set ${name} `, 'g')) ?? []).length,
+  });
+  const netlink = new FakeNetlink(opts.links);
+  const sysctl = new FakeSysctl(Object.fromEntries(ipvsSysctls(true, '5.4.0').map((s) => [s.name, '0'])));
+  const logger = opts.logger ?? silentLogger;
+  const backend = createIpvsBackend({
+    config,
+    nodeName: opts.nodeName ?? 'node-a',
+    family: 'IPv4',
+    ipvs,
+    ipset,
+    netlink,
+    iptables,
+    sysctl,
+    clock,
+    logger,
+    kernelRelease: opts.kernelRelease ?? '6.1.0',
+    cleanup: () => cleanupIpvs({ ipvs, ipset, netlink, logger }),
+  });
+  return {
+    backend,
+    ipvs,
+    ipset,
+    netlink,
+    iptables,
+    sysctl,
+    clock,
+    async sync(state, forceFull = false) {
+      const r = await backend.sync({ state: state.checkout(), forceFull });
+      if (r.error) throw r.error;
+      return r;
+    },
+    kernel() {
+      const bound = netlink.addresses(DUMMY_DEVICE);
+      return [
+        '# ipvsadm -Sn\n',
+        ipvs.saveText(),
+        '# ipset save\n',
+        ipset.saveText(),
+        `# ip addr show ${DUMMY_DEVICE}\n`,
+        ...bound.map((a) => `${a}\n`),
+        '# iptables-save -t nat -t filter\n',
+        formatIptablesSave(iptables.dump(), { tables: ['nat', 'filter'] }),
+      ].join('');
+    },
+  };
+}
+
+export type { EndpointSlice, Node, Service };
