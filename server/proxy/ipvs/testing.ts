@@ -57,7 +57,8 @@ export function ipvsHarness(opts: HarnessOptions = {}): IpvsHarness {
     references: (name) => (formatIptablesSave(iptables.dump(), { tables: ['nat', 'filter'] }).match(new RegExp(`--match-set ${name} `, 'g')) ?? []).length,
   });
   const netlink = new FakeNetlink(opts.links);
-  const sysctl = new FakeSysctl(Object.fromEntries(ipvsSysctls(true, '5.4.0').map((s) => [s.name, '0'])));
+  // Kernel defaults: everything 0 but conn_reuse_mode, which starts at 1.
+  const sysctl = new FakeSysctl(Object.fromEntries(ipvsSysctls(true, '5.4.0').map((s) => [s.name, s.name.endsWith('conn_reuse_mode') ? '1' : '0'])));
   const logger = opts.logger ?? silentLogger;
   const backend = createIpvsBackend({
     config,
