@@ -40,7 +40,7 @@ export class KernelReader {
   failures = 0;
 
   constructor(opts: KernelReaderOptions) {
-    this.#o = { minIntervalMs: 5000, costFactor: 10, ...opts };
+    this.#o = { ...opts, minIntervalMs: opts.minIntervalMs ?? 5000, costFactor: opts.costFactor ?? 10 };
   }
 
   get tables(): KernelTables | null {

@@ -15,7 +15,7 @@ import { DashboardAuth } from './auth/auth.ts';
 import { isLoopbackBind } from './auth/request-checks.ts';
 import { ConntrackCounter } from './conntrack.ts';
 import { Dashboard } from './dashboard.ts';
-import { dashboardPlugin } from './http/plugin.ts';
+import { dashboardPlugins } from './http/plugin.ts';
 import { kernelViewFor } from './kernel-view-for.ts';
 import type { Health } from './protocol.ts';
 import { ActionRateLimiter } from './rate-limiter.ts';
@@ -104,5 +104,5 @@ export async function setupDashboard(opts: SetupDashboardOptions): Promise<Dashb
   if (auth.enabled) log.info('dashboard auth', { mode: auth.mode });
   else log.warn('dashboard auth is OFF: anyone who can reach the loopback listener may view and act (pass --dashboard-token-file to require a token)');
   const webRoot = opts.webRoot ?? join(packageRoot(), 'dist', 'web');
-  return { plugins: [{ plugin: dashboardPlugin, options: { dashboard, actions, auth, clock: daemon.clock, webRoot } }], dashboard, auth };
+  return { plugins: dashboardPlugins({ dashboard, actions, auth, clock: daemon.clock, webRoot }), dashboard, auth };
 }

@@ -1,6 +1,7 @@
 import fastifyWebsocket from '@fastify/websocket';
 import type { FastifyPluginAsync } from 'fastify';
 import type { Clock } from '../../clock.ts';
+import type { MetricsAppPlugin } from '../../http/app.ts';
 import type { DashboardActions } from '../actions.ts';
 import type { DashboardAuth } from '../auth/auth.ts';
 import { offersDashboardProtocol } from '../auth/request-checks.ts';
@@ -24,19 +25,36 @@ export interface DashboardPluginOptions {
 const MAX_CLIENT_MESSAGE = 4096;
 
 /**
+ * websocketSupport is @fastify/websocket for the metrics listener. It is
+ * registered beside the dashboard plugin, at the listener's root, because it
+ * handles the server's upgrade event (and provides injectWS to tests there).
+ */
+export const websocketSupport: MetricsAppPlugin = {
+  plugin: fastifyWebsocket,
+  options: {
+    options: {
+      maxPayload: MAX_CLIENT_MESSAGE,
+      // Pick our protocol, never echo the token-carrying one back.
+      handleProtocols: (protocols: Set<string>) => (offersDashboardProtocol([...protocols].join(',')) ? WS_SUBPROTOCOL : false),
+    },
+  },
+};
+
+/**
+ * dashboardPlugins returns the metrics listener plugins of a dashboard:
+ * WebSocket support, then the dashboard itself.
+ */
+export function dashboardPlugins(options: DashboardPluginOptions): MetricsAppPlugin[] {
+  return [websocketSupport, { plugin: dashboardPlugin, options: options as unknown as Record<string, unknown> }];
+}
+
+/**
  * dashboardPlugin is the dashboard on the metrics listener: the app at "/",
  * the API under /api/v1 and the live stream at /ws. It is encapsulated, so
  * its auth hooks never touch kube-proxy's /metrics, /healthz, /proxyMode and
  * /configz beside it.
  */
 export const dashboardPlugin: FastifyPluginAsync<DashboardPluginOptions> = async (app, opts) => {
-  await app.register(fastifyWebsocket, {
-    options: {
-      maxPayload: MAX_CLIENT_MESSAGE,
-      // Pick our protocol, never echo the token-carrying one back.
-      handleProtocols: (protocols: Set<string>) => (offersDashboardProtocol([...protocols].join(',')) ? WS_SUBPROTOCOL : false),
-    },
-  });
   app.addHook('onClose', async () => opts.dashboard.stop());
   await app.register(staticFilesPlugin, { webRoot: opts.webRoot });
   await app.register(apiRoutes, { prefix: '/api/v1', dashboard: opts.dashboard, actions: opts.actions, auth: opts.auth });

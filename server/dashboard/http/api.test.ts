@@ -1,0 +1,274 @@
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { FakeAccessReviewer } from '../auth/access-review-fake.ts';
+import type { ActionResult, RowsPage, ServiceDetail, ServiceSummary } from '../protocol.ts';
+import { testDashboard, type TestDashboard } from '../testing.ts';
+
+const HOST = { host: 'localhost:10249' };
+const TOKEN = 's3cret-token';
+const AUTH = { ...HOST, authorization: `Bearer ${TOKEN}` };
+
+describe('dashboard API (/api/v1)', () => {
+  let t: TestDashboard;
+  afterEach(async () => t?.close());
+
+  it('refuses every API route without the token, with a WWW-Authenticate challenge', async () => {
+    t = await testDashboard({ token: TOKEN });
+    for (const url of ['/api/v1/status', '/api/v1/services', '/api/v1/services/shop/frontend', '/api/v1/tables', '/api/v1/syncs', '/api/v1/restore-input/last']) {
+      const res = await t.app.inject({ url, headers: HOST });
+      expect(res.statusCode, url).toBe(401);
+      expect(res.headers['www-authenticate']).toMatch(/^Bearer/);
+      expect(res.json().error.code).toBe('KPROXY_ERR_AUTH_REQUIRED');
+    }
+    const wrong = await t.app.inject({ url: '/api/v1/status', headers: { ...HOST, authorization: 'Bearer nope' } });
+    expect(wrong.statusCode).toBe(401);
+    expect(wrong.json().error.code).toBe('KPROXY_ERR_AUTH_FAILED');
+    const post = await t.app.inject({ method: 'POST', url: '/api/v1/actions/resync', headers: HOST });
+    expect(post.statusCode).toBe(401);
+    expect(t.daemon.loop.lastRecord?.trigger).toBe('startup');
+  });
+
+  it("keeps kube-proxy's /metrics, /healthz, /proxyMode and /configz open without a token", async () => {
+    t = await testDashboard({ token: TOKEN });
+    for (const url of ['/metrics', '/healthz', '/proxyMode', '/configz']) {
+      expect((await t.app.inject({ url, headers: HOST })).statusCode, url).toBe(200);
+    }
+  });
+
+  it('serves status, the service list with search, and a service page with endpoints, chains and flows', async () => {
+    t = await testDashboard({ token: TOKEN });
+    const status = (await t.app.inject({ url: '/api/v1/status', headers: AUTH })).json();
+    expect(status.viewer).toEqual({ authMode: 'token', user: 'token', canAct: true });
+    expect(status.overview).toMatchObject({ node: 'node-a', mode: 'iptables', paused: false, counts: { services: 10 }, conntrack: null });
+
+    const all = (await t.app.inject({ url: '/api/v1/services', headers: AUTH })).json().services as ServiceSummary[];
+    expect(all.map((s) => s.key)).toEqual([...all.map((s) => s.key)].sort());
+    const found = (await t.app.inject({ url: '/api/v1/services?q=fronT', headers: AUTH })).json().services as ServiceSummary[];
+    expect(found.map((s) => s.key)).toEqual(['shop/frontend']);
+    const byIP = (await t.app.inject({ url: '/api/v1/services?q=10.96.10.10', headers: AUTH })).json().services as ServiceSummary[];
+    expect(byIP.map((s) => s.key)).toEqual(['shop/frontend']);
+    const payments = all.find((s) => s.key === 'shop/payments')!;
+    expect(payments.warnings).toContain('no-endpoints');
+
+    const res = await t.app.inject({ url: '/api/v1/services/shop/frontend', headers: AUTH });
+    expect(res.statusCode).toBe(200);
+    const d = res.json() as ServiceDetail;
+    const port = d.ports[0];
+    expect(port.endpoints.filter((e) => e.clusterShare !== null).map((e) => e.clusterShare)).toEqual([1 / 3, 1 / 3, 1 / 3]);
+    const terminating = port.endpoints.find((e) => e.terminating)!;
+    expect(terminating.clusterShare).toBeNull();
+    expect(port.flows[0]).toMatchObject({ kind: 'clusterIP', address: '10.96.10.10:80/TCP', outcome: 'endpoints' });
+    const svcChain = port.flows[0].path[1];
+    expect(port.chains.map((c) => c.name)).toContain(svcChain);
+    const entry = port.chains.find((c) => c.role === 'entry')!;
+    expect(entry.rules.every((r) => r.text.includes('shop/frontend:http'))).toBe(true);
+    expect(port.chains.filter((c) => c.role === 'endpoint')).toHaveLength(3);
+
+    expect((await t.app.inject({ url: '/api/v1/services/shop/nope', headers: AUTH })).statusCode).toBe(404);
+  });
+
+  it('pages through a table, jumps to a chain and searches rules', async () => {
+    t = await testDashboard({ token: TOKEN });
+    const tables = (await t.app.inject({ url: '/api/v1/tables', headers: AUTH })).json();
+    expect(tables.tables.map((x: { name: string }) => x.name)).toEqual(expect.arrayContaining(['filter', 'nat']));
+    const first = (await t.app.inject({ url: '/api/v1/tables/nat/rows?offset=0&limit=3', headers: AUTH })).json() as RowsPage;
+    expect(first.rows).toHaveLength(3);
+    expect(first.rows[0]).toMatchObject({ t: 'c', chain: 'PREROUTING' });
+    const second = (await t.app.inject({ url: `/api/v1/tables/nat/rows?offset=3&limit=3`, headers: AUTH })).json() as RowsPage;
+    expect(second.offset).toBe(3);
+    expect(second.total).toBe(first.total);
+
+    const jump = (await t.app.inject({ url: '/api/v1/tables/nat/chains/KUBE-SERVICES', headers: AUTH })).json();
+    const at = (await t.app.inject({ url: `/api/v1/tables/nat/rows?offset=${jump.row}&limit=1`, headers: AUTH })).json() as RowsPage;
+    expect(at.rows[0]).toMatchObject({ t: 'c', chain: 'KUBE-SERVICES' });
+
+    const search = (await t.app.inject({ url: '/api/v1/tables/nat/rows?q=10.96.10.10&limit=50', headers: AUTH })).json() as RowsPage;
+    const rules = search.rows.filter((r) => r.t === 'r');
+    expect(rules.length).toBeGreaterThan(0);
+    expect(rules.every((r) => r.t === 'r' && r.spec.includes('10.96.10.10'))).toBe(true);
+    expect(search.rows[0].t).toBe('c');
+
+    expect((await t.app.inject({ url: '/api/v1/tables/nope/rows', headers: AUTH })).statusCode).toBe(404);
+    expect((await t.app.inject({ url: '/api/v1/tables/nat/rows?limit=100000', headers: AUTH })).statusCode).toBe(400);
+  });
+
+  it('offers the last restore input, the last failed one and the intended rules as downloads', async () => {
+    t = await testDashboard({ token: TOKEN });
+    const last = await t.app.inject({ url: '/api/v1/restore-input/last', headers: AUTH });
+    expect(last.statusCode).toBe(200);
+    expect(last.headers['content-disposition']).toBe('attachment; filename="kproxy-node-a-sync-1.rules"');
+    expect(last.body).toMatch(/^\*filter\n/);
+    expect((await t.app.inject({ url: '/api/v1/restore-input/failed', headers: AUTH })).statusCode).toBe(404);
+
+    t.kernel.restoreHook = () => 'iptables-restore: line 12 failed';
+    t.daemon.loop.requestFullSync('resync');
+    await t.settle(1000);
+    const failed = await t.app.inject({ url: '/api/v1/restore-input/failed', headers: AUTH });
+    expect(failed.statusCode).toBe(200);
+    expect(failed.body).toMatch(/^# sync 2 failed: .*line 12 failed/);
+    const syncs = (await t.app.inject({ url: '/api/v1/syncs', headers: AUTH })).json().syncs;
+    expect(syncs.map((s: { seq: number; input?: string }) => [s.seq, s.input])).toEqual([
+      [1, 'last'],
+      [2, 'failed'],
+    ]);
+
+    const intended = await t.app.inject({ url: '/api/v1/restore-input/intended', headers: AUTH });
+    expect(intended.body).toContain(':KUBE-SERVICES - [0:0]');
+  });
+
+  it('reports drift once two kernel reads show a rule kproxy wrote is gone', async () => {
+    t = await testDashboard({ token: TOKEN });
+    await t.app.inject({ url: '/api/v1/tables', headers: AUTH });
+    const detail = (await t.app.inject({ url: '/api/v1/services/shop/frontend', headers: AUTH })).json() as ServiceDetail;
+    const svc = detail.ports[0].chains.find((c) => c.role === 'service')!;
+    await t.kernel.deleteRule('nat', svc.name, splitSpec(svc.rules[0].text));
+    await t.settle(5000);
+    await t.app.inject({ url: '/api/v1/tables', headers: AUTH });
+    await t.settle(0);
+    expect((await t.app.inject({ url: '/api/v1/drift', headers: AUTH })).json().total).toBe(0);
+    await t.settle(5000);
+    await t.app.inject({ url: '/api/v1/tables', headers: AUTH });
+    await t.settle(0);
+    const drift = (await t.app.inject({ url: '/api/v1/drift', headers: AUTH })).json();
+    expect(drift.findings).toEqual([expect.objectContaining({ table: 'nat', chain: svc.name, kind: 'missing-rule', detail: svc.rules[0].text })]);
+    const onlyDrift = (await t.app.inject({ url: '/api/v1/tables/nat/rows?drift=true', headers: AUTH })).json() as RowsPage;
+    expect(onlyDrift.rows[0]).toMatchObject({ t: 'c', chain: svc.name, drift: 'missing-rule' });
+  });
+
+  it('serves the built app at / with security headers, and says so when it is not built', async () => {
+    const web = mkdtempSync(join(tmpdir(), 'kpt-web-'));
+    try {
+      mkdirSync(join(web, 'assets'));
+      writeFileSync(join(web, 'index.html'), '<!doctype html><title>kproxy</title>');
+      writeFileSync(join(web, 'assets', 'app-1234.js'), 'console.log(1)');
+      t = await testDashboard({ token: TOKEN, webRoot: web });
+      const index = await t.app.inject({ url: '/', headers: HOST });
+      expect(index.statusCode).toBe(200);
+      expect(index.body).toContain('<title>kproxy</title>');
+      expect(index.headers['content-security-policy']).toContain("frame-ancestors 'none'");
+      expect(index.headers['cache-control']).toBe('no-cache');
+      const asset = await t.app.inject({ url: '/assets/app-1234.js', headers: HOST });
+      expect(asset.headers['cache-control']).toContain('immutable');
+      expect((await t.app.inject({ url: '/nope', headers: HOST })).statusCode).toBe(404);
+      await t.close();
+      t = await testDashboard({ token: TOKEN });
+      expect((await t.app.inject({ url: '/', headers: HOST })).body).toContain('npm run build');
+    } finally {
+      rmSync(web, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('dashboard actions', () => {
+  let t: TestDashboard;
+  afterEach(async () => t?.close());
+
+  const post = (action: string, body?: object, headers: Record<string, string> = AUTH) =>
+    t.app.inject({ method: 'POST', url: `/api/v1/actions/${action}`, headers: body ? { ...headers, 'content-type': 'application/json' } : headers, ...(body ? { payload: JSON.stringify(body) } : {}) });
+
+  it('resync forces a full sync, is audited with a log line and an Event naming who, and is rate-limited', async () => {
+    t = await testDashboard({ token: TOKEN });
+    const res = await post('resync');
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toMatchObject({ action: 'resync', ok: true, user: 'token' } satisfies Partial<ActionResult>);
+    await t.settle(1000);
+    expect(t.daemon.loop.lastRecord).toMatchObject({ seq: 2, trigger: 'resync', full: true, ok: true });
+    const event = t.events.recent().find((e) => e.reason === 'DashboardResync')!;
+    expect(event).toMatchObject({ type: 'Normal', action: 'Resync', regarding: { kind: 'Node', name: 'node-a' } });
+    expect(event.note).toMatch(/^resync by "token" from .+ \(dashboard\): done: full sync requested/);
+    expect(t.log.lines('info').some((l) => /dashboard action action=resync user=token .*outcome=done/.test(l))).toBe(true);
+
+    const again = await post('resync');
+    expect(again.statusCode).toBe(429);
+    expect(again.headers['retry-after']).toBe('9');
+    expect(t.log.lines('warn').some((l) => /dashboard action action=resync .*outcome=refused/.test(l))).toBe(true);
+    await t.settle(9_000);
+    expect((await post('resync')).statusCode).toBe(200);
+  });
+
+  it('refuses an action from another origin, even with the token', async () => {
+    t = await testDashboard({ token: TOKEN });
+    const res = await post('resync', undefined, { ...AUTH, origin: 'http://evil.example' });
+    expect(res.statusCode).toBe(403);
+    expect(res.json().error.code).toBe('KPROXY_ERR_ORIGIN_REJECTED');
+    expect((await post('resync', undefined, { ...AUTH, origin: 'http://localhost:10249' })).statusCode).toBe(200);
+  });
+
+  it('cleanup with pause removes the rules and keeps them off until resume puts them back', async () => {
+    t = await testDashboard({ token: TOKEN });
+    const has = () => t.kernel.chains('nat').some((c) => c.startsWith('KUBE-SVC-'));
+    expect(has()).toBe(true);
+    const res = await post('cleanup', { pause: true });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toMatchObject({ action: 'cleanup', ok: true, paused: true });
+    expect(res.json().message).toMatch(/^removed .*nat \d+.*rules stay off until resumed/);
+    expect(has()).toBe(false);
+    await t.settle(60_000);
+    expect(has()).toBe(false);
+    const warning = t.events.recent().find((e) => e.reason === 'DashboardCleanup')!;
+    expect(warning.type).toBe('Warning');
+
+    const resumed = await post('resume');
+    expect(resumed.json()).toMatchObject({ ok: true, paused: false });
+    await t.settle(1000);
+    expect(has()).toBe(true);
+    expect(t.daemon.loop.lastRecord).toMatchObject({ trigger: 'resume', full: true, ok: true });
+  });
+
+  it('refuses a resync while paused', async () => {
+    t = await testDashboard({ token: TOKEN });
+    expect((await post('pause')).statusCode).toBe(200);
+    const res = await post('resync');
+    expect(res.statusCode).toBe(409);
+    expect(res.json().message).toMatch(/paused/);
+  });
+});
+
+describe('dashboard delegated auth (TokenReview + SubjectAccessReview)', () => {
+  let t: TestDashboard;
+  afterEach(async () => t?.close());
+
+  it('lets a user with get on nodes/kproxy view, and only one with update act', async () => {
+    const reviewer = new FakeAccessReviewer();
+    reviewer.users.set('alice-token', { username: 'alice', groups: ['devs'] });
+    reviewer.users.set('bob-token', { username: 'bob', groups: ['sre'] });
+    reviewer.allow('alice', 'get').allow('bob', 'get').allow('bob', 'update');
+    t = await testDashboard({ reviewer });
+    const as = (token: string) => ({ ...HOST, authorization: `Bearer ${token}` });
+
+    const alice = await t.app.inject({ url: '/api/v1/whoami', headers: as('alice-token') });
+    expect(alice.json()).toEqual({ authMode: 'delegated', user: 'alice', canAct: false });
+    const denied = await t.app.inject({ method: 'POST', url: '/api/v1/actions/resync', headers: as('alice-token') });
+    expect(denied.statusCode).toBe(403);
+    expect(denied.json().error.message).toBe('user "alice" may not update nodes/kproxy node-a (SubjectAccessReview)');
+
+    const bob = await t.app.inject({ method: 'POST', url: '/api/v1/actions/resync', headers: as('bob-token') });
+    expect(bob.statusCode).toBe(200);
+    expect(t.events.recent().find((e) => e.reason === 'DashboardResync')!.note).toMatch(/^resync by "bob"/);
+
+    expect((await t.app.inject({ url: '/api/v1/status', headers: as('mallory-token') })).statusCode).toBe(401);
+  });
+
+  it('caches review answers, and fails closed (503) when the API server cannot be asked', async () => {
+    const reviewer = new FakeAccessReviewer();
+    reviewer.users.set('alice-token', { username: 'alice', groups: [] });
+    reviewer.allow('alice', 'get');
+    t = await testDashboard({ reviewer });
+    const headers = { ...HOST, authorization: 'Bearer alice-token' };
+    for (let i = 0; i < 5; i++) expect((await t.app.inject({ url: '/api/v1/status', headers })).statusCode).toBe(200);
+    expect(reviewer.tokenReviews).toBe(1);
+    expect(reviewer.accessReviews).toBe(2);
+    reviewer.failing = true;
+    reviewer.users.set('carol-token', { username: 'carol', groups: [] });
+    const res = await t.app.inject({ url: '/api/v1/status', headers: { ...HOST, authorization: 'Bearer carol-token' } });
+    expect(res.statusCode).toBe(503);
+    expect(res.json().error.message).toMatch(/cannot check the bearer token with the API server: .*ECONNREFUSED/);
+  });
+});
+
+/** splitSpec turns a listed rule back into words for FakeIptables.deleteRule. */
+function splitSpec(spec: string): string[] {
+  return [...spec.matchAll(/"([^"]*)"|(\S+)/g)].map((m) => m[1] ?? m[2]);
+}

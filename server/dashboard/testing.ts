@@ -1,0 +1,155 @@
+import { readFileSync } from 'node:fs';
+import type { FastifyInstance } from 'fastify';
+import { FakeClock, flushMicrotasks } from '../clock-fake.ts';
+import type { RunOptions } from '../config/types.ts';
+import { Daemon } from '../daemon.ts';
+import { MemoryEventRecorder } from '../events/memory-event-recorder.ts';
+import { buildMetricsApp } from '../http/app.ts';
+import { FakeIptables } from '../kernel/iptables-fake.ts';
+import { FakeSysctl } from '../kernel/sysctl-fake.ts';
+import { MemoryLog } from '../log.ts';
+import type { EndpointSlice, Node, Service } from '../proxy/kube-objects.ts';
+import { harness, objectsFromYaml, testConfig } from '../proxy/iptables/testing.ts';
+import type { ChangeHandlers } from '../proxy/proxy-state.ts';
+import type { Source, SourceStatus } from '../sources/source.ts';
+import { DashboardActions } from './actions.ts';
+import type { AccessReviewer } from './auth/access-review.ts';
+import { DashboardAuth } from './auth/auth.ts';
+import { SYSCTL_CONNTRACK_COUNT, SYSCTL_CONNTRACK_MAX } from './conntrack.ts';
+import { ConntrackCounter } from './conntrack.ts';
+import { Dashboard } from './dashboard.ts';
+import { dashboardPlugins } from './http/plugin.ts';
+import { IptablesView } from './iptables/view.ts';
+import { ActionRateLimiter } from './rate-limiter.ts';
+import type { StreamHubOptions } from './stream-hub.ts';
+import { noYield } from './yield.ts';
+
+/** MemorySource hands objects to the state directly, like a source that has listed. */
+export class MemorySource implements Source {
+  handlers: ChangeHandlers | null = null;
+  readonly #initial: (Service | EndpointSlice | Node)[];
+
+  constructor(initial: (Service | EndpointSlice | Node)[] = []) {
+    this.#initial = initial;
+  }
+
+  async start(h: ChangeHandlers): Promise<void> {
+    this.handlers = h;
+    for (const o of this.#initial) {
+      if (o.kind === 'Service') h.onService(null, o as Service);
+      else if (o.kind === 'EndpointSlice') h.onEndpointSlice(null, o as EndpointSlice);
+      else h.onNode(null, o as Node);
+    }
+    h.onSynced('Service');
+    h.onSynced('EndpointSlice');
+    h.onSynced('Node');
+  }
+
+  async stop(): Promise<void> {}
+
+  status(): SourceStatus {
+    return { kind: 'file', description: 'memory', synced: true, objects: this.#initial.length, counters: {} };
+  }
+}
+
+/** exampleObjects reads deploy/examples (the demo cluster the e2e test also uses). */
+export function exampleObjects(): (Service | EndpointSlice | Node)[] {
+  const out: (Service | EndpointSlice | Node)[] = [];
+  for (const f of ['nodes.yaml', 'kube-dns.yaml', 'shop.yaml']) {
+    const path = new URL(`../../deploy/examples/${f}`, import.meta.url);
+    out.push(...objectsFromYaml(f, readFileSync(path, 'utf8')));
+  }
+  return out;
+}
+
+export interface TestDashboardOptions {
+  token?: string | null;
+  reviewer?: AccessReviewer | null;
+  objects?: (Service | EndpointSlice | Node)[];
+  hub?: Omit<StreamHubOptions, 'logger'>;
+  webRoot?: string;
+}
+
+/** TestDashboard is a daemon over the fake kernel with its dashboard on a metrics app (not listening). */
+export interface TestDashboard {
+  clock: FakeClock;
+  kernel: FakeIptables;
+  daemon: Daemon;
+  source: MemorySource;
+  events: MemoryEventRecorder;
+  log: MemoryLog;
+  dashboard: Dashboard;
+  auth: DashboardAuth;
+  app: FastifyInstance;
+  /** settle lets syncs, the dashboard's deferred work and kernel reads finish. */
+  settle(ms?: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** testDashboard starts a daemon on the example cluster and waits for its first sync. */
+export async function testDashboard(opts: TestDashboardOptions = {}): Promise<TestDashboard> {
+  const log = new MemoryLog('info');
+  const config = testConfig({ clusterCIDRs: ['10.244.0.0/16'] });
+  const h = harness({ config, nodeName: 'node-a', logger: log.logger });
+  const clock = h.clock;
+  const kernel = h.kernel;
+  const events = new MemoryEventRecorder({ clock, logger: log.logger.child('events') });
+  const source = new MemorySource(opts.objects ?? exampleObjects());
+  const run: RunOptions = {
+    configFile: null,
+    kubeconfig: null,
+    source: 'file:memory',
+    sourceIsDefault: false,
+    once: false,
+    cleanup: false,
+    dryRun: true,
+    dashboardTokenFile: null,
+    iptablesFlavor: 'nft',
+    version: false,
+    help: false,
+  };
+  const daemon = new Daemon({ config, run, nodeName: 'node-a', logger: log.logger, clock, backend: h.backend, source, events });
+  const provider = new IptablesView({ runner: kernel, simulated: true, skipped: h.backend.metrics.skippedServicePorts, pause: noYield });
+  const sysctl = new FakeSysctl({ [SYSCTL_CONNTRACK_COUNT]: '1234', [SYSCTL_CONNTRACK_MAX]: '262144' });
+  const dashboard = new Dashboard({
+    daemon,
+    provider,
+    conntrack: new ConntrackCounter({ sysctl, clock }),
+    backendDescription: 'iptables (nft, simulated kernel)',
+    events,
+    health: () => ({ healthy: true, lastUpdated: clock.now(), nodeEligible: true }),
+    pause: noYield,
+    hub: opts.hub,
+  });
+  const auth = new DashboardAuth({ token: opts.token ?? null, reviewer: opts.reviewer ?? null, nodeName: 'node-a', clock });
+  const actions = new DashboardActions({ dashboard, events, limiter: new ActionRateLimiter(clock), clock, logger: log.logger.child('dashboard') });
+  const app = buildMetricsApp({
+    metrics: { contentType: 'text/plain', render: async () => 'kubeproxy_sync_proxy_rules_last_timestamp_seconds 1\n' },
+    config,
+    plugins: dashboardPlugins({ dashboard, actions, auth, clock, webRoot: opts.webRoot ?? '/nonexistent-web-root' }),
+  });
+  await app.ready();
+  await daemon.start();
+  const settle = async (ms = 0) => {
+    await clock.advanceAsync(ms);
+    await daemon.loop.idle();
+    await flushMicrotasks();
+  };
+  await settle();
+  return {
+    clock,
+    kernel,
+    daemon,
+    source,
+    events,
+    log,
+    dashboard,
+    auth,
+    app,
+    settle,
+    close: async () => {
+      await app.close();
+      await daemon.stop();
+    },
+  };
+}
