@@ -11,6 +11,7 @@ import type { FakeIptables } from './kernel/iptables-fake.ts';
 import type { Logger } from './log.ts';
 import type { Backend } from './proxy/backend.ts';
 import { createHostIptablesBackend } from './proxy/iptables/host.ts';
+import { createHostIpvsBackend } from './proxy/ipvs/host.ts';
 import { FileSource } from './sources/file/file-source.ts';
 import { KubeSource } from './sources/k8s/kube-source.ts';
 import { loadKubeConfig } from './sources/k8s/kubeconfig.ts';
@@ -61,8 +62,17 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
       if (kernel) dryRunKernel = { describe: () => kernel.save() };
       break;
     }
+    case 'ipvs': {
+      // Checks ip_vs, the dummy link type and the scheduler first: a kernel without them fails here, before anything is programmed.
+      const host = await createHostIpvsBackend({ config, nodeName, flavor: run.iptablesFlavor, dryRun: run.dryRun, clock, logger });
+      backend = host.backend;
+      backendDescription = `ipvs (scheduler ${config.ipvs.scheduler || 'rr'}, iptables ${host.decision.flavor}${run.dryRun ? ', simulated kernel' : ''})`;
+      const kernel = host.kernel;
+      if (kernel) dryRunKernel = { describe: () => kernel.describe() };
+      break;
+    }
     default:
-      throw new ProxyModeUnsupportedError(`--proxy-mode ${config.mode} is not available in this kproxy version (available: iptables)`);
+      throw new ProxyModeUnsupportedError(`--proxy-mode ${config.mode} is not available in this kproxy version (available: iptables, ipvs)`);
   }
   const daemon = new Daemon({ config, run, nodeName, logger, clock, backend, source, events });
   return { daemon, memoryEvents, kubeEvents, dryRunKernel, backendDescription };

@@ -9,6 +9,7 @@ import { nodeHealth, setupDashboard, type DashboardSetup } from './dashboard/set
 import { createLogger, type Logger } from './log.ts';
 import { cleanupIptablesHost } from './proxy/iptables/host.ts';
 import { cleanupSummary } from './proxy/iptables/cleanup.ts';
+import { cleanupIpvsHost, mergeCleanup } from './proxy/ipvs/host.ts';
 import type { SyncRecord } from './proxy/sync-loop.ts';
 import { versionLine } from './version.ts';
 
@@ -40,7 +41,7 @@ async function main(argv: readonly string[]): Promise<number> {
   logger.info(versionLine());
   for (const w of loaded.warnings) logger.warn(w);
 
-  if (run.cleanup) return cleanup(logger);
+  if (run.cleanup) return cleanup(logger, config);
 
   let assembled: Assembled;
   try {
@@ -52,8 +53,9 @@ async function main(argv: readonly string[]): Promise<number> {
   return run.once ? once(loaded, assembled, logger) : serve(loaded, assembled, logger);
 }
 
-async function cleanup(logger: Logger): Promise<number> {
-  const result = await cleanupIptablesHost({ logger });
+async function cleanup(logger: Logger, config: LoadedConfiguration['config']): Promise<number> {
+  // iptables first: IPVS mode's ipsets cannot be destroyed while its rules still match them.
+  const result = mergeCleanup(await cleanupIptablesHost({ logger }), await cleanupIpvsHost({ config, logger }));
   const line = cleanupSummary(result);
   process.stdout.write(line + '\n');
   for (const e of result.errors) logger.error(e.message, { code: e.code });

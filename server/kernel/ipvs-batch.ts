@@ -146,8 +146,19 @@ export type IpvsCommand =
   | { readonly op: 'set-timeouts'; readonly tcp: number; readonly tcpFin: number; readonly udp: number }
   | { readonly op: 'clear' };
 
-/** IpvsSyntaxError is a line ipvsadm would refuse before talking to the kernel (it exits 2). */
-export class IpvsSyntaxError extends IpvsError {}
+/**
+ * IpvsSyntaxError is a line ipvsadm refuses before talking to the kernel.
+ * fatal: ipvsadm exits 2 there and later lines are not applied (a bad value);
+ * otherwise it only skips the line (an unknown option or a missing argument,
+ * which popt reports) and goes on with the next one.
+ */
+export class IpvsSyntaxError extends IpvsError {
+  readonly fatal: boolean;
+  constructor(message: string, fatal = true) {
+    super(message);
+    this.fatal = fatal;
+  }
+}
 
 const SCHED_FLAGS: Record<string, string | null> = {
   'flag-1': null,
@@ -163,16 +174,17 @@ const SCHED_FLAGS: Record<string, string | null> = {
 export const IPVSADM_DEFAULT_SCHEDULER = 'wlc';
 
 function parseAddrPort(text: string, what: string): { address: string; port: number } {
-  const m = /^\[([0-9a-fA-F:.]+)\]:(\d+)$/.exec(text) ?? /^([0-9.]+):(\d+)$/.exec(text);
+  // As ipvsadm's parse_service: an address, optionally ":port" ([v6]:port); no port means 0.
+  const m = /^\[([0-9a-fA-F:.]+)\](?::(\d+))?$/.exec(text) ?? /^([0-9.]+)(?::(\d+))?$/.exec(text);
   const address = m ? canonicalIP(m[1]) : null;
-  const port = m ? Number(m[2]) : NaN;
-  if (!m || !address || !Number.isInteger(port) || port < 0 || port > 65535) throw new IpvsSyntaxError(`illegal ${what} address:port specified: ${text}`);
+  const port = m?.[2] === undefined ? 0 : Number(m[2]);
+  if (!m || !address || !Number.isInteger(port) || port > 65535) throw new IpvsSyntaxError(`illegal ${what} address[:port] specified`);
   return { address, port };
 }
 
 function parseNumber(text: string | undefined, min: number, max: number, what: string): number {
   const n = text !== undefined && /^\d+$/.test(text) ? Number(text) : NaN;
-  if (!Number.isInteger(n) || n < min || n > max) throw new IpvsSyntaxError(`illegal ${what} specified: ${text ?? '(missing)'}`);
+  if (!Number.isInteger(n) || n < min || n > max) throw new IpvsSyntaxError(what === 'timeout' ? `invalid timeout value \`${text}' specified` : `illegal ${what} specified`);
   return n;
 }
 
@@ -202,7 +214,7 @@ export function parseIpvsCommand(line: string): IpvsCommand {
     const w = words[i];
     const arg = () => {
       const v = words[++i];
-      if (v === undefined) throw new IpvsSyntaxError(`option ${w} needs an argument`);
+      if (v === undefined) throw new IpvsSyntaxError(`${w}: missing argument`, false);
       return v;
     };
     const once = (name: string) => {
@@ -219,11 +231,11 @@ export function parseIpvsCommand(line: string): IpvsCommand {
       case '-C': case '--clear': setCmd('clear'); break;
       case '--set': {
         setCmd('set-timeouts');
-        timeouts = [arg(), arg(), arg()].map((t) => parseNumber(t, 0, 2147483647, 'timeout value'));
+        timeouts = [arg(), arg(), arg()].map((t) => parseNumber(t, 0, 2678400, 'timeout'));
         break;
       }
       case '-t': case '--tcp-service': case '-u': case '--udp-service': case '--sctp-service': {
-        once('service');
+        once('service-address');
         const protocol: IpvsProtocol = w === '-t' || w === '--tcp-service' ? 'TCP' : w === '--sctp-service' ? 'SCTP' : 'UDP';
         svc = { protocol, ...parseAddrPort(arg(), 'virtual server') };
         break;
@@ -254,11 +266,11 @@ export function parseIpvsCommand(line: string): IpvsCommand {
         break;
       }
       case '-w': case '--weight': once('weight'); weight = parseNumber(arg(), 0, 65535, 'weight'); break;
-      case '-m': case '--masquerading': once('forward'); forward = 'masq'; break;
-      case '-g': case '--gatewaying': once('forward'); forward = 'route'; break;
-      case '-i': case '--ipip': once('forward'); forward = 'tunnel'; break;
+      case '-m': case '--masquerading': once('forwarding-method'); forward = 'masq'; break;
+      case '-g': case '--gatewaying': once('forwarding-method'); forward = 'route'; break;
+      case '-i': case '--ipip': once('forwarding-method'); forward = 'tunnel'; break;
       default:
-        throw new IpvsSyntaxError(`invalid option \`${w}'`);
+        throw new IpvsSyntaxError(`${w}: unknown option`, false);
     }
   }
   if (cmd === null) throw new IpvsSyntaxError('no command specified');
@@ -275,7 +287,8 @@ export function parseIpvsCommand(line: string): IpvsCommand {
   }
   if (c === 'delete-service') return { op: c, service };
   if (!real) throw new IpvsSyntaxError(`You need to supply the 'real-server' option for the '${c}' command`);
-  const r: { address: string; port: number } = real;
+  // A real server without a port takes the service's (ipvsadm copies vport to dport).
+  const r: { address: string; port: number } = real.port === 0 ? { ...real, port: service.port } : real;
   if (c === 'delete-real') return { op: c, service, real: r };
   // ipvsadm forces the service port on direct-routed and tunnelled real servers.
   const port = forward === 'masq' ? r.port : service.port;

@@ -25,12 +25,20 @@ describe('FakeIpvs', () => {
     expect(k.services().map((s) => `${s.address} ${s.scheduler}`)).toEqual(['10.0.0.1 rr', '10.0.0.3 lc']);
   });
 
-  it('stops at a line it cannot parse, keeping the lines before it (ipvsadm exits 2)', async () => {
+  it('stops at a bad value, keeping the lines before it (ipvsadm exits 2)', async () => {
+    const k = new FakeIpvs();
+    const err = await k.restore('-A -t 10.0.0.1:80 -s rr\n-A -t 10.0.0.300:80 -s rr\n-A -t 10.0.0.3:80 -s rr\n').catch((e) => e);
+    expect(err.syntax).toBe(true);
+    expect(err.messages).toEqual(['illegal virtual server address[:port] specified']);
+    expect(k.services().map((s) => s.address)).toEqual(['10.0.0.1']);
+  });
+
+  it('skips a line with an unknown option and goes on, as popt makes ipvsadm do', async () => {
     const k = new FakeIpvs();
     const err = await k.restore('-A -t 10.0.0.1:80 -s rr\n-A -t 10.0.0.2:80 --frobnicate\n-A -t 10.0.0.3:80 -s rr\n').catch((e) => e);
-    expect(err.syntax).toBe(true);
-    expect(err.messages).toEqual(["invalid option `--frobnicate'"]);
-    expect(k.services().map((s) => s.address)).toEqual(['10.0.0.1']);
+    expect(err.syntax).toBe(false);
+    expect(err.messages).toEqual(['--frobnicate: unknown option']);
+    expect(k.services().map((s) => s.address)).toEqual(['10.0.0.1', '10.0.0.3']);
   });
 
   it('edits weights and schedulers in place and deletes what was asked', async () => {

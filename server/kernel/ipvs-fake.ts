@@ -1,4 +1,4 @@
-import { parseIpvsCommand, realServerKey, virtualServerKey, type IpvsRealServer, type IpvsService, type IpvsVirtualServer } from './ipvs-batch.ts';
+import { IpvsSyntaxError, parseIpvsCommand, realServerKey, virtualServerKey, type IpvsRealServer, type IpvsService, type IpvsVirtualServer } from './ipvs-batch.ts';
 import { parseIpvsList, parseIpvsSave, parseIpvsStats, renderIpvsList, renderIpvsSave, renderIpvsStats, type IpvsCounters, type IpvsServiceStats } from './ipvs-listing.ts';
 import { IpvsRestoreError, type IpvsRunner } from './ipvs.ts';
 
@@ -22,9 +22,10 @@ const ZERO: IpvsCounters = { conns: 0, inPackets: 0, outPackets: 0, inBytes: 0, 
 /**
  * FakeIpvs is an in-memory IPVS table behind the IpvsRunner interface. Its
  * restore() reads `ipvsadm -R` input line by line with ipvsadm's parser and the
- * kernel's answers: an unparsable line stops the batch (lines before it stay
- * applied, as ipvsadm exits 2), a refused line ("Service already exists", "No
- * such destination") is reported and the batch goes on. Listings are rendered
+ * kernel's answers: a bad value stops the batch (lines before it stay applied,
+ * as ipvsadm exits 2), an unknown option skips its line, a refused line
+ * ("Service already exists", "No such destination") is reported; in the last
+ * two cases the batch goes on. Listings are rendered
  * in ipvsadm's formats and parsed back, so the parsers are exercised too.
  * Tests set connection counts and traffic counters directly.
  */
@@ -96,6 +97,7 @@ export class FakeIpvs implements IpvsRunner {
         cmd = parseIpvsCommand(line);
       } catch (err) {
         messages.push((err as Error).message);
+        if (err instanceof IpvsSyntaxError && !err.fatal) continue;
         syntax = true;
         break;
       }

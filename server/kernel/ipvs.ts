@@ -101,7 +101,7 @@ export function ipvsModules(scheduler: string): string[] {
 /** moduleHint tells an operator how to get the modules. */
 export function moduleHint(scheduler: string): string {
   const mods = ipvsModules(scheduler);
-  return `load them with "modprobe -a ${mods.join(' ')}" (and list them in /etc/modules-load.d/ so they load at boot), or choose --proxy-mode iptables or nftables`;
+  return `load them with "modprobe -a ${mods.join(' ')}" (and list them in /etc/modules-load.d/ so they load at boot), or choose another --proxy-mode (iptables)`;
 }
 
 export interface IpvsSupportOptions {

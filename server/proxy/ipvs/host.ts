@@ -105,6 +105,7 @@ export async function createHostIpvsBackend(opts: HostIpvsOptions): Promise<Host
     sysctl,
     clock: opts.clock,
     logger: opts.logger,
+    simulated: opts.dryRun,
     // The dashboard's cleanup action: this mode's iptables rules first (they match the sets), then IPVS objects.
     cleanup: async () => {
       const a = await cleanupIptables({ runners: [iptables], logger: log, nftExec: null });

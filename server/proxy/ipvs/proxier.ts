@@ -47,6 +47,8 @@ export interface IpvsBackendOptions {
   drainCheckIntervalMs?: number;
   drainTimeoutMs?: number;
   canaryIntervalMs?: number;
+  /** simulated: the kernel runners are --dry-run fakes (logs say "would set"). */
+  simulated?: boolean;
 }
 
 /** IpvsMetrics are the counters and facts the metrics and the dashboard read. */
@@ -137,7 +139,7 @@ class IpvsProxier implements IpvsBackend {
         this.#log.info(s.why, { sysctl: s.name });
         continue;
       }
-      if (await ensureSysctl(sysctl, s.name, s.value)) this.#log.info('set sysctl', { sysctl: s.name, value: s.value, why: s.why });
+      if (await ensureSysctl(sysctl, s.name, s.value)) this.#log.info(this.#o.simulated ? 'would set sysctl (dry run)' : 'set sysctl', { sysctl: s.name, value: s.value, why: s.why });
     }
     const secs = (ms: number) => Math.floor(ms / 1000);
     const { tcpTimeoutMs, tcpFinTimeoutMs, udpTimeoutMs } = config.ipvs;
