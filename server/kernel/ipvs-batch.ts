@@ -188,11 +188,50 @@ function parseNumber(text: string | undefined, min: number, max: number, what: s
   return n;
 }
 
+/** IPVSADM_COMMAND names kproxy's ops as ipvsadm's messages name its commands. */
+const IPVSADM_COMMAND: Record<string, string> = {
+  'add-service': 'add-service',
+  'edit-service': 'edit-service',
+  'delete-service': 'delete-service',
+  'add-real': 'add-server',
+  'edit-real': 'edit-server',
+  'delete-real': 'delete-server',
+};
+
+/**
+ * OPTION_RULES is the part of ipvsadm's commands_v_options table for the
+ * options kproxy parses, in ipvsadm's column order: "+" required, "x" refused.
+ */
+const OPTION_RULES: readonly [option: string, rules: Record<string, '+' | 'x' | ' '>][] = [
+  ['service-address', { 'add-service': '+', 'edit-service': '+', 'delete-service': '+', 'add-real': '+', 'edit-real': '+', 'delete-real': '+' }],
+  ['scheduler', { 'add-service': ' ', 'edit-service': ' ', 'delete-service': 'x', 'add-real': 'x', 'edit-real': 'x', 'delete-real': 'x' }],
+  ['persistent', { 'add-service': ' ', 'edit-service': ' ', 'delete-service': 'x', 'add-real': 'x', 'edit-real': 'x', 'delete-real': 'x' }],
+  ['real-server', { 'add-service': 'x', 'edit-service': 'x', 'delete-service': 'x', 'add-real': '+', 'edit-real': '+', 'delete-real': '+' }],
+  ['forwarding-method', { 'add-service': 'x', 'edit-service': 'x', 'delete-service': 'x', 'add-real': ' ', 'edit-real': ' ', 'delete-real': 'x' }],
+  ['weight', { 'add-service': 'x', 'edit-service': 'x', 'delete-service': 'x', 'add-real': ' ', 'edit-real': ' ', 'delete-real': 'x' }],
+  ['sched-flags', { 'add-service': ' ', 'edit-service': ' ', 'delete-service': 'x', 'add-real': 'x', 'edit-real': 'x', 'delete-real': 'x' }],
+];
+
+/** checkOptions is ipvsadm's generic_opt_check for these commands, with its messages. */
+function checkOptions(op: string, seen: ReadonlySet<string>): void {
+  const name = IPVSADM_COMMAND[op];
+  for (const [option, rules] of OPTION_RULES) {
+    const rule = rules[op];
+    if (!seen.has(option) && rule === '+') throw new IpvsSyntaxError(`You need to supply the '${option}' option for the '${name}' command`);
+    if (seen.has(option) && rule === 'x') throw new IpvsSyntaxError(`Illegal '${option}' option with the '${name}' command`);
+  }
+}
+
+const TRY_HELP = "Try `ipvsadm -h' or 'ipvsadm --help' for more information.";
+const COMMAND_WORDS = new Set(['-A', '--add-service', '-E', '--edit-service', '-D', '--delete-service', '-a', '--add-server', '-e', '--edit-server', '-d', '--delete-server', '-C', '--clear', '--set']);
+
 /**
  * parseIpvsCommand reads one ipvsadm command line (without "ipvsadm") into a
- * command, applying ipvsadm's own rules: options in any order, but scheduler
- * flags checked against a -s given before them; default scheduler wlc, weight
- * 1 and forwarding "route" (-g) as ipvsadm has them. Throws IpvsSyntaxError.
+ * command, applying the rules of ipvsadm 1.31 as Debian builds it (checked
+ * against the binary in test/kernel/ipvs-ipvsadm.test.ts): the command first,
+ * other options in any order, scheduler flags checked against the final
+ * scheduler, weights up to 2^31-1; default scheduler wlc, weight 1 and
+ * forwarding "route" (-g). Throws IpvsSyntaxError with ipvsadm's messages.
  */
 export function parseIpvsCommand(line: string): IpvsCommand {
   const words = line.trim().split(/\s+/).filter((w) => w !== '');
@@ -206,8 +245,11 @@ export function parseIpvsCommand(line: string): IpvsCommand {
   let forward: IpvsForward = 'route';
   let timeouts: number[] | null = null;
   const seen = new Set<string>();
-  const setCmd = (c: string) => {
-    if (cmd !== null) throw new IpvsSyntaxError('multiple commands specified');
+  // The command must be the first option (else ipvsadm prints its "Try" hint and
+  // exits); a later command option is an invalid option.
+  if (!COMMAND_WORDS.has(words[0] ?? '')) throw new IpvsSyntaxError(TRY_HELP);
+  const setCmd = (c: string, word: string, index: number) => {
+    if (index !== 0 || cmd !== null) throw new IpvsSyntaxError(`invalid option \`${word}'`);
     cmd = c;
   };
   for (let i = 0; i < words.length; i++) {
@@ -222,15 +264,15 @@ export function parseIpvsCommand(line: string): IpvsCommand {
       seen.add(name);
     };
     switch (w) {
-      case '-A': case '--add-service': setCmd('add-service'); break;
-      case '-E': case '--edit-service': setCmd('edit-service'); break;
-      case '-D': case '--delete-service': setCmd('delete-service'); break;
-      case '-a': case '--add-server': setCmd('add-real'); break;
-      case '-e': case '--edit-server': setCmd('edit-real'); break;
-      case '-d': case '--delete-server': setCmd('delete-real'); break;
-      case '-C': case '--clear': setCmd('clear'); break;
+      case '-A': case '--add-service': setCmd('add-service', w, i); break;
+      case '-E': case '--edit-service': setCmd('edit-service', w, i); break;
+      case '-D': case '--delete-service': setCmd('delete-service', w, i); break;
+      case '-a': case '--add-server': setCmd('add-real', w, i); break;
+      case '-e': case '--edit-server': setCmd('edit-real', w, i); break;
+      case '-d': case '--delete-server': setCmd('delete-real', w, i); break;
+      case '-C': case '--clear': setCmd('clear', w, i); break;
       case '--set': {
-        setCmd('set-timeouts');
+        setCmd('set-timeouts', w, i);
         timeouts = [arg(), arg(), arg()].map((t) => parseNumber(t, 0, 2678400, 'timeout'));
         break;
       }
@@ -243,8 +285,8 @@ export function parseIpvsCommand(line: string): IpvsCommand {
       case '-r': case '--real-server': once('real-server'); real = parseAddrPort(arg(), 'real server'); break;
       case '-s': case '--scheduler': {
         once('scheduler');
-        scheduler = arg();
-        if (!/^[a-z]{1,15}$/.test(scheduler)) throw new IpvsSyntaxError(`illegal scheduler specified: ${scheduler}`);
+        // ipvsadm keeps 15 characters and lets the kernel judge the name.
+        scheduler = arg().slice(0, 15);
         break;
       }
       case '-p': case '--persistent': {
@@ -256,16 +298,11 @@ export function parseIpvsCommand(line: string): IpvsCommand {
       }
       case '-b': case '--sched-flags': {
         once('sched-flags');
+        // Checked after every option is read, against the final scheduler (as ipvsadm does).
         flags = arg().split(',');
-        const sched = scheduler || IPVSADM_DEFAULT_SCHEDULER;
-        for (const f of flags) {
-          if (!(f in SCHED_FLAGS)) throw new IpvsSyntaxError(`invalid scheduler flag \`${f}'`);
-          const only = SCHED_FLAGS[f];
-          if (only !== null && only !== sched) throw new IpvsSyntaxError(`incompatible scheduler flag \`${f}'`);
-        }
         break;
       }
-      case '-w': case '--weight': once('weight'); weight = parseNumber(arg(), 0, 65535, 'weight'); break;
+      case '-w': case '--weight': once('weight'); weight = parseNumber(arg(), 0, 2147483647, 'weight'); break;
       case '-m': case '--masquerading': once('forwarding-method'); forward = 'masq'; break;
       case '-g': case '--gatewaying': once('forwarding-method'); forward = 'route'; break;
       case '-i': case '--ipip': once('forwarding-method'); forward = 'tunnel'; break;
@@ -273,22 +310,27 @@ export function parseIpvsCommand(line: string): IpvsCommand {
         throw new IpvsSyntaxError(`${w}: unknown option`, false);
     }
   }
-  if (cmd === null) throw new IpvsSyntaxError('no command specified');
+  if (cmd === null) throw new IpvsSyntaxError(TRY_HELP);
+  const sched = scheduler || IPVSADM_DEFAULT_SCHEDULER;
+  for (const f of flags) {
+    if (!(f in SCHED_FLAGS)) throw new IpvsSyntaxError(`invalid scheduler flag \`${f}'`);
+    const only = SCHED_FLAGS[f];
+    if (only !== null && only !== sched) throw new IpvsSyntaxError(`incompatible scheduler flag \`${f}'`);
+  }
   const c: string = cmd;
   if (c === 'clear') return { op: 'clear' };
   if (c === 'set-timeouts') return { op: 'set-timeouts', tcp: timeouts![0], tcpFin: timeouts![1], udp: timeouts![2] };
-  if (!svc) throw new IpvsSyntaxError(`You need to supply the 'service-address' option for the '${c}' command`);
-  const service: { protocol: IpvsProtocol; address: string; port: number } = svc;
+  checkOptions(c, seen);
+  const service: { protocol: IpvsProtocol; address: string; port: number } = svc!;
   if (c === 'add-service' || c === 'edit-service') {
-    if (real) throw new IpvsSyntaxError(`Illegal 'real-server' option with the '${c}' command`);
     if (service.port === 0 && persistence === 0) throw new IpvsSyntaxError('Zero port specified for non-persistent service');
     const s: IpvsVirtualServer = { ...service, scheduler: scheduler || IPVSADM_DEFAULT_SCHEDULER, persistence, schedFlags: [...flags].sort() };
     return { op: c, service: s };
   }
   if (c === 'delete-service') return { op: c, service };
-  if (!real) throw new IpvsSyntaxError(`You need to supply the 'real-server' option for the '${c}' command`);
   // A real server without a port takes the service's (ipvsadm copies vport to dport).
-  const r: { address: string; port: number } = real.port === 0 ? { ...real, port: service.port } : real;
+  const given: { address: string; port: number } = real!;
+  const r = given.port === 0 ? { ...given, port: service.port } : given;
   if (c === 'delete-real') return { op: c, service, real: r };
   // ipvsadm forces the service port on direct-routed and tunnelled real servers.
   const port = forward === 'masq' ? r.port : service.port;

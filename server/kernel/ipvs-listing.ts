@@ -16,9 +16,9 @@ import {
 /**
  * ipvsadm's three listings, parsed and rendered: `-Sn` (the configuration as
  * commands), `-Ln --exact` (with connection counts) and `-Ln --stats --exact`
- * (traffic counters). The renderers print what ipvsadm 1.31 prints, sorted as
- * it sorts (protocol, address, port), so the fake kernel's listings read like
- * the real ones and the parsers are tested against both.
+ * (traffic counters). The renderers print lines as ipvsadm 1.31 prints them,
+ * sorted by protocol, address and port, so the fake kernel's listings read
+ * like the real ones and the parsers are tested against both.
  */
 
 const PROTOCOL_NUMBER: Record<IpvsProtocol, number> = { TCP: 6, UDP: 17, SCTP: 132 };
@@ -31,7 +31,12 @@ function compareAddress(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-/** compareServices orders virtual servers as ipvsadm lists them. */
+/**
+ * compareServices orders virtual servers by protocol, address and port, the
+ * keys ipvsadm sorts by. (ipvsadm 1.31 compares addresses by an int difference
+ * that wraps past 2^31, so it lists 192.0.2.x before 10.x; nothing in kproxy
+ * depends on listing order.)
+ */
 export function compareServices(a: IpvsVirtualServer, b: IpvsVirtualServer): number {
   return PROTOCOL_NUMBER[a.protocol] - PROTOCOL_NUMBER[b.protocol] || compareAddress(a.address, b.address) || a.port - b.port;
 }

@@ -71,20 +71,23 @@ describe('ipvsadm batches', () => {
     expect(parseIpvsCommand('-A -t 10.0.0.1:80')).toMatchObject({ service: { scheduler: 'wlc', persistence: 0 } });
     expect(parseIpvsCommand('-a -t 10.0.0.1:80 -r 10.1.1.1:8080')).toMatchObject({ real: { port: 80, weight: 1, forward: 'route' } });
     expect(parseIpvsCommand('-A -t 10.0.0.1:80 -s rr -p')).toMatchObject({ service: { persistence: 300 } });
+    // Scheduler flags are checked against the final scheduler; weights go up to 2^31-1; the kernel judges scheduler names.
+    expect(parseIpvsCommand('-A -t 10.0.0.1:80 -b mh-port -s mh')).toMatchObject({ service: { scheduler: 'mh', schedFlags: ['mh-port'] } });
+    expect(parseIpvsCommand('-a -t 10.0.0.1:80 -r 10.1.1.1:80 -m -w 70000')).toMatchObject({ real: { weight: 70000 } });
+    expect(parseIpvsCommand('-A -t 10.0.0.1:80 -s nosuch')).toMatchObject({ service: { scheduler: 'nosuch' } });
   });
 
   it('refuses what ipvsadm refuses before it reaches the kernel', () => {
     const bad = [
-      '-A -t 10.0.0.1:80 -b mh-port -s mh', // flags are checked against the scheduler given before them
       '-A -t 10.0.0.1:80 -s rr -b mh-port',
       '-A -t 10.0.0.1:80 -s rr -b bogus',
       '-A -t 10.0.0.300:80 -s rr',
       '-A -t 10.0.0.1 -s rr',
       '-A -t 10.0.0.1:0 -s rr',
-      '-a -t 10.0.0.1:80 -r 10.1.1.1:80 -m -w 70000',
+      '-a -t 10.0.0.1:80 -r 10.1.1.1:80 -m -w 2147483648',
       '-A -D -t 10.0.0.1:80',
+      '-t 10.0.0.1:80 -A',
       '-a -t 10.0.0.1:80',
-      '-A -t 10.0.0.1:80 -s rr;rm',
       '-X',
       '',
     ];

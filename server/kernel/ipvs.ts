@@ -82,7 +82,8 @@ export function createIpvsRunner(opts: RealIpvsOptions = {}): IpvsRunner {
       // in the middle shows up on stderr alone, so any complaint is a failure.
       const messages = stderrLines(res.stderr);
       if (res.code === 0 && messages.length === 0) return;
-      const syntax = res.code === 2;
+      // Exit 2 (a bad value) or 255 (no command first): ipvsadm stopped at that line.
+      const syntax = res.code === 2 || res.code === 255;
       const lines = batch.split('\n').filter((l) => l.trim() !== '').length;
       throw new IpvsRestoreError(
         `ipvsadm -R refused ${syntax ? 'a line it could not parse' : 'part of the batch'} (${lines} lines, exit ${res.code}): ${messages.slice(0, 5).join('; ')}${messages.length > 5 ? `; and ${messages.length - 5} more` : ''}`,
