@@ -271,6 +271,8 @@ export class Dashboard {
     if (!c) return null;
     this.hub.send(c, this.snapshot(viewer), 'essential');
     this.#startTimer();
+    // Conntrack's two files read in microseconds: their numbers ride along with the kernel read's counters.
+    void this.#o.conntrack.read();
     void this.#refreshKernel();
     return c;
   }

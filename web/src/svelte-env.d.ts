@@ -1,3 +1,4 @@
+/// <reference types="vite/client" />
 /// <reference types="svelte" />
 declare module '*.svelte' {
   import type { Component } from 'svelte';

@@ -33,7 +33,8 @@ export const staticFilesPlugin: FastifyPluginAsync<{ webRoot: string }> = async 
   await app.register(fastifyStatic, {
     root: opts.webRoot,
     prefix: '/',
-    wildcard: false,
+    // Files are looked up per request, so a rebuilt app is served without a restart.
+    wildcard: true,
     index: 'index.html',
     setHeaders(reply, path) {
       for (const [k, v] of Object.entries(SECURITY_HEADERS)) reply.header(k, v);

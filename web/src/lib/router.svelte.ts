@@ -1,0 +1,67 @@
+/** Route is a page of the dashboard, parsed from the URL hash ("#/services/shop/web"). */
+export type Route =
+  | { readonly page: 'overview' }
+  | { readonly page: 'services'; readonly q: string }
+  | { readonly page: 'service'; readonly namespace: string; readonly name: string }
+  | { readonly page: 'rules'; readonly table: string; readonly chain: string | null; readonly q: string; readonly drift?: boolean }
+  | { readonly page: 'syncs' }
+  | { readonly page: 'actions' };
+
+export const PAGES = ['overview', 'services', 'rules', 'syncs', 'actions'] as const;
+
+/** parseRoute reads a location hash; anything unknown is the overview. */
+export function parseRoute(hash: string): Route {
+  const [path, query = ''] = hash.replace(/^#\/?/, '').split('?');
+  const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+  const params = new URLSearchParams(query);
+  switch (parts[0]) {
+    case 'services':
+      if (parts.length >= 3) return { page: 'service', namespace: parts[1], name: parts[2] };
+      return { page: 'services', q: params.get('q') ?? '' };
+    case 'rules':
+      return { page: 'rules', table: parts[1] ?? 'nat', chain: parts[2] ?? null, q: params.get('q') ?? '', drift: params.has('drift') };
+    case 'syncs':
+      return { page: 'syncs' };
+    case 'actions':
+      return { page: 'actions' };
+    default:
+      return { page: 'overview' };
+  }
+}
+
+/** href builds the hash of a route. */
+export function href(r: Route): string {
+  const e = encodeURIComponent;
+  switch (r.page) {
+    case 'overview':
+      return '#/';
+    case 'services':
+      return r.q ? `#/services?q=${e(r.q)}` : '#/services';
+    case 'service':
+      return `#/services/${e(r.namespace)}/${e(r.name)}`;
+    case 'rules':
+      const query = [r.q ? `q=${e(r.q)}` : '', r.drift ? 'drift' : ''].filter(Boolean).join('&');
+      return `#/rules/${e(r.table)}${r.chain ? `/${e(r.chain)}` : ''}${query ? `?${query}` : ''}`;
+    default:
+      return `#/${r.page}`;
+  }
+}
+
+/** Router follows location.hash. */
+export class Router {
+  route = $state.raw<Route>({ page: 'overview' });
+  readonly #onHash = () => (this.route = parseRoute(location.hash));
+
+  start(): () => void {
+    this.#onHash();
+    addEventListener('hashchange', this.#onHash);
+    return () => removeEventListener('hashchange', this.#onHash);
+  }
+
+  go(r: Route, replace = false): void {
+    const h = href(r);
+    if (replace) history.replaceState(null, '', h);
+    else location.hash = h;
+    this.route = r;
+  }
+}
