@@ -1,5 +1,5 @@
 /**
- * Runs inside a test network namespace (ip netns exec NS node this-file FLAVOR):
+ * Runs inside a test network namespace (ip netns exec NS node this-file FLAVOR [RULES_PER_COMMIT]):
  * programs deploy/examples/ with the real iptables runner of the given flavour,
  * then a partial sync, then a sync the kernel must refuse, then --cleanup, and
  * prints one JSON report with iptables-save snapshots after each step.
@@ -18,6 +18,8 @@ import { objectsFromYaml, stateFromObjects, testConfig } from '../../server/prox
 import type { EndpointSlice } from '../../server/proxy/kube-objects.ts';
 
 const flavor = process.argv[2] as IptablesFlavor;
+// rulesPerCommit (optional): split big nat rewrites into several COMMITs, as kproxy does for nft.
+const rulesPerCommit = process.argv[3] ? Number(process.argv[3]) : undefined;
 const root = join(import.meta.dirname, '../..');
 const examples = join(root, 'deploy/examples');
 const objects = readdirSync(examples)
@@ -38,6 +40,7 @@ const backend = createIptablesBackend({
   sysctl: procSysctl(),
   clock: realClock,
   logger: createLogger({ level: 'debug', write: (l) => logs.push(l) }),
+  ...(rulesPerCommit ? { rulesPerCommit } : {}),
 });
 await backend.init!();
 const brief = (r: Awaited<ReturnType<typeof backend.sync>>) => ({ full: r.full, error: r.error?.message ?? null, lines: r.linesWritten, batch: r.batch ?? '' });

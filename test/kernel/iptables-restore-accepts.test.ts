@@ -47,16 +47,24 @@ afterEach(() => {
 });
 
 describe.skipIf(!tiers().kernel.ok)('real iptables-restore accepts kproxy input', () => {
-  for (const flavor of ['legacy', 'nft'] as const) {
-    it(`iptables-${flavor}: full, partial, refused and recovered syncs, then cleanup`, () => {
-      const ns = `kpt-ipt-${flavor}-${process.pid}`;
+  const cases = [
+    { flavor: 'legacy', split: 0 },
+    { flavor: 'nft', split: 0 },
+    // The nft flavour splits big nat rewrites into several COMMITs; force it on the small example.
+    { flavor: 'nft', split: 30 },
+  ] as const;
+  for (const { flavor, split } of cases) {
+    it(`iptables-${flavor}${split ? ` (nat in commits of ${split} rules)` : ''}: full, partial, refused and recovered syncs, then cleanup`, () => {
+      const ns = `kpt-ipt-${flavor}${split}-${process.pid}`;
       execFileSync('ip', ['netns', 'add', ns]);
       namespaces.push(ns);
-      const out = execFileSync('ip', ['netns', 'exec', ns, process.execPath, CHILD, flavor], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, timeout: 90_000 });
+      const args = [CHILD, flavor, ...(split ? [String(split)] : [])];
+      const out = execFileSync('ip', ['netns', 'exec', ns, process.execPath, ...args], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, timeout: 90_000 });
       const r = JSON.parse(out) as Report;
 
       expect(r.full.error).toBeNull();
       expect(r.full.full).toBe(true);
+      expect(r.full.batch.split('\n').filter((l) => l === '*nat').length > 1).toBe(split > 0);
       const dump = parseIptablesSave(r.afterFull);
       const nat = dump.tables.get('nat')!;
       const natChains = [...nat.chains.keys()];

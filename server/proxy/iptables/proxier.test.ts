@@ -293,3 +293,58 @@ describe('iptables proxier: tampering', () => {
     expect(reasons).toHaveLength(1);
   });
 });
+
+describe('iptables proxier: big nat rewrites in several commits (nft)', () => {
+  function many(n: number) {
+    const objects = [];
+    for (let i = 0; i < n; i++) {
+      objects.push(makeService('ns1', `s${i}`, { type: 'NodePort', clusterIP: `10.96.1.${i}`, ports: [{ name: 'http', port: 80, protocol: 'TCP', nodePort: 30000 + i }] }));
+      objects.push(makeSlice('ns1', `s${i}`, `s${i}-1`, [ep(`10.244.${i}.1`), ep(`10.244.${i}.2`), ep(`10.244.${i}.3`)], tcp('http', 8080)));
+    }
+    return stateFromObjects('node-a', objects);
+  }
+
+  it('commits whole service ports in blocks, fixed chains last, and ends in the same kernel state', async () => {
+    const config = testConfig({ clusterCIDRs: ['10.244.0.0/16'] });
+    const split = harness({ config, rulesPerCommit: 40 });
+    const whole = harness({ config, rulesPerCommit: Infinity });
+    const state = many(30);
+    const c = state.checkout();
+    const r = await split.backend.sync({ state: c, forceFull: true });
+    expect(r.error).toBeUndefined();
+    expect((await whole.backend.sync({ state: c, forceFull: true })).error).toBeUndefined();
+    const natBlocks = parseIptablesScript(r.batch!).tables.filter((t) => t.name === 'nat');
+    expect(natBlocks.length).toBeGreaterThan(5);
+    // Each service port's chains are in one block, and KUBE-SERVICES is only in the last one.
+    const blockOf = new Map<string, number>();
+    natBlocks.forEach((b, i) => b.entries.forEach((e) => e.kind === 'chain' && blockOf.set(e.name, i)));
+    expect(blockOf.get('KUBE-SERVICES')).toBe(natBlocks.length - 1);
+    for (const b of natBlocks.slice(1, -1)) expect(b.entries.filter((e) => e.kind === 'command').length).toBeLessThanOrEqual(40);
+    // The fake refuses a jump to a chain that does not exist at that point: the blocks applied in order.
+    expect(split.kernel.dump()).toEqual(whole.kernel.dump());
+  });
+
+  it('keeps deleting stale chains in the final block', async () => {
+    const h = harness({ config: testConfig({ clusterCIDRs: ['10.244.0.0/16'] }), rulesPerCommit: 40 });
+    const state = many(30);
+    await h.backend.sync({ state: state.checkout(), forceFull: true });
+    for (let i = 0; i < 12; i++) state.onService(makeService('ns1', `s${i}`, {}), null);
+    for (let i = 12; i < 30; i++) state.onEndpointSlice(null, makeSlice('ns1', `s${i}`, `s${i}-1`, [ep(`10.244.${i}.9`)], tcp('http', 8080)));
+    const r = await h.backend.sync({ state: state.checkout(), forceFull: false });
+    expect(r.error).toBeUndefined();
+    expect(r.full).toBe(false);
+    const nat = parseIptablesScript(r.batch!).tables.filter((t) => t.name === 'nat');
+    expect(nat.length).toBeGreaterThan(2);
+    expect(nat.at(-1)!.entries.some((e) => e.kind === 'command' && e.op === 'X')).toBe(true);
+    const natChains = h.kernel.chains('nat');
+    expect(natChains.filter((c) => c.startsWith('KUBE-SVC-'))).toHaveLength(18);
+    expect(natChains.filter((c) => c.startsWith('KUBE-SEP-'))).toHaveLength(18);
+  });
+
+  it('does not split for legacy iptables, which rewrites the whole table at every commit', async () => {
+    const h = harness({ kernel: new FakeIptables({ flavor: 'legacy' }) });
+    const r = await h.backend.sync({ state: many(300).checkout(), forceFull: true });
+    expect(parseIptablesScript(r.batch!).tables.map((t) => t.name)).toEqual(['filter', 'nat']);
+  });
+});
+

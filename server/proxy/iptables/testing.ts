@@ -79,7 +79,7 @@ export interface Harness {
 }
 
 /** harness builds an iptables backend over the fake kernel. */
-export function harness(opts: { config?: ProxyConfig; nodeName?: string; kernel?: FakeIptables; logger?: Logger; nfacct?: boolean } = {}): Harness {
+export function harness(opts: { config?: ProxyConfig; nodeName?: string; kernel?: FakeIptables; logger?: Logger; nfacct?: boolean; rulesPerCommit?: number } = {}): Harness {
   const kernel = opts.kernel ?? new FakeIptables();
   const sysctl = new FakeSysctl({ [SYSCTL_ROUTE_LOCALNET]: '0', [SYSCTL_TCP_BE_LIBERAL]: '0' });
   const netif = new FakeNetInterfaces();
@@ -94,6 +94,7 @@ export function harness(opts: { config?: ProxyConfig; nodeName?: string; kernel?
     clock,
     logger: opts.logger ?? silentLogger,
     ...(opts.nfacct ? { nfacct: { ctStateInvalid: true, localhostNodePorts: true } } : {}),
+    ...(opts.rulesPerCommit ? { rulesPerCommit: opts.rulesPerCommit } : {}),
   });
   return { backend, kernel, sysctl, netif, clock };
 }
