@@ -74,6 +74,12 @@ describe('parseIptablesSave', () => {
     expect(fw.comment).toBe('other traffic to ns5/svc5:p80 will be dropped by KUBE-PROXY-FIREWALL');
   });
 
+  it('can keep only some rules while listing every chain', () => {
+    const builtinOnly = parseIptablesSave(SAVED, { keepRule: (_table, chain) => chain === 'INPUT' });
+    expect([...builtinOnly.tables.get('nat')!.chains.keys()]).toEqual(['PREROUTING', 'INPUT', 'OUTPUT', 'POSTROUTING', 'KUBE-SEP-SXIVWICOYRO3J4NJ', 'KUBE-FW-X']);
+    expect(countRules(builtinOnly)).toEqual({ filter: 1, nat: 0 });
+  });
+
   it('counts rules per table', () => {
     expect(countRules(dump)).toEqual({ filter: 2, nat: 2 });
   });

@@ -141,8 +141,8 @@ function parseCounters(text: string): { packets: number; bytes: number } | null 
 }
 
 /** parseIptablesScript parses restore input or save output into table blocks; throws IptablesSyntaxError. */
-export function parseIptablesScript(text: string): IptablesScript {
-  const res = parseIptablesScriptPartial(text);
+export function parseIptablesScript(text: string, opts: ScriptOptions = {}): IptablesScript {
+  const res = parseIptablesScriptPartial(text, opts);
   if (res.error) throw res.error;
   return res.script;
 }
@@ -152,17 +152,27 @@ export function parseIptablesScript(text: string): IptablesScript {
  * complete table blocks before it with the error, the way iptables-restore
  * commits the tables it finished before it meets a bad line.
  */
-export function parseIptablesScriptPartial(text: string): { script: IptablesScript; error: IptablesSyntaxError | null } {
+export function parseIptablesScriptPartial(text: string, opts: ScriptOptions = {}): { script: IptablesScript; error: IptablesSyntaxError | null } {
   const tables: TableBlock[] = [];
   try {
-    return { script: parseInto(text, tables), error: null };
+    return { script: parseInto(text, tables, opts), error: null };
   } catch (err) {
     if (!(err instanceof IptablesSyntaxError)) throw err;
     return { script: { tables, lineCount: err.line }, error: err };
   }
 }
 
-function parseInto(text: string, tables: TableBlock[]): IptablesScript {
+export interface ScriptOptions {
+  /**
+   * keepRule, when given, decides which -A rules are kept (the others are
+   * checked no further than their chain name). Reading a 400k-rule listing
+   * for chain names and a few built-in chains is then a quick scan.
+   */
+  keepRule?: (table: string, chain: string) => boolean;
+}
+
+function parseInto(text: string, tables: TableBlock[], opts: ScriptOptions): IptablesScript {
+  const keepRule = opts.keepRule;
   let cur: { name: string; line: number; entries: (ChainLine | CommandLine)[] } | null = null;
   let lineNo = 0;
   let start = 0;
@@ -209,6 +219,11 @@ function parseInto(text: string, tables: TableBlock[]): IptablesScript {
       block.entries.push({ kind: 'chain', line: lineNo, name, policy: policy === '-' ? null : policy!, packets, bytes });
       continue;
     }
+    if (keepRule && line.startsWith('-A ')) {
+      // Fast path for skipped rules: only the chain name is looked at.
+      const end = line.indexOf(' ', 3);
+      if (!keepRule(block.name, end < 0 ? line.slice(3) : line.slice(3, end))) continue;
+    }
     let rest = line;
     let counters: { packets: number; bytes: number } | null = null;
     if (rest[0] === '[') {
@@ -227,6 +242,7 @@ function parseInto(text: string, tables: TableBlock[]): IptablesScript {
     const chain = chainMatch ? chainMatch[1] : '';
     if (chain === '' && op !== 'X' && op !== 'F' && op !== 'Z') fail(`${opWord} needs a chain name`);
     if (chain !== '' && !CHAIN_NAME.test(chain)) fail(`bad chain name "${chain}"`);
+    if (op === 'A' && keepRule && !keepRule(block.name, chain)) continue;
     let spec = chainMatch ? rest.slice(chainMatch[0].length) : '';
     let position = 0;
     if (op === 'I' || op === 'R' || op === 'D') {
@@ -314,9 +330,10 @@ export function makeRule(chain: string, spec: string, args: readonly string[], p
 /**
  * parseIptablesSave reads iptables-save output (with or without -c). Only
  * chain lines and -A rules are expected; anything else is a parse error.
+ * opts.keepRule keeps only some rules (every chain is always listed).
  */
-export function parseIptablesSave(text: string): IptablesDump {
-  const script = parseIptablesScript(text);
+export function parseIptablesSave(text: string, opts: ScriptOptions = {}): IptablesDump {
+  const script = parseIptablesScript(text, opts);
   const tables = new Map<string, IptablesTable>();
   for (const block of script.tables) {
     const chains = new Map<string, { name: string; builtin: boolean; policy: string | null; packets: number; bytes: number; rules: IptablesRule[] }>();

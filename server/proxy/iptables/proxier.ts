@@ -2,7 +2,7 @@ import type { Clock } from '../../clock.ts';
 import type { ProxyConfig } from '../../config/types.ts';
 import { errorMessage, KproxyError, RestoreFailedError, RuleBuildError, SyncFailedError } from '../../errors.ts';
 import { IptablesRestoreError, type IptablesRunner } from '../../kernel/iptables.ts';
-import { chainNames, parseIptablesSave, type IptablesDump } from '../../kernel/iptables-save-parser.ts';
+import { chainNames, isBuiltinChain, parseIptablesSave, type IptablesDump } from '../../kernel/iptables-save-parser.ts';
 import type { NetInterfaces } from '../../kernel/netif.ts';
 import { ensureSysctl, sysctlInt, type Sysctl } from '../../kernel/sysctl.ts';
 import type { Logger } from '../../log.ts';
@@ -329,7 +329,8 @@ class IptablesProxier implements IptablesBackend {
   async #prepareFullSync(): Promise<Set<string>> {
     let dump: IptablesDump = { tables: new Map() };
     try {
-      dump = parseIptablesSave(await this.runner.save());
+      // Only the built-in chains' rules matter (the jump rules); of the rest, only chain names.
+      dump = parseIptablesSave(await this.runner.save(), { keepRule: isBuiltinChain });
     } catch (err) {
       // Jump rules are then checked one by one with -C; only stale-chain removal is lost this time.
       this.#log.error('cannot read the current rules (iptables-save); stale chains will not be deleted this sync', { err: errorMessage(err) });
