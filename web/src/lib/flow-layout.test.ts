@@ -1,0 +1,50 @@
+import { describe, expect, it } from 'vitest';
+import { webPort } from '../testing/fixtures.ts';
+import { flowLayout, MAX_ENDPOINTS } from './flow-layout.ts';
+import type { EndpointRow } from './protocol.ts';
+
+describe('flowLayout', () => {
+  it('draws each way in on the left, the chains it meets, and the endpoints with their share', () => {
+    const pic = flowLayout(webPort());
+    const byId = new Map(pic.nodes.map((n) => [n.id, n]));
+    const entries = pic.nodes.filter((n) => n.kind === 'entry').map((n) => `${n.label} ${n.sub}`);
+    expect(entries).toEqual(['Cluster IP 10.96.10.30:443/TCP', 'Node port node:30443/TCP', 'Load balancer IP 192.0.2.10:443/TCP']);
+    const svc = byId.get('chain:KUBE-SVC-WEB')!;
+    const ext = byId.get('chain:KUBE-EXT-WEB')!;
+    expect(svc.sub).toBe('Cluster policy: all endpoints');
+    // Columns follow the longest path: entry, KUBE-SERVICES, NODEPORTS/FW, EXT, SVC, endpoints.
+    expect(byId.get('chain:KUBE-SERVICES')!.x).toBeLessThan(byId.get('chain:KUBE-NODEPORTS')!.x);
+    expect(ext.x).toBeLessThan(svc.x);
+    const eps = pic.nodes.filter((n) => n.kind === 'endpoint');
+    expect(eps.map((n) => n.label)).toEqual(['10.244.0.31:8443', '10.244.1.32:8443']);
+    expect(eps.every((n) => n.x > svc.x)).toBe(true);
+    expect(pic.edges.filter((e) => e.label).map((e) => e.label)).toEqual(['50.0 %', '50.0 %']);
+  });
+
+  it('routes an edge that skips columns around the boxes in between', () => {
+    const pic = flowLayout(webPort());
+    const skip = pic.edges.find((e) => e.id === 'chain:KUBE-SERVICES->chain:KUBE-SVC-WEB')!;
+    // One straight run (L) through each column it crosses: NODEPORTS/FW and EXT.
+    expect(skip.d.match(/ L/g)).toHaveLength(2);
+    const boxes = pic.nodes.filter((n) => n.kind === 'chain' && !['KUBE-SERVICES', 'KUBE-SVC-WEB'].includes(n.label));
+    for (const m of skip.d.matchAll(/L([\d.]+),([\d.]+)/g)) {
+      const y = Number(m[2]);
+      expect(boxes.some((b) => Number(m[1]) >= b.x && Number(m[1]) <= b.x + b.w && y > b.y && y < b.y + b.h)).toBe(false);
+    }
+  });
+
+  it('ends a refused flow in a REJECT box', () => {
+    const pic = flowLayout(webPort({ flows: [{ kind: 'clusterIP', address: '10.96.10.80:80/TCP', path: ['KUBE-SERVICES'], policy: 'Cluster', outcome: 'reject', note: 'no endpoints' }], endpoints: [] }));
+    const refuse = pic.nodes.find((n) => n.kind === 'refuse')!;
+    expect(refuse.label).toBe('REJECT');
+    expect(refuse.tone).toBe('bad');
+    expect(pic.edges.at(-1)!.tone).toBe('bad');
+  });
+
+  it(`draws at most ${MAX_ENDPOINTS} endpoints per chain and one box for the rest`, () => {
+    const endpoints: EndpointRow[] = Array.from({ length: 20 }, (_, i) => ({ ...webPort().endpoints[0], key: `10.0.0.${i}:80`, clusterShare: 1 / 20 }));
+    const pic = flowLayout(webPort({ endpoints }));
+    expect(pic.nodes.filter((n) => n.kind === 'endpoint')).toHaveLength(MAX_ENDPOINTS);
+    expect(pic.nodes.find((n) => n.kind === 'more')!.label).toBe(`+${20 - MAX_ENDPOINTS} more endpoints`);
+  });
+});
