@@ -1,0 +1,139 @@
+import type { Clock } from '../../clock.ts';
+import { ConntrackError, RateLimitedError } from '../../errors.ts';
+import type { Conntrack, ConntrackProtocol } from '../../kernel/conntrack.ts';
+import type { Sysctl } from '../../kernel/sysctl.ts';
+import { canonicalIP, ipFamilyOf, type IPFamily } from '../ip.ts';
+
+/** NodeConntrackCounts is the node's table fill: entries and limit (null when unreadable, e.g. no nf_conntrack). */
+export interface NodeConntrackCounts {
+  readonly entries: number | null;
+  readonly max: number | null;
+  /** at: epoch ms of the reading. */
+  readonly at: number;
+}
+
+/** ServiceConntrackCount is the number of flows to one service frontend. */
+export interface ServiceConntrackCount {
+  readonly vip: string;
+  readonly port: number;
+  readonly protocol: 'TCP' | 'UDP' | 'SCTP';
+  readonly count: number;
+  /** at: epoch ms of the listing the count comes from. */
+  readonly at: number;
+  /** cached: answered from a listing less than minIntervalMs old. */
+  readonly cached: boolean;
+}
+
+export interface ConntrackCountsOptions {
+  conntrack: Conntrack;
+  /** sysctl: /proc/sys of the node's network namespace (nf_conntrack_count and nf_conntrack_max). */
+  sysctl: Sysctl;
+  clock: Clock;
+  family: IPFamily;
+  /** serviceIntervalMs: a frontend is listed at most this often; callers in between get the cached count (default 5 s). */
+  serviceIntervalMs?: number;
+  /** nodeIntervalMs: the node counts are read at most this often (default 1 s). */
+  nodeIntervalMs?: number;
+  /** maxCached: frontends whose counts are kept (least recently listed go first; default 1024). */
+  maxCached?: number;
+  /** maxQueued: listings waiting for their turn before new ones are refused (default 8). */
+  maxQueued?: number;
+}
+
+interface Cached {
+  readonly count: number;
+  readonly at: number;
+  readonly atMono: number;
+}
+
+const PROTOCOLS: Record<string, ConntrackProtocol> = { TCP: 'tcp', UDP: 'udp', SCTP: 'sctp' };
+
+/**
+ * ConntrackCounts answers "how full is conntrack" cheaply. The node's total
+ * and limit come from two /proc files (what `conntrack -C` reads), cached for
+ * a second. Per frontend there is no cheap counter (`conntrack -C` takes no
+ * filter in conntrack-tools 1.4.7), so a count is a streamed
+ * `conntrack -L -p PROTO --orig-dst VIP --orig-port-dst PORT` whose lines are
+ * counted and dropped: each frontend is listed at most once per interval,
+ * listings run one at a time, and a burst beyond maxQueued is refused.
+ */
+export class ConntrackCounts {
+  readonly #o: Required<ConntrackCountsOptions>;
+  readonly #cache = new Map<string, Cached>();
+  readonly #inflight = new Map<string, Promise<ServiceConntrackCount>>();
+  #node: { value: NodeConntrackCounts; atMono: number } | null = null;
+  #nodeInflight: Promise<NodeConntrackCounts> | null = null;
+  /** #chain serialises listings: each walks the kernel table, so two at once only compete. */
+  #chain: Promise<unknown> = Promise.resolve();
+  #queued = 0;
+
+  constructor(opts: ConntrackCountsOptions) {
+    this.#o = { serviceIntervalMs: 5_000, nodeIntervalMs: 1_000, maxCached: 1024, maxQueued: 8, ...opts };
+  }
+
+  /** node reads nf_conntrack_count and nf_conntrack_max (cached for nodeIntervalMs); it never throws. */
+  async node(): Promise<NodeConntrackCounts> {
+    const { clock } = this.#o;
+    if (this.#node && clock.monotonic() - this.#node.atMono < this.#o.nodeIntervalMs) return this.#node.value;
+    this.#nodeInflight ??= (async () => {
+      try {
+        const [entries, max] = await Promise.all([this.#readInt('net/netfilter/nf_conntrack_count'), this.#readInt('net/netfilter/nf_conntrack_max')]);
+        const value = { entries, max, at: clock.now() };
+        this.#node = { value, atMono: clock.monotonic() };
+        return value;
+      } finally {
+        this.#nodeInflight = null;
+      }
+    })();
+    return this.#nodeInflight;
+  }
+
+  /**
+   * countForService counts the flows to vip:port over protocol. It throws
+   * ConntrackError for a bad frontend (not an address of the family, port out
+   * of range, unknown protocol), RateLimitedError when too many listings wait,
+   * and the listing's error when conntrack fails.
+   */
+  async countForService(vip: string, port: number, protocol: string): Promise<ServiceConntrackCount> {
+    const ip = canonicalIP(vip);
+    if (!ip || ipFamilyOf(ip) !== this.#o.family) throw new ConntrackError(`conntrack count: ${JSON.stringify(vip)} is not an ${this.#o.family} address`);
+    if (!Number.isInteger(port) || port < 1 || port > 65535) throw new ConntrackError(`conntrack count: port ${JSON.stringify(port)} is out of range`);
+    const proto = PROTOCOLS[String(protocol).toUpperCase()];
+    if (!proto) throw new ConntrackError(`conntrack count: protocol ${JSON.stringify(protocol)} is not TCP, UDP or SCTP`);
+    const p = String(protocol).toUpperCase() as ServiceConntrackCount['protocol'];
+    const key = `${ip} ${port} ${p}`;
+    const { clock } = this.#o;
+    const hit = this.#cache.get(key);
+    if (hit && clock.monotonic() - hit.atMono < this.#o.serviceIntervalMs) return { vip: ip, port, protocol: p, count: hit.count, at: hit.at, cached: true };
+    const running = this.#inflight.get(key);
+    if (running) return running;
+    if (this.#queued >= this.#o.maxQueued) throw new RateLimitedError(`conntrack count for ${key}: ${this.#queued} listings are already waiting; try again shortly`);
+    this.#queued++;
+    const job = this.#chain.then(async (): Promise<ServiceConntrackCount> => {
+      const count = await this.#o.conntrack.count({ family: this.#o.family, protocol: proto, origDst: ip, origDstPort: port });
+      const entry = { count, at: clock.now(), atMono: clock.monotonic() };
+      this.#cache.delete(key);
+      this.#cache.set(key, entry);
+      while (this.#cache.size > this.#o.maxCached) this.#cache.delete(this.#cache.keys().next().value!);
+      return { vip: ip, port, protocol: p, count, at: entry.at, cached: false };
+    });
+    // The chain must go on after a failed listing; the failure reaches this caller only.
+    this.#chain = job.catch(() => {});
+    const tracked = job.finally(() => {
+      this.#queued--;
+      this.#inflight.delete(key);
+    });
+    this.#inflight.set(key, tracked);
+    return tracked;
+  }
+
+  async #readInt(name: string): Promise<number | null> {
+    try {
+      const n = Number.parseInt(await this.#o.sysctl.read(name), 10);
+      return Number.isNaN(n) ? null : n;
+    } catch {
+      // No nf_conntrack module (or no /proc/sys): the counts are unknown, shown as such.
+      return null;
+    }
+  }
+}
