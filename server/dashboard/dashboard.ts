@@ -94,6 +94,7 @@ export class Dashboard {
   #stopped = false;
   #unsubscribe: (() => void)[] = [];
   #lastAction: ActionResult | null = null;
+  #lastSnapshot = { bytes: 0, ms: 0 };
 
   constructor(opts: DashboardOptions) {
     this.#o = opts;
@@ -226,7 +227,7 @@ export class Dashboard {
       counts: this.counts(),
       conntrack: this.#o.conntrack.last,
       kernel: this.reader.status(),
-      stream: { clients: this.hub.size, slowClientsDropped: this.hub.slowDropped },
+      stream: { clients: this.hub.size, slowClientsDropped: this.hub.slowDropped, lastSnapshotBytes: this.#lastSnapshot.bytes, lastSnapshotMs: this.#lastSnapshot.ms },
       syncPeriodMs: config.mode === 'ipvs' ? config.ipvs.syncPeriodMs : config.mode === 'nftables' ? config.nftables.syncPeriodMs : config.iptables.syncPeriodMs,
     };
   }
@@ -269,12 +270,21 @@ export class Dashboard {
   connect(socket: HubSocket, viewer: Viewer, remote: string): StreamClient | null {
     const c = this.hub.add(socket, viewer, remote);
     if (!c) return null;
-    this.hub.send(c, this.snapshot(viewer), 'essential');
+    this.#sendSnapshot(c);
     this.#startTimer();
     // Conntrack's two files read in microseconds: their numbers ride along with the kernel read's counters.
     void this.#o.conntrack.read();
     void this.#refreshKernel();
     return c;
+  }
+
+  /** #sendSnapshot sends a full snapshot and notes its size and cost (the Overview shows them). */
+  #sendSnapshot(c: StreamClient): void {
+    const clock = this.daemon.clock;
+    const t0 = clock.monotonic();
+    const json = JSON.stringify(this.snapshot(c.viewer));
+    this.hub.sendText(c, json, 'essential');
+    this.#lastSnapshot = { bytes: Buffer.byteLength(json), ms: clock.monotonic() - t0 };
   }
 
   disconnect(c: StreamClient): void {
@@ -291,7 +301,7 @@ export class Dashboard {
       return;
     }
     if (msg?.type === 'snapshot') {
-      this.hub.send(c, this.snapshot(c.viewer), 'essential');
+      this.#sendSnapshot(c);
     } else if (msg?.type === 'watch') {
       c.watch = typeof msg.service === 'string' && msg.service.length <= 320 ? msg.service : null;
       if (c.watch) {

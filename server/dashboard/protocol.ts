@@ -68,6 +68,9 @@ export interface StreamStats {
   readonly clients: number;
   /** slowClientsDropped: connections closed because they could not keep up. */
   readonly slowClientsDropped: number;
+  /** lastSnapshotBytes/Ms: size of the last snapshot sent, and the time to build and queue it. */
+  readonly lastSnapshotBytes: number;
+  readonly lastSnapshotMs: number;
 }
 
 export interface Health {

@@ -105,7 +105,12 @@ export class StreamHub {
 
   /** send gives a message to one client; body must be a JSON object whose first key is "type". */
   send(c: StreamClient, body: object, delivery: Delivery): boolean {
-    return this.#deliver(c, JSON.stringify(body), delivery);
+    return this.sendText(c, JSON.stringify(body), delivery);
+  }
+
+  /** sendText is send() with the body already serialised. */
+  sendText(c: StreamClient, json: string, delivery: Delivery): boolean {
+    return this.#deliver(c, json, delivery);
   }
 
   /** broadcast gives one message to every client (serialised once). */

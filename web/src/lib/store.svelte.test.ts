@@ -29,6 +29,13 @@ describe('DashboardStore', () => {
     expect(s.lastSync?.seq).toBe(2);
   });
 
+  it('moves the download mark to the newest sync that has one', () => {
+    const s = new DashboardStore();
+    s.apply(snapshot({ syncs: [sync(1, { input: 'last' }), sync(2, { ok: false, input: 'failed' })] }));
+    s.apply({ type: 'sync', seq: 2, sync: sync(3, { input: 'last' }), overview: overview(), services: [], removed: [] });
+    expect(s.syncs.map((x) => x.input)).toEqual([undefined, 'failed', 'last']);
+  });
+
   it('counts failures and keeps the paused flag of actions', () => {
     const s = new DashboardStore();
     s.apply(snapshot({ syncs: [sync(1), sync(2, { ok: false })] }));

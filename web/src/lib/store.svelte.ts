@@ -72,7 +72,8 @@ export class DashboardStore {
       case 'sync':
         this.overview = m.overview;
         this.services = mergeServices(this.services, m.services, m.removed);
-        this.syncs = [...this.syncs.filter((s) => s.seq !== m.sync.seq), m.sync].slice(-MAX_SYNCS);
+        // Only the newest accepted and the newest refused sync keep a downloadable input.
+        this.syncs = [...this.syncs.filter((s) => s.seq !== m.sync.seq).map((s) => (m.sync.input && s.input === m.sync.input ? { ...s, input: undefined } : s)), m.sync].slice(-MAX_SYNCS);
         break;
       case 'counters':
         this.overview = m.overview;

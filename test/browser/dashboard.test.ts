@@ -1,0 +1,122 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tiers } from '../tiers.ts';
+import { launchBrowser, SCREENSHOTS, startDaemon, type Browser, type RunningDaemon } from './harness.ts';
+
+/**
+ * The dashboard in headless Chromium against a real kproxy process (--dry-run
+ * on deploy/examples/, token auth): log in, find a Service, read where its
+ * packets go, resync and watch the sync arrive, and be refused without the
+ * token. Screenshots land in test-results/screenshots/.
+ */
+const TOKEN = 'e2e-dashboard-token-0123456789';
+
+describe.skipIf(!tiers().browser.ok)('dashboard in the browser', () => {
+  let daemon: RunningDaemon;
+  let browser: Browser;
+  let page: Page;
+  let tokenDir: string;
+  const errors: string[] = [];
+
+  beforeAll(async () => {
+    tokenDir = mkdtempSync(join(tmpdir(), 'kpt-token-'));
+    writeFileSync(join(tokenDir, 'token'), `${TOKEN}\n`);
+    daemon = await startDaemon(['--source', 'file:deploy/examples/', '--dashboard-token-file', join(tokenDir, 'token')]);
+    browser = await launchBrowser();
+    page = await browser.context.newPage();
+    page.on('pageerror', (e) => errors.push(e.message));
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await daemon?.stop();
+    rmSync(tokenDir, { recursive: true, force: true });
+  });
+
+  const shot = (name: string) => page.screenshot({ path: join(SCREENSHOTS, `dashboard-${name}.png`), fullPage: true });
+
+  it('asks for the token, refuses a wrong one, and shows the overview after a good one', async () => {
+    await page.goto(daemon.url);
+    await page.getByTestId('login').waitFor();
+    await page.getByLabel('Token').fill('not-the-token');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toContain('not the dashboard token');
+    await shot('login-refused');
+
+    await page.getByLabel('Token').fill(TOKEN);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByTestId('connection').getByText('Live').waitFor();
+    await page.getByText('Healthy').waitFor();
+    expect(await page.locator('header').textContent()).toContain('node-a');
+    await shot('overview');
+  });
+
+  it('finds a service by search and shows its endpoints, chains and packet flow', async () => {
+    await page.getByRole('link', { name: 'Services' }).click();
+    await page.getByTestId('service-search').fill('frontend');
+    await expect.poll(() => page.getByTestId('service-row').count()).toBe(1);
+    await shot('services-search');
+    await page.getByTestId('service-row').click();
+    await page.getByRole('heading', { name: 'shop/frontend' }).waitFor();
+    const endpoints = page.getByTestId('endpoints').locator('tbody tr');
+    await expect.poll(() => endpoints.count()).toBe(5);
+    expect(await endpoints.first().textContent()).toContain('10.244.0.11:8080');
+    const chains = await page.getByTestId('chain').locator('.name').allTextContents();
+    expect(chains[0]).toBe('KUBE-SERVICES');
+    expect(chains.filter((c) => c.startsWith('KUBE-SVC-'))).toHaveLength(1);
+    expect(chains.filter((c) => c.startsWith('KUBE-SEP-'))).toHaveLength(3);
+    const flow = page.getByTestId('flow');
+    expect(await flow.locator('g.node.entry').count()).toBe(1);
+    expect(await flow.locator('g.node.endpoint').count()).toBe(3);
+    expect(await flow.textContent()).toContain('33.3 %');
+    await shot('service');
+  });
+
+  it('resyncs from the Actions page and the new sync arrives live on the Syncs page', async () => {
+    await page.getByRole('link', { name: 'Syncs' }).click();
+    const rows = page.getByTestId('syncs').locator('tbody tr');
+    await rows.first().waitFor();
+    const before = await rows.count();
+    await page.getByRole('link', { name: 'Actions' }).click();
+    await page.getByTestId('resync').click();
+    await expect.poll(() => page.getByTestId('action-result').first().textContent()).toContain('full sync requested');
+    await shot('actions');
+    await page.getByRole('link', { name: 'Syncs' }).click();
+    await expect.poll(() => rows.count(), { timeout: 10_000 }).toBeGreaterThan(before);
+    expect(await rows.first().textContent()).toMatch(/resync\s*full\s*ok/);
+    await shot('syncs');
+  });
+
+  it('pages through the rules and jumps to a chain', async () => {
+    await page.getByRole('link', { name: 'Rules' }).click();
+    await page.getByTestId('chain-row').first().waitFor();
+    await page.getByTestId('rule-search').fill('10.96.10.10');
+    await expect.poll(() => page.getByTestId('chain-row').first().textContent()).toContain('KUBE-SERVICES');
+    await page.locator('button.link', { hasText: /^KUBE-SVC-/ }).first().click();
+    await expect.poll(() => page.locator('.chain.hl').first().textContent()).toMatch(/KUBE-SVC-/);
+    await shot('rules');
+  });
+
+  it('refuses an action without the token', async () => {
+    const anonymous = await browser.context.newPage();
+    try {
+      await anonymous.addInitScript(() => sessionStorage.clear());
+      await anonymous.goto(daemon.url);
+      await anonymous.getByTestId('login').waitFor();
+      const status = await anonymous.evaluate(async () => (await fetch('api/v1/actions/resync', { method: 'POST' })).status);
+      expect(status).toBe(401);
+      const forged = await anonymous.evaluate(async () => (await fetch('api/v1/actions/cleanup', { method: 'POST', headers: { authorization: 'Bearer guess' } })).json());
+      expect(forged.error.code).toBe('KPROXY_ERR_AUTH_FAILED');
+    } finally {
+      await anonymous.close();
+    }
+    expect(daemon.logs()).not.toMatch(/DashboardCleanup/);
+  });
+
+  it('ran without script errors in the page', () => {
+    expect(errors).toEqual([]);
+  });
+});
