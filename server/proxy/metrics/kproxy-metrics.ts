@@ -16,6 +16,16 @@ export interface ServiceHealthView {
   readonly portErrorsTotal: number;
 }
 
+/** ConntrackView is what the conntrack gauges read (server/proxy/conntrack/ provides it); null counts are unknown. */
+export interface ConntrackView {
+  /** entries/max: nf_conntrack_count and nf_conntrack_max (null: unreadable, e.g. nf_conntrack not loaded). */
+  readonly entries: number | null;
+  readonly max: number | null;
+  readonly cleanupEnabled: boolean;
+  readonly cleanupPending: number;
+  readonly cleanupErrorsTotal: number;
+}
+
 export interface KproxyMetricsOptions {
   registry: Registry;
   state: KproxyMetricsState;
@@ -179,6 +189,39 @@ export class KproxyMetrics {
       collect() {
         this.reset();
         this.inc(view()?.portErrorsTotal ?? 0);
+      },
+    });
+  }
+
+  /**
+   * attachConntrack registers the conntrack gauges (once): kube-proxy has no
+   * metric for the table's fill. Counts that cannot be read are NaN.
+   */
+  attachConntrack(registry: Registry, view: () => Promise<ConntrackView | null>): void {
+    if (registry.getSingleMetric('kproxy_conntrack_entries')) return;
+    const registers = [registry];
+    const gauge = (name: string, help: string, pick: (v: ConntrackView) => number | null) =>
+      new Gauge({
+        name,
+        help,
+        registers,
+        async collect() {
+          const v = await view();
+          this.set(v ? (pick(v) ?? Number.NaN) : Number.NaN);
+        },
+      });
+    gauge('kproxy_conntrack_entries', 'Connections the kernel tracks in this network namespace (nf_conntrack_count)', (v) => v.entries);
+    gauge('kproxy_conntrack_max', 'Limit of tracked connections (nf_conntrack_max)', (v) => v.max);
+    gauge('kproxy_conntrack_cleanup_enabled', 'Whether stale UDP conntrack entries are cleaned (0: the conntrack binary is missing)', (v) => (v.cleanupEnabled ? 1 : 0));
+    gauge('kproxy_conntrack_cleanup_pending', 'Stale-entry deletions waiting for the next cleanup pass', (v) => v.cleanupPending);
+    new Counter({
+      name: 'kproxy_conntrack_cleanup_errors_total',
+      help: 'Failed conntrack deletions and listings of the stale-entry cleanup',
+      registers,
+      async collect() {
+        const v = await view();
+        this.reset();
+        this.inc(v?.cleanupErrorsTotal ?? 0);
       },
     });
   }

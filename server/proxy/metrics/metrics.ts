@@ -7,7 +7,7 @@ import { KPROXY_VERSION } from '../../version.ts';
 import type { ProxyMode } from '../backend.ts';
 import type { IPFamily } from '../ip.ts';
 import type { SyncObserver } from '../sync-loop.ts';
-import { KproxyMetrics, type KproxyMetricsState, type ServiceHealthView } from './kproxy-metrics.ts';
+import { KproxyMetrics, type ConntrackView, type KproxyMetricsState, type ServiceHealthView } from './kproxy-metrics.ts';
 import { KubeProxyMetrics, type KubeProxyMetricsState, type PacketCounters, type RulesWrittenReport } from './kube-proxy-metrics.ts';
 import { countNoLocalEndpoints } from './no-local-endpoints.ts';
 
@@ -107,6 +107,11 @@ export class ProxyMetrics {
   /** attachServiceHealth publishes the health check node port listeners' state. */
   attachServiceHealth(view: () => ServiceHealthView | null): void {
     this.#serviceHealth = view;
+  }
+
+  /** attachConntrack publishes the conntrack table's fill and the stale-entry cleaner's state. */
+  attachConntrack(view: () => Promise<ConntrackView | null>): void {
+    this.kproxy.attachConntrack(this.registry, view);
   }
 
   /**
