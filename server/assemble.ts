@@ -12,6 +12,7 @@ import type { Logger } from './log.ts';
 import type { Backend } from './proxy/backend.ts';
 import { createHostIptablesBackend } from './proxy/iptables/host.ts';
 import { createHostIpvsBackend } from './proxy/ipvs/host.ts';
+import { ConntrackSetup } from './proxy/conntrack/setup.ts';
 import { FileSource } from './sources/file/file-source.ts';
 import { KubeSource } from './sources/k8s/kube-source.ts';
 import { loadKubeConfig } from './sources/k8s/kubeconfig.ts';
@@ -28,6 +29,8 @@ export interface Assembled {
   readonly dryRunKernel: { describe(): Promise<string> } | null;
   /** describeBackend: one phrase for the start-up log and --once summary ("iptables (nft)"). */
   readonly backendDescription: string;
+  /** conntrack: start-up sysctls, the stale-entry cleaner (already a sync observer) and counts; null with --once. */
+  readonly conntrack: ConntrackSetup | null;
 }
 
 /**
@@ -75,5 +78,8 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
       throw new ProxyModeUnsupportedError(`--proxy-mode ${config.mode} is not available in this kproxy version (available: iptables, ipvs)`);
   }
   const daemon = new Daemon({ config, run, nodeName, logger, clock, backend, source, events });
-  return { daemon, memoryEvents, kubeEvents, dryRunKernel, backendDescription };
+  // --once programs rules and exits: no stale-entry cleanup or sysctls for a one-shot run.
+  const conntrack = run.once ? null : new ConntrackSetup({ config, family: daemon.state.family, nodeName, dryRun: run.dryRun, clock, logger: logger.child('conntrack'), events });
+  if (conntrack) daemon.loop.addObserver(conntrack.cleaner);
+  return { daemon, memoryEvents, kubeEvents, dryRunKernel, backendDescription, conntrack };
 }

@@ -117,6 +117,11 @@ async function serve(loaded: LoadedConfiguration, a: Assembled, logger: Logger):
     logger.error(`cannot start: ${errorMessage(err)}`, { code: err instanceof ListenFailedError ? err.code : undefined });
     return 1;
   }
+  if (a.conntrack) {
+    // kube-proxy sets its conntrack sysctls before the proxier runs; a refused write is a warning, never fatal.
+    a.conntrack.attachMetrics(servers.metrics);
+    await a.conntrack.applySysctls();
+  }
   await daemon.start();
   recordStarting(daemon.events, daemon.nodeName);
   logger.info('kproxy is running', {
@@ -131,7 +136,7 @@ async function serve(loaded: LoadedConfiguration, a: Assembled, logger: Logger):
     for (const s of ['SIGTERM', 'SIGINT'] as const) process.once(s, () => resolve(s));
   });
   logger.info('stopping', { signal });
-  await Promise.allSettled([servers.close(), daemon.stop(), a.kubeEvents?.stop()]);
+  await Promise.allSettled([servers.close(), daemon.stop(), a.kubeEvents?.stop(), a.conntrack?.stop()]);
   return 0;
 }
 

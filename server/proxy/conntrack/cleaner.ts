@@ -175,11 +175,15 @@ export class ConntrackCleaner implements SyncObserver {
     while (this.#current) await this.#current;
   }
 
+  /**
+   * stop ends the cleanup: no new pass, no new process. It does not wait for
+   * a conntrack process already running (shutdown must not hang on a walk of
+   * a huge table); that one finishes on its own.
+   */
   async stop(): Promise<void> {
     this.#stopped = true;
     if (this.#timer) this.#o.clock.clearTimeout(this.#timer);
     this.#timer = null;
-    await this.idle();
   }
 
   #remember(services: ReadonlyMap<string, ServicePort>): void {
