@@ -1,3 +1,4 @@
+import type { Logger } from '../log.ts';
 import type { Backend } from '../proxy/backend.ts';
 import type { IptablesBackend } from '../proxy/iptables/proxier.ts';
 import { IptablesView } from './iptables/view.ts';
@@ -12,7 +13,7 @@ function isIptablesBackend(b: Backend): b is IptablesBackend {
  * new mode adds its case here (see README.md, "Adding a mode"); a mode
  * without one cannot serve the dashboard and says so at start-up.
  */
-export function kernelViewFor(backend: Backend, simulated: boolean): KernelViewProvider | null {
-  if (isIptablesBackend(backend)) return new IptablesView({ runner: backend.runner, simulated, skipped: backend.metrics.skippedServicePorts });
+export function kernelViewFor(backend: Backend, simulated: boolean, logger: Logger): KernelViewProvider | null {
+  if (isIptablesBackend(backend)) return new IptablesView({ runner: backend.runner, simulated, skipped: backend.metrics.skippedServicePorts, logger });
   return null;
 }

@@ -21,6 +21,7 @@ export async function freePort(): Promise<number> {
 export interface RunningDaemon {
   readonly url: string;
   readonly port: number;
+  readonly pid: number;
   readonly logs: () => string;
   stop(): Promise<void>;
 }
@@ -60,6 +61,7 @@ export async function startDaemon(args: string[], opts: { timeoutMs?: number } =
   return {
     url,
     port,
+    pid: child.pid!,
     logs: () => out,
     stop: async () => {
       if (child.exitCode === null) child.kill('SIGTERM');

@@ -64,6 +64,18 @@ describe('IntendedIptables', () => {
     expect(m.version).toBe(2);
   });
 
+  it('counts the bytes of inputs not applied yet, so they can be folded in before they pile up', async () => {
+    const m = new IntendedIptables();
+    m.accepted(full, true);
+    m.accepted(partial, false);
+    expect(m.pendingBytes).toBe(full.length + partial.length);
+    await m.tables(noYield);
+    expect(m.pendingBytes).toBe(0);
+    m.accepted(partial, false);
+    m.accepted(full, true);
+    expect(m.pendingBytes).toBe(full.length);
+  });
+
   it('starts over with a full input, and is empty after a cleanup', async () => {
     const m = new IntendedIptables();
     m.accepted(partial, false);

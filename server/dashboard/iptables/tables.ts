@@ -34,6 +34,7 @@ function freeze(tables: MutableTables): KernelTables {
  */
 export async function readSaveOutput(text: string, pause: Yield): Promise<KernelTables> {
   const tables: MutableTables = new Map();
+  const intern = new Interner();
   await forEachIptablesEntry(
     text,
     (tableName, e) => {
@@ -45,11 +46,29 @@ export async function readSaveOutput(text: string, pause: Yield): Promise<Kernel
       if (e.op !== 'A') throw new IptablesParseError(`line ${e.line}: unexpected -${e.op} in iptables-save output`);
       const chain = t.chains.get(e.chain);
       if (!chain) throw new IptablesParseError(`iptables-save listed a rule for the undeclared chain ${tableName}/${e.chain}`);
-      chain.rules.push({ spec: e.spec, target: ruleTarget(e.args), packets: e.counters?.packets ?? 0, bytes: e.counters?.bytes ?? 0 });
+      chain.rules.push({ spec: e.spec, target: intern.get(ruleTarget(e.args)), packets: e.counters?.packets ?? 0, bytes: e.counters?.bytes ?? 0 });
     },
     pause,
   );
   return freeze(tables);
+}
+
+/**
+ * Interner keeps one copy of each jump target. The parser builds words a
+ * character at a time (V8 cons strings of dozens of nodes each); 300,000 rules
+ * naming a few thousand targets would otherwise keep hundreds of MB of them.
+ * Looking a string up in a Map flattens it, and equal targets share one copy.
+ */
+class Interner {
+  readonly #seen = new Map<string, string>();
+
+  get(s: string | null): string | null {
+    if (s === null) return null;
+    const hit = this.#seen.get(s);
+    if (hit !== undefined) return hit;
+    this.#seen.set(s, s);
+    return s;
+  }
 }
 
 /**
@@ -63,11 +82,18 @@ export async function readSaveOutput(text: string, pause: Yield): Promise<Kernel
  */
 export class IntendedIptables {
   #pending: string[] = [];
+  #pendingBytes = 0;
+  readonly #intern = new Interner();
   #tables: MutableTables = new Map();
   #applying: Promise<KernelTables> | null = null;
   #version = 0;
   #builtVersion = -1;
   #built: KernelTables | null = null;
+
+  /** pendingBytes: size of the inputs not applied yet (the caller applies them before they pile up). */
+  get pendingBytes(): number {
+    return this.#pendingBytes;
+  }
 
   /** version: bumped by each accepted input. */
   get version(): number {
@@ -77,6 +103,7 @@ export class IntendedIptables {
   /** cleared records that kproxy removed all its objects (the dashboard's cleanup). */
   cleared(): void {
     this.#pending = [];
+    this.#pendingBytes = 0;
     this.#tables = new Map();
     this.#built = null;
     this.#version++;
@@ -86,10 +113,12 @@ export class IntendedIptables {
   accepted(input: string, full: boolean): void {
     if (full) {
       this.#pending = [];
+      this.#pendingBytes = 0;
       this.#tables = new Map();
       this.#built = null;
     }
     this.#pending.push(input);
+    this.#pendingBytes += input.length;
     this.#version++;
   }
 
@@ -108,25 +137,21 @@ export class IntendedIptables {
       const target = this.#tables;
       while (this.#pending.length > 0 && target === this.#tables) {
         const input = this.#pending.shift()!;
-        await forEachIptablesEntry(input, (t, e) => applyEntry(target, t, e), pause);
+        this.#pendingBytes -= input.length;
+        await forEachIptablesEntry(input, (t, e) => applyEntry(target, t, e, this.#intern), pause);
       }
       // A full input may have replaced the tables while we yielded: go again on the new ones.
       if (target !== this.#tables) continue;
-      this.#built = freeze(copyTables(target));
+      // No copy: the model only changes when a new input arrives, and every reader
+      // checks the version it started with (KernelReader discards drift from a moving target).
+      this.#built = freeze(target);
       this.#builtVersion = version;
       if (version === this.#version) return this.#built;
     }
   }
 }
 
-/** copyTables snapshots the mutable model (chains are shared until the next input changes them). */
-function copyTables(src: MutableTables): MutableTables {
-  const out: MutableTables = new Map();
-  for (const [name, t] of src) out.set(name, { name, chains: new Map([...t.chains].map(([n, c]) => [n, { ...c, rules: c.rules.slice() }])) });
-  return out;
-}
-
-function applyEntry(tables: MutableTables, tableName: string, e: ChainLine | CommandLine): void {
+function applyEntry(tables: MutableTables, tableName: string, e: ChainLine | CommandLine, intern: Interner): void {
   const t = table(tables, tableName);
   if (e.kind === 'chain') {
     // Declaring a chain in restore input creates it or, under --noflush, flushes it.
@@ -136,7 +161,7 @@ function applyEntry(tables: MutableTables, tableName: string, e: ChainLine | Com
   switch (e.op) {
     case 'A': {
       const chain = t.chains.get(e.chain);
-      if (chain) chain.rules.push({ spec: e.spec, target: ruleTarget(e.args), packets: 0, bytes: 0 });
+      if (chain) chain.rules.push({ spec: e.spec, target: intern.get(ruleTarget(e.args)), packets: 0, bytes: 0 });
       break;
     }
     case 'X':

@@ -1,4 +1,6 @@
+import { errorMessage } from '../../errors.ts';
 import type { IptablesRunner } from '../../kernel/iptables.ts';
+import { silentLogger, type Logger } from '../../log.ts';
 import { formatIptablesSave, makeRule, ruleComment, splitArgs, type IptablesChain, type IptablesDump, type IptablesTable } from '../../kernel/iptables-save-parser.ts';
 import type { BackendSyncResult } from '../../proxy/backend.ts';
 import type { Endpoint } from '../../proxy/endpoint.ts';
@@ -28,7 +30,11 @@ export interface IptablesViewOptions {
   /** skipped: the backend's service ports it could not write (IptablesBackend.metrics.skippedServicePorts). */
   skipped?: ReadonlyMap<string, string>;
   pause?: Yield;
+  logger?: Logger;
 }
+
+/** MAX_PENDING_BYTES: unapplied restore inputs kept before they are applied in the background. */
+const MAX_PENDING_BYTES = 16 * 1024 * 1024;
 
 /** quoteWord renders one rule word as iptables-save would (quoted when it holds a space). */
 function quoteWord(word: string): string {
@@ -55,6 +61,7 @@ export class IptablesView implements KernelViewProvider {
   readonly #runner: IptablesRunner;
   readonly #skipped: ReadonlyMap<string, string> | undefined;
   readonly #pause: Yield;
+  readonly #log: Logger;
   readonly #intended = new IntendedIptables();
   readonly #names = new ChainNames();
   readonly #required: readonly RequiredRule[];
@@ -66,6 +73,7 @@ export class IptablesView implements KernelViewProvider {
     this.simulated = opts.simulated;
     this.#skipped = opts.skipped;
     this.#pause = opts.pause ?? yieldToEventLoop;
+    this.#log = opts.logger ?? silentLogger;
     this.#required = JUMP_RULES.map((j) => ({ table: j.table, chain: j.from, spec: j.args.map(quoteWord).join(' ') }));
   }
 
@@ -86,6 +94,13 @@ export class IptablesView implements KernelViewProvider {
     const input: RestoreInput = { seq: record.seq, at: record.finishedAt, full: result.full, text: result.batch };
     if (record.ok) {
       this.#intended.accepted(result.batch, result.full);
+      // Partial inputs pile up between full syncs when nobody looks: fold them in, off the sync's path.
+      if (this.#intended.pendingBytes > MAX_PENDING_BYTES) {
+        this.#intended.tables(this.#pause).catch((err) => {
+          // Only drift and the "as written" views suffer; the next full sync starts the record over.
+          this.#log.error('applying restore inputs to the dashboard\'s record failed', { err: errorMessage(err) });
+        });
+      }
       // Names of services gone since the previous full sync fall out of the memo.
       if (result.full) this.#names.rotate();
       this.#lastInput = input;
