@@ -30,6 +30,8 @@ export default defineConfig({
         test: {
           name: 'kernel',
           include: ['test/kernel/**/*.test.ts'],
+          // Fails the run if a kernel test left a `kpt-<pid>-…` namespace behind.
+          globalSetup: ['test/kernel/harness/global-setup.ts'],
           environment: 'node',
           testTimeout: 120_000,
           hookTimeout: 120_000,

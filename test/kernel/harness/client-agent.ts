@@ -1,0 +1,197 @@
+/**
+ * client-agent is the curl of the kernel tier: it runs inside a client (or pod)
+ * namespace, reads one JSON request per line on stdin and answers one JSON line
+ * on stdout with the same `id`. Keeping one agent per namespace makes a batch
+ * of 60 connections cost milliseconds instead of 60 process starts, and lets a
+ * TCP connection stay open while the test restarts kproxy.
+ *
+ * Requests (see client.ts for the types):
+ *   {op:"tcp", host, port, from?, timeoutMs, count}  connect, read the hello line, close; count times
+ *   {op:"udp", host, port, from?, timeoutMs, count}  one datagram from a new socket, await the reply; count times
+ *     (a batch stops at its first timeout)
+ *   {op:"open", host, port, from?, timeoutMs}        connect and keep the connection (answer: conn id + hello)
+ *   {op:"send", conn, text, timeoutMs}               one line over a kept connection, await the echo
+ *   {op:"close", conn}
+ * It exits when stdin closes.
+ */
+import { createSocket } from 'node:dgram';
+import { connect, type Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { createInterface } from 'node:readline';
+
+type Outcome = 'ok' | 'refused' | 'timeout' | 'reset' | 'unreachable' | 'closed' | 'error';
+interface Attempt {
+  outcome: Outcome;
+  ms: number;
+  reply?: Record<string, unknown>;
+  error?: string;
+}
+
+function outcomeOf(err: NodeJS.ErrnoException): Outcome {
+  switch (err.code) {
+    case 'ECONNREFUSED':
+      return 'refused';
+    case 'ECONNRESET':
+    case 'EPIPE':
+      return 'reset';
+    case 'EHOSTUNREACH':
+    case 'ENETUNREACH':
+      return 'unreachable';
+    default:
+      return 'error';
+  }
+}
+
+/** LineReader hands out the lines a socket receives, one per read(). */
+class LineReader {
+  #buf = '';
+  #lines: string[] = [];
+  #waiter: ((r: { line?: string; err?: NodeJS.ErrnoException; closed?: boolean }) => void) | null = null;
+  #end: { err?: NodeJS.ErrnoException; closed?: boolean } | null = null;
+
+  constructor(socket: Socket) {
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => {
+      this.#buf += chunk;
+      for (let i = this.#buf.indexOf('\n'); i >= 0; i = this.#buf.indexOf('\n')) {
+        this.#lines.push(this.#buf.slice(0, i));
+        this.#buf = this.#buf.slice(i + 1);
+      }
+      this.#wake();
+    });
+    socket.on('error', (err: NodeJS.ErrnoException) => {
+      this.#end ??= { err };
+      this.#wake();
+    });
+    socket.on('close', () => {
+      this.#end ??= { closed: true };
+      this.#wake();
+    });
+  }
+
+  #wake(): void {
+    const w = this.#waiter;
+    if (!w) return;
+    const line = this.#lines.shift();
+    if (line !== undefined) {
+      this.#waiter = null;
+      w({ line });
+    } else if (this.#end) {
+      this.#waiter = null;
+      w(this.#end);
+    }
+  }
+
+  read(): Promise<{ line?: string; err?: NodeJS.ErrnoException; closed?: boolean }> {
+    return new Promise((resolve) => {
+      this.#waiter = resolve;
+      this.#wake();
+    });
+  }
+}
+
+/** readLine waits for one line, an error or the timeout, and says how long it took. */
+async function readLine(reader: LineReader, started: number, timeoutMs: number): Promise<Attempt> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<Attempt>((resolve) => {
+    timer = setTimeout(() => resolve({ outcome: 'timeout', ms: performance.now() - started }), timeoutMs);
+  });
+  const got = reader.read().then((r): Attempt => {
+    const ms = performance.now() - started;
+    if (r.line !== undefined) return { outcome: 'ok', ms, reply: JSON.parse(r.line) as Record<string, unknown> };
+    if (r.err) return { outcome: outcomeOf(r.err), ms, error: r.err.message };
+    return { outcome: 'closed', ms };
+  });
+  try {
+    return await Promise.race([got, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+interface Target {
+  host: string;
+  port: number;
+  from?: string;
+  timeoutMs: number;
+}
+
+const kept = new Map<number, { socket: Socket; reader: LineReader }>();
+let nextConn = 1;
+
+async function tcpOnce(t: Target, keep: boolean): Promise<Attempt & { conn?: number }> {
+  const started = performance.now();
+  const socket = connect({ host: t.host, port: t.port, ...(t.from ? { localAddress: t.from } : {}) });
+  const reader = new LineReader(socket);
+  const a = await readLine(reader, started, t.timeoutMs);
+  if (a.outcome === 'ok' && keep) {
+    const conn = nextConn++;
+    kept.set(conn, { socket, reader });
+    return { ...a, conn };
+  }
+  socket.destroy();
+  return a;
+}
+
+function udpOnce(t: Target): Promise<Attempt> {
+  const started = performance.now();
+  const sock = createSocket('udp4');
+  return new Promise<Attempt>((resolve) => {
+    const done = (a: Attempt) => {
+      clearTimeout(timer);
+      sock.close();
+      resolve(a);
+    };
+    const timer = setTimeout(() => done({ outcome: 'timeout', ms: performance.now() - started }), t.timeoutMs);
+    sock.on('message', (msg) => done({ outcome: 'ok', ms: performance.now() - started, reply: JSON.parse(msg.toString('utf8')) as Record<string, unknown> }));
+    sock.on('error', (err: NodeJS.ErrnoException) => done({ outcome: outcomeOf(err), ms: performance.now() - started, error: err.message }));
+    // A connected socket hears ICMP port unreachable as ECONNREFUSED.
+    sock.bind({ port: 0, ...(t.from ? { address: t.from } : {}) }, () => {
+      sock.connect(t.port, t.host, () => sock.send('ping'));
+    });
+  });
+}
+
+async function handle(req: Record<string, unknown>): Promise<Record<string, unknown>> {
+  const t: Target = { host: String(req.host), port: Number(req.port), from: req.from as string | undefined, timeoutMs: Number(req.timeoutMs ?? 2000) };
+  switch (req.op) {
+    case 'tcp':
+    case 'udp': {
+      const results: Attempt[] = [];
+      for (let i = 0; i < Number(req.count ?? 1); i++) {
+        const a = req.op === 'tcp' ? await tcpOnce(t, false) : await udpOnce(t);
+        results.push(a);
+        // One timeout already decides any test that expects answers; more would only make a failing run slow.
+        if (a.outcome === 'timeout') break;
+      }
+      return { results };
+    }
+    case 'open':
+      return { result: await tcpOnce(t, true) };
+    case 'send': {
+      const c = kept.get(Number(req.conn));
+      if (!c) return { result: { outcome: 'error', ms: 0, error: `no open connection ${String(req.conn)}` } };
+      const started = performance.now();
+      c.socket.write(String(req.text) + '\n');
+      return { result: await readLine(c.reader, started, t.timeoutMs) };
+    }
+    case 'close': {
+      kept.get(Number(req.conn))?.socket.destroy();
+      kept.delete(Number(req.conn));
+      return {};
+    }
+    default:
+      return { error: `unknown op ${String(req.op)}` };
+  }
+}
+
+process.stdout.write(JSON.stringify({ ready: true }) + '\n');
+const rl = createInterface({ input: process.stdin });
+rl.on('line', (line) => {
+  const req = JSON.parse(line) as Record<string, unknown>;
+  handle(req).then(
+    (res) => process.stdout.write(JSON.stringify({ id: req.id, ...res }) + '\n'),
+    (err: Error) => process.stdout.write(JSON.stringify({ id: req.id, error: err.message }) + '\n'),
+  );
+});
+rl.on('close', () => process.exit(0));

@@ -1,0 +1,223 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tiers } from '../tiers.ts';
+import { diagnosed } from './harness/diagnostics.ts';
+import { ready, type EndpointSpec, type PortSpec, type ServiceSpec } from './harness/manifests.ts';
+import { CLIENT_IP, EXTERNAL_IP, LB_IP, NODE_A, NODE_A_TO_B, OTHER_CLIENT_IP, PODS, POD_TCP_PORT, POD_UDP_PORT, TestCluster } from './harness/topology.ts';
+import { waitFor } from '../wait.ts';
+
+/**
+ * kproxy's iptables mode (nft flavour) with real packets: a client namespace
+ * connects through node-a, where the kproxy daemon programs the kernel from a
+ * manifest folder, to backend pods on node-a and node-b. Each backend answers
+ * with its name and the source address it saw, so every test states which
+ * endpoints a service reached and what happened to the client's address.
+ */
+const { a0, a1, a2, b0, b1 } = PODS;
+const tcpPort = (port: number, nodePort?: number): PortSpec[] => [{ name: 'tcp', port, targetPort: POD_TCP_PORT, ...(nodePort ? { nodePort } : {}) }];
+
+const spread: ServiceSpec = { name: 'spread', clusterIP: '10.96.0.10', ports: tcpPort(80) };
+const empty: ServiceSpec = { name: 'empty', clusterIP: '10.96.0.11', ports: tcpPort(80) };
+const nodePort: ServiceSpec = { name: 'nodeport', type: 'NodePort', clusterIP: '10.96.0.12', ports: tcpPort(80, 30080) };
+const external: ServiceSpec = { name: 'external', clusterIP: '10.96.0.13', externalIPs: [EXTERNAL_IP], ports: tcpPort(8000) };
+const lb: ServiceSpec = { name: 'lb', type: 'LoadBalancer', clusterIP: '10.96.0.14', loadBalancerIP: LB_IP, loadBalancerSourceRanges: [`${CLIENT_IP}/32`], ports: tcpPort(80, 30084) };
+const etpLocal: ServiceSpec = { name: 'etp-local', type: 'NodePort', externalTrafficPolicy: 'Local', clusterIP: '10.96.0.15', ports: tcpPort(80, 30082) };
+const etpRemote: ServiceSpec = { name: 'etp-remote', type: 'NodePort', externalTrafficPolicy: 'Local', clusterIP: '10.96.0.16', ports: tcpPort(80, 30083) };
+const itpLocal: ServiceSpec = { name: 'itp-local', internalTrafficPolicy: 'Local', clusterIP: '10.96.0.17', ports: tcpPort(80) };
+const sticky: ServiceSpec = { name: 'sticky', sessionAffinity: 'ClientIP', clusterIP: '10.96.0.18', ports: tcpPort(80) };
+const self: ServiceSpec = { name: 'self', clusterIP: '10.96.0.19', ports: tcpPort(80) };
+const dns: ServiceSpec = { name: 'dns', clusterIP: '10.96.0.20', ports: [{ name: 'dns', protocol: 'UDP', port: 53, targetPort: POD_UDP_PORT }] };
+const shrink: ServiceSpec = { name: 'shrink', clusterIP: '10.96.0.21', ports: tcpPort(80) };
+const draining: ServiceSpec = { name: 'draining', clusterIP: '10.96.0.22', ports: tcpPort(80) };
+const drainingEndpoints = (withReady: boolean): EndpointSpec[] => [
+  ...(withReady ? [{ pod: a0 }] : []),
+  { pod: a1, ready: false, serving: true, terminating: true },
+  { pod: a2, ready: false, serving: false, terminating: true },
+];
+
+/** DROP_WAIT_MS: how long a dropped connection attempt is given before it counts as dropped (SYN retransmits after 1 s). */
+const DROP_WAIT_MS = 900;
+
+describe.skipIf(!tiers().kernel.ok)('iptables mode (nft) with real packets', () => {
+  let cluster: TestCluster | undefined;
+  const spec = (body: (c: TestCluster) => Promise<void>) => () => diagnosed(cluster, () => body(cluster!));
+
+  beforeAll(async () => {
+    cluster = await TestCluster.create();
+    const m = cluster.manifests;
+    m.writeService(spread, ready(a0, a1, a2, b0));
+    m.writeService(empty, null);
+    m.writeService(nodePort, ready(a0, b0));
+    m.writeService(external, ready(a1));
+    m.writeService(lb, ready(a2));
+    m.writeService(etpLocal, ready(a0, b0, b1));
+    m.writeService(etpRemote, ready(b0));
+    m.writeService(itpLocal, ready(a0, a1, b0, b1));
+    m.writeService(sticky, ready(a0, a1, a2));
+    m.writeService(self, ready(a0));
+    m.writeService(dns, ready(a1, a2));
+    m.writeService(shrink, ready(a0, a1));
+    m.writeService(draining, drainingEndpoints(true));
+    await cluster.startKproxy('nft');
+  });
+
+  afterAll(async () => {
+    await cluster?.destroy();
+  });
+
+  it(
+    'a cluster IP spreads connections across every endpoint, on this node and on the other',
+    spec(async (c) => {
+      const t = await c.client().tcp({ host: spread.clusterIP, port: 80 }, 60);
+      expect(t.outcomes).toEqual({ ok: 60 });
+      expect(t.backends).toEqual(['a0', 'a1', 'a2', 'b0']);
+    }),
+  );
+
+  it(
+    'a cluster IP without endpoints is refused at once instead of timing out',
+    spec(async (c) => {
+      const t = await c.client().tcp({ host: empty.clusterIP, port: 80, timeoutMs: 3000 }, 3);
+      expect(t.outcomes).toEqual({ refused: 3 });
+      const slowest = Math.max(...t.attempts.map((a) => a.ms));
+      console.info(`[measured] connections to a service without endpoints refused within ${slowest} ms`);
+      expect(slowest).toBeLessThan(250);
+    }),
+  );
+
+  it(
+    'a node port answers on the node IP and masquerades the client to the node',
+    spec(async (c) => {
+      const t = await c.client().tcp({ host: NODE_A.ip, port: 30080 }, 30);
+      expect(t.outcomes).toEqual({ ok: 30 });
+      expect(t.backends).toEqual(['a0', 'b0']);
+      // Each backend sees node-a's address on the link the packet left by, never the client.
+      for (const a of t.attempts) expect(a.peer).toBe(a.name === 'a0' ? NODE_A.podGateway : NODE_A_TO_B);
+    }),
+  );
+
+  it(
+    'an external IP routed to the node reaches its service',
+    spec(async (c) => {
+      const t = await c.client().tcp({ host: EXTERNAL_IP, port: 8000 }, 5);
+      expect(t.outcomes).toEqual({ ok: 5 });
+      expect(t.backends).toEqual(['a1']);
+    }),
+  );
+
+  it(
+    'a load balancer IP accepts sources inside loadBalancerSourceRanges and drops the others',
+    spec(async (c) => {
+      const allowed = await c.client().tcp({ host: LB_IP, port: 80, from: CLIENT_IP }, 5);
+      expect(allowed.outcomes).toEqual({ ok: 5 });
+      expect(allowed.backends).toEqual(['a2']);
+      const outside = await c.client().tcp({ host: LB_IP, port: 80, from: OTHER_CLIENT_IP, timeoutMs: DROP_WAIT_MS });
+      expect(outside.outcomes).toEqual({ timeout: 1 });
+      // The service itself works for that source: only the LB IP is fenced.
+      const direct = await c.client().tcp({ host: lb.clusterIP, port: 80, from: OTHER_CLIENT_IP });
+      expect(direct.backends).toEqual(['a2']);
+    }),
+  );
+
+  it(
+    "externalTrafficPolicy Local keeps the client's source IP and uses only this node's endpoints",
+    spec(async (c) => {
+      const t = await c.client().tcp({ host: NODE_A.ip, port: 30082 }, 20);
+      expect(t.outcomes).toEqual({ ok: 20 });
+      expect(t.backends).toEqual(['a0']);
+      expect(t.peers).toEqual([CLIENT_IP]);
+    }),
+  );
+
+  it(
+    'externalTrafficPolicy Local drops node port traffic while this node has no endpoint',
+    spec(async (c) => {
+      const t = await c.client().tcp({ host: NODE_A.ip, port: 30083, timeoutMs: DROP_WAIT_MS });
+      expect(t.outcomes).toEqual({ timeout: 1 });
+      // Internal traffic is not affected by the external policy: the cluster IP reaches node-b's pod.
+      const internal = await c.client().tcp({ host: etpRemote.clusterIP, port: 80 }, 3);
+      expect(internal.backends).toEqual(['b0']);
+    }),
+  );
+
+  it(
+    "internalTrafficPolicy Local sends cluster IP traffic only to this node's endpoints",
+    spec(async (c) => {
+      const t = await c.client().tcp({ host: itpLocal.clusterIP, port: 80 }, 40);
+      expect(t.outcomes).toEqual({ ok: 40 });
+      expect(t.backends).toEqual(['a0', 'a1']);
+    }),
+  );
+
+  it(
+    'sessionAffinity ClientIP keeps each client on one backend',
+    spec(async (c) => {
+      for (const from of [CLIENT_IP, OTHER_CLIENT_IP]) {
+        const t = await c.client().tcp({ host: sticky.clusterIP, port: 80, from }, 20);
+        expect(t.outcomes).toEqual({ ok: 20 });
+        expect(t.backends).toHaveLength(1);
+      }
+    }),
+  );
+
+  it(
+    "a pod reaching its own service is answered by itself, seeing the node's address (hairpin masquerade)",
+    spec(async (c) => {
+      const t = await c.client('a0').tcp({ host: self.clusterIP, port: 80 }, 3);
+      expect(t.outcomes).toEqual({ ok: 3 });
+      expect(t.backends).toEqual(['a0']);
+      expect(t.peers).toEqual([NODE_A.podGateway]);
+    }),
+  );
+
+  it(
+    'a UDP service answers from every endpoint',
+    spec(async (c) => {
+      const t = await c.client().udp({ host: dns.clusterIP, port: 53 }, 30);
+      expect(t.outcomes).toEqual({ ok: 30 });
+      expect(t.backends).toEqual(['a1', 'a2']);
+    }),
+  );
+
+  it(
+    'removing an endpoint from the watched manifests stops traffic to it within 2 s',
+    spec(async (c) => {
+      const before = await c.client().tcp({ host: shrink.clusterIP, port: 80 }, 30);
+      expect(before.backends).toEqual(['a0', 'a1']);
+
+      const removedAt = performance.now();
+      c.manifests.writeService(shrink, ready(a0));
+      // A round of 20 connections misses a still-programmed a1 with probability 2^-20.
+      const elapsed = await waitFor(
+        async () => {
+          const round = await c.client().tcp({ host: shrink.clusterIP, port: 80 }, 20);
+          return round.backends.includes('a1') ? null : performance.now() - removedAt;
+        },
+        { timeoutMs: 5000, intervalMs: 0, what: 'a1 to stop answering for shrink' },
+      );
+      console.info(`[measured] endpoint removed from the manifest -> no more traffic to it after ${Math.round(elapsed)} ms`);
+      expect(elapsed).toBeLessThan(2000);
+
+      const after = await c.client().tcp({ host: shrink.clusterIP, port: 80 }, 40);
+      expect(after.outcomes).toEqual({ ok: 40 });
+      expect(after.backends).toEqual(['a0']);
+    }),
+  );
+
+  it(
+    'terminating endpoints that still serve take traffic only once no endpoint is ready',
+    spec(async (c) => {
+      const whileReady = await c.client().tcp({ host: draining.clusterIP, port: 80 }, 20);
+      expect(whileReady.backends).toEqual(['a0']);
+
+      c.manifests.writeService(draining, drainingEndpoints(false));
+      await waitFor(async () => (await c.client().tcp({ host: draining.clusterIP, port: 80 })).backends.includes('a1'), {
+        timeoutMs: 5000,
+        what: 'the serving terminating endpoint a1 to take over',
+      });
+      // a2 is terminating and no longer serving: it gets nothing, and nothing is refused.
+      const fallback = await c.client().tcp({ host: draining.clusterIP, port: 80 }, 20);
+      expect(fallback.outcomes).toEqual({ ok: 20 });
+      expect(fallback.backends).toEqual(['a1']);
+    }),
+  );
+});
