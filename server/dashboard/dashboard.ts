@@ -272,9 +272,8 @@ export class Dashboard {
     if (!c) return null;
     this.#sendSnapshot(c);
     this.#startTimer();
-    // Conntrack's two files read in microseconds: their numbers ride along with the kernel read's counters.
-    void this.#o.conntrack.read();
-    void this.#refreshKernel();
+    // Conntrack's two files read in microseconds; then the kernel, whose counters message carries both.
+    void this.#o.conntrack.read().then(() => this.#refreshKernel());
     return c;
   }
 
