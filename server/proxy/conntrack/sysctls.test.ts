@@ -135,6 +135,14 @@ describe('applyConntrackSysctls', () => {
     expect(r.outcomes[1]).toMatchObject({ name: `/sys/${HASHSIZE}`, action: 'failed', reason: expect.stringContaining('/sys is mounted read-only') });
   });
 
+  it('names the initial-namespace rule when the module refuses the hash size (EIO from sysfs)', async () => {
+    const { sysctl, sysfs } = kernel();
+    sysfs.refuse(HASHSIZE, 'EIO');
+    const r = await applyConntrackSysctls({ config: DEFAULTS, sysctl, sysfs, cpuCount: 2, logger: new MemoryLog().logger });
+    expect(r.outcomes[1]).toMatchObject({ action: 'failed', reason: 'the kernel accepts it only from the initial network namespace' });
+    expect(r.readOnlySysFS).toBe(false);
+  });
+
   it('a missing nf_conntrack module fails each write with a reason, never a throw', async () => {
     const sysctl = new FakeSysctl();
     for (const n of ['max', 'tcp_timeout_established', 'tcp_timeout_close_wait']) sysctl.refuse(`net/netfilter/nf_conntrack_${n}`, 'ENOENT');

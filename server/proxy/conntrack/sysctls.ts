@@ -168,6 +168,8 @@ function errnoOf(err: unknown): string | null {
 /** whyRefused turns an errno into the reason an operator needs. */
 export function whyRefused(name: string, errno: string | null, err?: unknown): string {
   const sys = name.startsWith('module/') || name.startsWith('/sys') ? '/sys' : '/proc/sys';
+  // The module refuses a hash size from another network namespace (EOPNOTSUPP, which sysfs reports as EIO).
+  if (name.endsWith('hashsize') && (errno === 'EIO' || errno === 'EOPNOTSUPP')) return 'the kernel accepts it only from the initial network namespace';
   switch (errno) {
     case 'EROFS':
       return `${sys} is mounted read-only (a container without write access to it: set the value on the host, or run kproxy privileged)`;
