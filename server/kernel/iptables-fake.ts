@@ -1,3 +1,4 @@
+import { recordCall, UNBOUNDED, type CallLogLimits } from './call-log.ts';
 import { CommandFailedError } from '../errors.ts';
 import type { IPFamily } from '../proxy/ip.ts';
 import { IptablesRestoreError, type IptablesFlavor, type IptablesRunner, type RestoreOptions, type SaveOptions } from './iptables.ts';
@@ -58,6 +59,8 @@ export interface FakeIptablesOptions {
   family?: IPFamily;
   flavor?: IptablesFlavor;
   hasRandomFully?: boolean;
+  /** callLog: how much of the call history to keep (default: all; --dry-run daemons bound it). */
+  callLog?: CallLogLimits;
 }
 
 /** FakeCall records one simulated process run, as the real runner would have spawned it. */
@@ -81,8 +84,9 @@ export class FakeIptables implements IptablesRunner {
   readonly flavor: IptablesFlavor;
   readonly hasRandomFully: boolean;
   readonly #tables = new Map<string, Table>();
-  /** calls lists every simulated process run, oldest first. */
+  /** calls lists the simulated process runs, oldest first (bounded by the callLog option). */
   readonly calls: FakeCall[] = [];
+  readonly #callLog: CallLogLimits;
   /** restoreHook, when set, may return an error text to make the next restore fail before it applies. */
   restoreHook: ((input: string) => string | null) | null = null;
 
@@ -90,6 +94,7 @@ export class FakeIptables implements IptablesRunner {
     this.family = opts.family ?? 'IPv4';
     this.flavor = opts.flavor ?? 'nft';
     this.hasRandomFully = opts.hasRandomFully ?? true;
+    this.#callLog = opts.callLog ?? UNBOUNDED;
   }
 
   /** callsOf counts the recorded runs of one program. */
@@ -110,7 +115,7 @@ export class FakeIptables implements IptablesRunner {
   async restore(input: string, opts: RestoreOptions = {}): Promise<void> {
     const noflush = opts.noflush ?? true;
     const counters = opts.counters ?? true;
-    this.calls.push({ program: 'iptables-restore', args: [...(noflush ? ['--noflush'] : []), ...(counters ? ['--counters'] : [])], input });
+    recordCall(this.calls, { program: 'iptables-restore', args: [...(noflush ? ['--noflush'] : []), ...(counters ? ['--counters'] : [])], input }, this.#callLog);
     const injected = this.restoreHook?.(input) ?? null;
     if (injected !== null) throw new IptablesRestoreError(`iptables-restore failed: ${injected}`, [], injected);
     const { script, error } = parseIptablesScriptPartial(input);
@@ -232,7 +237,7 @@ export class FakeIptables implements IptablesRunner {
   }
 
   async save(opts: SaveOptions = {}): Promise<string> {
-    this.calls.push({ program: 'iptables-save', args: [...(opts.table ? ['-t', opts.table] : []), ...(opts.counters ? ['-c'] : [])] });
+    recordCall(this.calls, { program: 'iptables-save', args: [...(opts.table ? ['-t', opts.table] : []), ...(opts.counters ? ['-c'] : [])] }, this.#callLog);
     if (opts.table) this.#table(opts.table);
     return formatIptablesSave(this.dump(), { counters: opts.counters, tables: opts.table ? [opts.table] : undefined });
   }
@@ -281,7 +286,7 @@ export class FakeIptables implements IptablesRunner {
   // ------------------------------------------------------------- commands
 
   #cmd(op: string, table: string, chain: string, args: readonly string[] = []): Table {
-    this.calls.push({ program: 'iptables', args: [op, chain, '-t', table, ...args] });
+    recordCall(this.calls, { program: 'iptables', args: [op, chain, '-t', table, ...args] }, this.#callLog);
     return this.#table(table);
   }
 
@@ -293,7 +298,7 @@ export class FakeIptables implements IptablesRunner {
   }
 
   async chainExists(table: string, chain: string): Promise<boolean> {
-    this.calls.push({ program: 'iptables', args: ['-S', chain, '-t', table] });
+    recordCall(this.calls, { program: 'iptables', args: ['-S', chain, '-t', table] }, this.#callLog);
     return this.#tables.get(table)?.chains.has(chain) ?? false;
   }
 

@@ -3,6 +3,7 @@ import type { ProxyConfig } from '../../config/types.ts';
 import { errorMessage } from '../../errors.ts';
 import { execFile, type ExecFn } from '../../kernel/exec.ts';
 import { createIptablesRunner, type IptablesRunner } from '../../kernel/iptables.ts';
+import { DRY_RUN_LIMITS } from '../../kernel/call-log.ts';
 import { FakeIptables } from '../../kernel/iptables-fake.ts';
 import { resolveIptablesFlavor, type FlavorChoice, type FlavorDecision } from '../../kernel/iptables-flavor.ts';
 import { hostInterfaces } from '../../kernel/netif.ts';
@@ -50,7 +51,7 @@ export async function createHostIptablesBackend(opts: HostIptablesOptions): Prom
   let kernel: FakeIptables | null = null;
   let sysctl = procSysctl();
   if (opts.dryRun) {
-    kernel = new FakeIptables({ family, flavor: opts.flavor === 'legacy' ? 'legacy' : 'nft' });
+    kernel = new FakeIptables({ family, flavor: opts.flavor === 'legacy' ? 'legacy' : 'nft', callLog: DRY_RUN_LIMITS });
     runner = kernel;
     decision = { flavor: kernel.flavor, reason: '--dry-run: simulated kernel' };
     const seeded: Record<string, string> = {};
