@@ -141,7 +141,9 @@ export class FakeConntrack implements ConntrackRunner {
       portIs(opts.replySport, f.reply.sport) &&
       portIs(opts.replyDport, f.reply.dport);
     if (command === 'D') {
+      // conntrack prints each flow it deleted, as -L would.
       const kept = this.#flows.filter((f) => !match(f));
+      for (const f of this.#flows) if (match(f)) print(formatFlow(f, opts.output === 'extended'));
       const n = this.#flows.length - kept.length;
       this.#flows = kept;
       return { code: n === 0 ? 1 : 0, stderr: `${VERSION}: ${n} flow entries have been deleted.\n` };

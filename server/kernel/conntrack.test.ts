@@ -42,7 +42,9 @@ describe('conntrack output', () => {
     expect(parseFlowLine(tcp)).toMatchObject({ protocol: 'tcp', orig: { dport: 80 }, reply: { src: '10.1.0.5', sport: 8080 } });
     const v6 = 'ipv6     10 udp      17 20 src=fd00::2 dst=fd00::10 sport=1 dport=53 src=fd00::5 dst=fd00::2 sport=53 dport=1 mark=0 use=1';
     expect(parseFlowLine(v6)).toMatchObject({ family: 'IPv6', reply: { src: 'fd00::5' } });
-    for (const junk of ['', 'conntrack v1.4.7 (conntrack-tools): 2 flow entries have been shown.', 'udp 17 99 src=10.0.0.2 dst=nonsense']) {
+    const icmp = 'icmp     1 29 src=10.0.0.2 dst=10.0.0.1 type=8 code=0 id=7 src=10.0.0.1 dst=10.0.0.2 type=0 code=0 id=7 mark=0 use=1';
+    expect(parseFlowLine(icmp)).toMatchObject({ protocol: 'icmp', orig: { dst: '10.0.0.1', sport: 0, dport: 0 }, reply: { src: '10.0.0.1' } });
+    for (const junk of ['', 'udp 17 29 src=10.0.0.2 dst=10.96.0.10 sport=1 dport=53 mark=0', 'conntrack v1.4.7 (conntrack-tools): 2 flow entries have been shown.', 'udp 17 99 src=10.0.0.2 dst=nonsense']) {
       expect(parseFlowLine(junk)).toBeNull();
     }
   });
@@ -136,6 +138,17 @@ describe('execConntrack (a stand-in binary)', () => {
     expect(lines.at(-1)).toBe('last-line-without-newline');
     expect(res).toMatchObject({ code: 0, lines: 3002, oversized: 1, stopped: false });
     expect(parseSummary(res.stderr)).toBe(3000);
+  });
+
+  it('a deletion that prints megabytes of deleted flows is counted, not buffered', async () => {
+    const bin = await script(
+      [
+        'i=0; while [ $i -lt 40000 ]; do echo "udp      17 29 src=10.0.0.2 dst=10.96.0.10 sport=$i dport=53 src=10.1.0.5 dst=10.0.0.2 sport=53 dport=$i mark=0 use=1 padding-padding-padding-padding"; i=$((i+1)); done',
+        'echo "conntrack v1.4.7 (conntrack-tools): 40000 flow entries have been deleted." >&2',
+      ].join('\n'),
+    );
+    const n = await new Conntrack(execConntrack({ binary: bin })).delete({ family: 'IPv4', protocol: 'udp', origDst: '10.96.0.10' });
+    expect(n).toBe(40000);
   });
 
   it('ends the process when the consumer has seen enough', async () => {

@@ -120,7 +120,21 @@ export function parseSummary(stderr: string): number | null {
   return m ? Number(m[1]) : null;
 }
 
-const FAMILIES: Record<string, IPFamily> = { ipv4: 'IPv4', ipv6: 'IPv6' };
+/**
+ * FLOW matches a `conntrack -L` line: optional "ipv4 2" (with -o extended),
+ * protocol name, number and timeout, then the original tuple and, after
+ * whatever state words and flags, the reply tuple. One regular expression is
+ * an order of magnitude faster than splitting words, which matters at a
+ * million lines.
+ */
+const FLOW = /^\s*(?:(ipv[46])\s+\d+\s+)?([a-z0-9-]+)\s+\d+\s+\d+\s.*?src=(\S+) dst=(\S+)(?: sport=(\d+) dport=(\d+))?.*? src=(\S+) dst=(\S+)(?: sport=(\d+) dport=(\d+))?/;
+const IPV4 = /^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}$/;
+
+/** address checks an address conntrack printed; IPv6 is canonicalised (IPv4 already is). */
+function address(text: string): string | null {
+  if (IPV4.test(text)) return text;
+  return text.includes(':') ? canonicalIP(text) : null;
+}
 
 /**
  * parseFlowLine reads one line of `conntrack -L` (plain or `-o extended`):
@@ -128,39 +142,21 @@ const FAMILIES: Record<string, IPFamily> = { ipv4: 'IPv4', ipv6: 'IPv6' };
  * the reply. Returns null for anything else (blank lines, summaries).
  */
 export function parseFlowLine(line: string): ConntrackFlow | null {
-  const words = line.trim().split(/\s+/);
-  let i = 0;
-  let family: IPFamily = 'IPv4';
-  if (FAMILIES[words[0]]) {
-    family = FAMILIES[words[0]];
-    i = 2;
-  }
-  const protocol = words[i];
-  if (!protocol || !/^[a-z0-9-]+$/.test(protocol) || !/^\d+$/.test(words[i + 1] ?? '')) return null;
-  const tuples: Record<string, string>[] = [{}, {}];
-  let dir = 0;
-  for (const w of words.slice(i + 2)) {
-    const eq = w.indexOf('=');
-    if (eq < 0) continue;
-    const k = w.slice(0, eq);
-    if (k !== 'src' && k !== 'dst' && k !== 'sport' && k !== 'dport') continue;
-    if (tuples[dir][k] !== undefined) {
-      if (dir === 1) break;
-      dir = 1;
-    }
-    tuples[dir][k] = w.slice(eq + 1);
-  }
-  const tuple = (t: Record<string, string>): ConntrackTuple | null => {
-    const src = canonicalIP(t.src);
-    const dst = canonicalIP(t.dst);
-    if (!src || !dst) return null;
-    return { src, dst, sport: Number(t.sport ?? 0) || 0, dport: Number(t.dport ?? 0) || 0 };
+  const m = FLOW.exec(line);
+  if (!m) return null;
+  const [, fam, protocol, os, od, osp, odp, rs, rd, rsp, rdp] = m;
+  const origSrc = address(os);
+  const origDst = address(od);
+  const replySrc = address(rs);
+  const replyDst = address(rd);
+  if (!origSrc || !origDst || !replySrc || !replyDst) return null;
+  const family: IPFamily = fam === 'ipv6' || (!fam && origSrc.includes(':')) ? 'IPv6' : 'IPv4';
+  return {
+    family,
+    protocol,
+    orig: { src: origSrc, dst: origDst, sport: Number(osp ?? 0), dport: Number(odp ?? 0) },
+    reply: { src: replySrc, dst: replyDst, sport: Number(rsp ?? 0), dport: Number(rdp ?? 0) },
   };
-  const orig = tuple(tuples[0]);
-  const reply = tuple(tuples[1]);
-  if (!orig || !reply) return null;
-  if (words[0] !== 'ipv4' && words[0] !== 'ipv6') family = orig.src.includes(':') ? 'IPv6' : 'IPv4';
-  return { family, protocol, orig, reply };
 }
 
 /**
@@ -177,12 +173,20 @@ export class Conntrack {
     this.#timeoutMs = opts.timeoutMs ?? 30_000;
   }
 
-  /** delete removes the flows matching f and returns how many the kernel deleted. */
+  /**
+   * delete removes the flows matching f and returns how many the kernel
+   * deleted. conntrack prints every deleted flow, which for a broad filter on
+   * a big table is a lot of output: it is streamed and counted, never kept.
+   */
   async delete(f: ConntrackFilter): Promise<number> {
-    const args = ['-D', ...filterArgs(f)];
-    const res = await this.runner.run(args, { timeoutMs: this.#timeoutMs });
+    let lines = 0;
+    const res = await this.runner.stream(['-D', ...filterArgs(f)], (line) => {
+      if (line.trim() !== '') lines++;
+    }, { timeoutMs: this.#timeoutMs });
     const n = parseSummary(res.stderr);
     if (n !== null) return n;
+    // No summary but a clean exit: the flows it printed are the ones it deleted.
+    if (res.code === 0) return lines;
     throw new ConntrackError(`deleting conntrack flows (${describeFilter(f)}) failed (exit ${res.code}): ${firstLine(res.stderr)}`);
   }
 
