@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tiers } from '../tiers.ts';
 import { diagnosed } from './harness/diagnostics.ts';
-import { ready, type EndpointSpec, type PortSpec, type ServiceSpec } from './harness/manifests.ts';
-import { CLIENT_IP, EXTERNAL_IP, LB_IP, NODE_A, NODE_A_TO_B, OTHER_CLIENT_IP, PODS, POD_TCP_PORT, POD_UDP_PORT, TestCluster } from './harness/topology.ts';
+import { ready, tcpPort, type EndpointSpec, type ServiceSpec } from './harness/manifests.ts';
+import { CLIENT_IP, EXTERNAL_IP, LB_IP, NODE_A, NODE_A_TO_B, OTHER_CLIENT_IP, PODS, POD_UDP_PORT } from './harness/plan.ts';
+import { TestCluster } from './harness/topology.ts';
 import { waitFor } from '../wait.ts';
 
 /**
@@ -13,7 +14,6 @@ import { waitFor } from '../wait.ts';
  * endpoints a service reached and what happened to the client's address.
  */
 const { a0, a1, a2, b0, b1 } = PODS;
-const tcpPort = (port: number, nodePort?: number): PortSpec[] => [{ name: 'tcp', port, targetPort: POD_TCP_PORT, ...(nodePort ? { nodePort } : {}) }];
 
 const spread: ServiceSpec = { name: 'spread', clusterIP: '10.96.0.10', ports: tcpPort(80) };
 const empty: ServiceSpec = { name: 'empty', clusterIP: '10.96.0.11', ports: tcpPort(80) };

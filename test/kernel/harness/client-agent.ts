@@ -8,7 +8,7 @@
  * Requests (see client.ts for the types):
  *   {op:"tcp", host, port, from?, timeoutMs, count}  connect, read the hello line, close; count times
  *   {op:"udp", host, port, from?, timeoutMs, count}  one datagram from a new socket, await the reply; count times
- *     (a batch stops at its first timeout)
+ *     (a batch stops at its first timeout; with forMs it stops after that long, with gapMs it pauses between attempts)
  *   {op:"open", host, port, from?, timeoutMs}        connect and keep the connection (answer: conn id + hello)
  *   {op:"send", conn, text, timeoutMs}               one line over a kept connection, await the echo
  *   {op:"close", conn}
@@ -158,11 +158,14 @@ async function handle(req: Record<string, unknown>): Promise<Record<string, unkn
     case 'tcp':
     case 'udp': {
       const results: Attempt[] = [];
-      for (let i = 0; i < Number(req.count ?? 1); i++) {
+      const started = performance.now();
+      const forMs = req.forMs === undefined ? Infinity : Number(req.forMs);
+      for (let i = 0; i < Number(req.count ?? 1) && performance.now() - started < forMs; i++) {
         const a = req.op === 'tcp' ? await tcpOnce(t, false) : await udpOnce(t);
         results.push(a);
         // One timeout already decides any test that expects answers; more would only make a failing run slow.
         if (a.outcome === 'timeout') break;
+        if (req.gapMs) await new Promise((r) => setTimeout(r, Number(req.gapMs)));
       }
       return { results };
     }

@@ -104,6 +104,15 @@ export class NsClient {
     return tally((res.results as Parameters<typeof attemptOf>[0][]).map(attemptOf));
   }
 
+  /**
+   * tcpFor keeps opening connections, `gapMs` apart, for `forMs`: the traffic
+   * that runs while a test restarts or replaces the proxy.
+   */
+  async tcpFor(t: Target, forMs: number, gapMs = 10): Promise<Tally> {
+    const res = await this.#call({ op: 'tcp', ...t, timeoutMs: t.timeoutMs ?? 2000, count: Number.MAX_SAFE_INTEGER, forMs, gapMs });
+    return tally((res.results as Parameters<typeof attemptOf>[0][]).map(attemptOf));
+  }
+
   /** udp sends `count` requests, each from a new socket (a new conntrack flow); it stops at the first timeout. */
   async udp(t: Target, count = 1): Promise<Tally> {
     const res = await this.#call({ op: 'udp', ...t, timeoutMs: t.timeoutMs ?? 2000, count });

@@ -1,4 +1,4 @@
-import type { TestCluster } from './topology.ts';
+import { TestCluster } from './topology.ts';
 
 /**
  * diagnosed runs a test body and, when it fails, appends what one needs to
@@ -17,4 +17,27 @@ export async function diagnosed(cluster: TestCluster | undefined, body: () => Pr
     }
     throw new Error(`${String(err)}\n\n${report}`);
   }
+}
+
+/**
+ * withTestCluster gives one test a cluster of its own (for tests that change
+ * the node itself: restarts, take-over, cleanup), reports like `diagnosed`,
+ * and always removes the cluster.
+ */
+export async function withTestCluster(body: (c: TestCluster) => Promise<void>): Promise<void> {
+  const c = await TestCluster.create();
+  let failure: unknown = null;
+  try {
+    await diagnosed(c, () => body(c));
+  } catch (err) {
+    failure = err;
+  }
+  try {
+    await c.destroy();
+  } catch (err) {
+    // A failed teardown must not hide why the test failed: report both.
+    if (failure instanceof Error) failure.message += `\n\n(teardown failed too: ${(err as Error).message})`;
+    else throw err;
+  }
+  if (failure) throw failure;
 }

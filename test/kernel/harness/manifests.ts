@@ -1,7 +1,7 @@
 import { mkdtempSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Pod } from './topology.ts';
+import { POD_TCP_PORT, type Pod } from './plan.ts';
 
 /**
  * manifests: the test cluster's Services, EndpointSlices and Nodes, written
@@ -43,6 +43,9 @@ export interface EndpointSpec {
   serving?: boolean;
   terminating?: boolean;
 }
+
+/** tcpPort is a service's one TCP port, sent to the pods' TCP server (and a node port when given). */
+export const tcpPort = (port: number, nodePort?: number): PortSpec[] => [{ name: 'tcp', port, targetPort: POD_TCP_PORT, ...(nodePort ? { nodePort } : {}) }];
 
 /** ready lists pods as ready, serving, non-terminating endpoints. */
 export const ready = (...pods: Pod[]): EndpointSpec[] => pods.map((pod) => ({ pod }));
