@@ -290,6 +290,24 @@ describe('ConntrackCleaner, full reconcile', () => {
   });
 });
 
+describe('ConntrackCleaner, stop', () => {
+  it('starts no pass and no process after stop, whatever syncs say', async () => {
+    const s = setup();
+    s.state.onService(null, syslogService());
+    s.state.onEndpointSlice(null, syslogSlice('10.244.1.5', '10.244.2.6'));
+    s.sync();
+    await s.settle();
+    s.state.onEndpointSlice(null, syslogSlice('10.244.2.6'));
+    s.sync();
+    await s.cleaner.stop();
+    s.state.onEndpointSlice(null, syslogSlice('10.244.3.7'));
+    s.sync();
+    await s.clock.advanceAsync(60_000);
+    expect(s.table.calls).toEqual([]);
+    expect(s.clock.pending).toBe(0);
+  });
+});
+
 describe('ConntrackCleaner with services of another family', () => {
   it('ignores addresses that are not of its family', async () => {
     const s = setup();
