@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { tiers } from '../tiers.ts';
+import { waitFor } from '../wait.ts';
 import { withTestCluster } from './harness/diagnostics.ts';
 import { kproxyArgs } from './harness/kproxy.ts';
 import { kubeProxyChain, kubeProxyRestore } from './harness/kube-proxy-rules.ts';
@@ -100,6 +101,26 @@ describe.skipIf(!tiers().kernel.ok)('kproxy on a node over time (iptables, real 
       const jumps = builtInJumps(save);
       expect(new Set(jumps).size).toBe(jumps.length);
       expect(jumps).toHaveLength(BUILT_IN_JUMPS);
+    }));
+
+  it('a firewall reload that wipes the tables is repaired within about 2 s (the canary chain is gone)', () =>
+    withTestCluster(async (c) => {
+      c.manifests.writeService(web, ready(a0, a1));
+      await c.startKproxy('nft');
+      expect((await c.client().tcp(webTarget)).outcomes).toEqual({ ok: 1 });
+
+      const wipedAt = performance.now();
+      // What a firewall service does on reload: replace whole tables with its own (here: empty) rules.
+      await nsRun(c.ns.nodeA, ['iptables-nft-restore'], { stdin: '*mangle\nCOMMIT\n*filter\nCOMMIT\n*nat\nCOMMIT\n' });
+      expect(await c.iptablesSave('nft')).not.toContain('KUBE-');
+      const repaired = await waitFor(
+        async () => ((await c.client().tcp({ ...webTarget, timeoutMs: 300 })).outcomes.ok ? performance.now() - wipedAt : null),
+        { timeoutMs: 10_000, intervalMs: 0, what: 'service traffic to work again after the tables were wiped' },
+      );
+      console.info(`[measured] tables wiped -> service traffic works again after ${Math.round(repaired)} ms`);
+      expect(repaired).toBeLessThan(3000);
+      expect((await c.client().tcp(webTarget, 20)).backends).toEqual(['a0', 'a1']);
+      expect(builtInJumps(await c.iptablesSave('nft'))).toHaveLength(BUILT_IN_JUMPS);
     }));
 
   it('--cleanup removes every KUBE- chain and rule in both iptables flavours, and kube-proxy nftables tables', () =>

@@ -96,6 +96,19 @@ describe.skipIf(!tiers().kernel.ok)('iptables mode (nft) with real packets', () 
   );
 
   it(
+    'the node itself reaches a cluster IP, and a node port on localhost',
+    spec(async (c) => {
+      const node = c.client('node-a');
+      const clusterIP = await node.tcp({ host: spread.clusterIP, port: 80 }, 20);
+      expect(clusterIP.outcomes).toEqual({ ok: 20 });
+      // Localhost node ports need route_localnet, which kproxy sets, and masquerading (a pod cannot answer 127.0.0.1).
+      const localhost = await node.tcp({ host: '127.0.0.1', port: 30080 }, 30);
+      expect(localhost.outcomes).toEqual({ ok: 30 });
+      expect(localhost.backends).toEqual(['a0', 'b0']);
+    }),
+  );
+
+  it(
     'an external IP routed to the node reaches its service',
     spec(async (c) => {
       const t = await c.client().tcp({ host: EXTERNAL_IP, port: 8000 }, 5);

@@ -140,9 +140,9 @@ export class TestCluster {
     });
   }
 
-  /** client returns the agent that connects from a namespace (the client by default, or a pod). */
-  client(where: 'client' | PodName = 'client'): NsClient {
-    const ns = where === 'client' ? this.ns.client : this.ns.pods[where];
+  /** client returns the agent that connects from a namespace (the client by default, node-a itself, or a pod). */
+  client(where: 'client' | 'node-a' | PodName = 'client'): NsClient {
+    const ns = where === 'client' ? this.ns.client : where === 'node-a' ? this.ns.nodeA : this.ns.pods[where];
     let c = this.#clients.get(ns);
     if (!c) {
       c = new NsClient(ns, this.processes);
