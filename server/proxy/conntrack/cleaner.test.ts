@@ -91,8 +91,9 @@ describe('ConntrackCleaner, targeted deletions', () => {
     table.add(natFlow({ client: '10.0.0.4', clientPort: 41003, vip: DNS.clusterIP, port: DNS.port, endpoint: '10.244.2.6' }));
     await clock.advanceAsync(5000);
     expect(brief(table.flows())).toEqual(['udp 10.96.0.10:53>10.244.2.6', 'udp 10.96.0.20:514>10.244.1.5', 'udp 198.51.100.7:53>198.51.100.7']);
-    // The cluster, external and LB IPs by filter, the node port by one listing of UDP flows.
-    expect(table.calls.map((c) => c[0])).toEqual(['-D', '-D', '-D', '-L', '-D']);
+    // One listing checks the three VIP frontends and finds the node port's unNATed entry; only the two
+    // frontends that had such entries cost a deletion (conntrack walks the table for each).
+    expect(table.calls.map((c) => c[0])).toEqual(['-L', '-D', '-D']);
   });
 
   it('a deleted UDP service loses the flows to its cluster IP and, through the ports it had, to its endpoints', async () => {
@@ -197,7 +198,8 @@ describe('ConntrackCleaner, bounds', () => {
     expect(s.cleaner.status()).toMatchObject({ pending: 8, droppedTotal: 12 });
     await s.clock.advanceAsync(10_000);
     expect(s.table.flows()).toEqual([]);
-    expect(s.table.calls.filter((c) => c[0] === '-L')).toHaveLength(2);
+    // Each pass lists once: 8 queued + 12 found, 8 at a time.
+    expect(s.table.calls.filter((c) => c[0] === '-L')).toHaveLength(3);
     expect(s.table.deletions).toHaveLength(20);
   });
 
@@ -237,6 +239,80 @@ describe('ConntrackCleaner, bounds', () => {
   });
 });
 
+describe('ConntrackCleaner, one listing instead of a walk per filter', () => {
+  it('lists once, deletes only where flows exist, and skips the rest', async () => {
+    const s = setup();
+    s.state.onService(null, dnsService());
+    s.state.onService(null, syslogService());
+    s.state.onEndpointSlice(null, dnsSlice('10.244.1.5', '10.244.2.6'));
+    s.state.onEndpointSlice(null, syslogSlice('10.244.1.5', '10.244.2.6'));
+    s.sync();
+    await s.settle();
+    // Only the cluster IP path of dns has a flow to the endpoint about to go; syslog has none.
+    s.table.add(dnsFlows('10.244.1.5')[0], syslogFlow('10.244.2.6'));
+    s.state.onEndpointSlice(null, dnsSlice('10.244.2.6'));
+    s.state.onEndpointSlice(null, syslogSlice('10.244.2.6'));
+    s.sync();
+    await s.clock.advanceAsync(0);
+    expect(s.table.calls.map((c) => c.join(' '))).toEqual([
+      '-L -f ipv4 -p udp -o extended',
+      '-D -f ipv4 -p udp --orig-dst 10.96.0.10 --orig-port-dst 53 --reply-src 10.244.1.5',
+    ]);
+    expect(s.runs).toEqual([expect.objectContaining({ listings: 1, scanned: 2, skipped: 4, processes: 1, deleted: 1 })]);
+    expect(brief(s.table.flows())).toEqual(['udp 10.96.0.20:514>10.244.2.6']);
+  });
+
+  it('fewer than listAtLeast deletions run without a listing (it would cost about two of them)', async () => {
+    const s = setup();
+    s.state.onService(null, syslogService());
+    s.state.onEndpointSlice(null, syslogSlice('10.244.1.5', '10.244.2.6', '10.244.3.7', '10.244.4.8'));
+    s.sync();
+    await s.settle();
+    s.state.onEndpointSlice(null, syslogSlice('10.244.4.8'));
+    s.sync();
+    await s.clock.advanceAsync(0);
+    expect(s.table.calls.map((c) => c[0])).toEqual(['-D', '-D', '-D']);
+  });
+
+  it('lists each protocol that has deletions queued (SCTP apart from UDP)', async () => {
+    const s = setup();
+    const sig = makeService('ns', 'sig', { clusterIP: '10.96.0.40', ports: [{ name: 'sig', port: 3868, protocol: 'SCTP' }] });
+    const sigSlice = (...ips: string[]) => makeSlice('ns', 'sig', 'sig-1', ips.map((ip) => ep(ip)), [{ name: 'sig', port: 3868, protocol: 'SCTP' }]);
+    s.state.onService(null, sig);
+    s.state.onEndpointSlice(null, sigSlice('10.244.1.5', '10.244.2.6', '10.244.3.7', '10.244.4.8', '10.244.5.9'));
+    s.sync();
+    await s.settle();
+    s.table.add(natFlow({ protocol: 'sctp', client: '10.0.0.2', clientPort: 1, vip: '10.96.0.40', port: 3868, endpoint: '10.244.1.5' }));
+    s.state.onEndpointSlice(null, sigSlice('10.244.5.9'));
+    s.sync();
+    await s.clock.advanceAsync(0);
+    expect(s.table.calls.map((c) => c.join(' '))).toEqual([
+      '-L -f ipv4 -p sctp -o extended',
+      '-D -f ipv4 -p sctp --orig-dst 10.96.0.40 --orig-port-dst 3868 --reply-src 10.244.1.5',
+    ]);
+    expect(s.table.flows()).toEqual([]);
+  });
+
+  it('when the listing fails, the queued deletions run without it, and the failure is counted', async () => {
+    const s = setup();
+    s.state.onService(null, syslogService());
+    s.state.onEndpointSlice(null, syslogSlice('10.244.1.5', '10.244.2.6', '10.244.3.7', '10.244.4.8', '10.244.5.9'));
+    s.sync();
+    await s.settle();
+    s.table.add(syslogFlow('10.244.1.5'));
+    s.table.onCall = (args) => {
+      if (args[0] === '-L') throw new Error('listing: Operation not permitted');
+    };
+    s.state.onEndpointSlice(null, syslogSlice('10.244.5.9'));
+    s.sync();
+    await s.clock.advanceAsync(0);
+    expect(s.table.calls.map((c) => c[0])).toEqual(['-L', '-D', '-D', '-D', '-D']);
+    expect(s.table.flows()).toEqual([]);
+    expect(s.runs).toEqual([expect.objectContaining({ listings: 1, errors: 1, processes: 4, deleted: 1 })]);
+    expect(s.log.lines('error')[0]).toContain('listing conntrack flows failed protocol=udp');
+  });
+});
+
 describe('ConntrackCleaner, full reconcile', () => {
   it('after the first good sync, deletes flows that went stale while kproxy was not running, reading the table once', async () => {
     const s = setup({ reconcileIntervalMs: 3_600_000 });
@@ -251,12 +327,10 @@ describe('ConntrackCleaner, full reconcile', () => {
     await s.clock.advanceAsync(5000);
     expect(s.table.calls.filter((c) => c[0] === '-L')).toEqual([['-L', '-f', 'ipv4', '-p', 'udp', '-o', 'extended']]);
     expect(brief(s.table.flows())).toEqual([...brief(dnsFlows('10.244.2.6')), 'udp 10.96.0.20:514>10.244.1.5'].sort());
-    // First pass: the newly active frontends' unNATed entries by filter (one was there), then the listing
-    // of the 10 flows left; second pass: the 5 stale ones it found.
-    expect(s.runs.map((r) => [r.processes, r.deleted, r.scanned, r.reconciled])).toEqual([
-      [4, 1, 10, true],
-      [5, 5, 0, false],
-    ]);
+    // One pass: one listing of the 11 flows checks the 4 newly active frontends (only dns's cluster IP has
+    // an unNATed entry; 3 are skipped) and finds the 4 flows to the old endpoint and the node port's unNATed
+    // entry; 6 deletions.
+    expect(s.runs.map((r) => [r.listings, r.scanned, r.skipped, r.processes, r.deleted, r.reconciled])).toEqual([[1, 11, 3, 6, 6, true]]);
   });
 
   it('keeps at most maxPending deletions from a listing, and comes back for the rest', async () => {

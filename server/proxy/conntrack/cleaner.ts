@@ -8,7 +8,7 @@ import type { IPFamily } from '../ip.ts';
 import type { StateCheckout } from '../proxy-state.ts';
 import type { ServicePort } from '../service-port.ts';
 import type { SyncObserver, SyncRecord } from '../sync-loop.ts';
-import { connectionlessProtocol, ReconcileIndex, staleFlowFilters } from './filters.ts';
+import { connectionlessProtocol, FilterMatcher, ReconcileIndex, staleFlowFilters } from './filters.ts';
 
 /** CleanupRun is one pass of the cleaner (a kube-proxy "reconcile"). */
 export interface CleanupRun {
@@ -19,11 +19,16 @@ export interface CleanupRun {
   readonly deleted: number;
   /** processes: conntrack -D commands started. */
   readonly processes: number;
+  /** listings: conntrack -L commands (one per protocol when a pass had several deletions to check or a scan due). */
+  readonly listings: number;
+  /** skipped: queued deletions dropped because the listing showed no flow they would delete. */
+  readonly skipped: number;
   readonly errors: number;
   /** remaining: deletions still queued after this pass (a later pass takes them). */
   readonly remaining: number;
-  /** scanned: flows read by a full reconcile listing in this pass (0 without one). */
+  /** scanned: flows read by this pass's listings. */
   readonly scanned: number;
+  /** reconciled: this pass ran the full reconcile. */
   readonly reconciled: boolean;
 }
 
@@ -66,6 +71,13 @@ export interface ConntrackCleanerOptions {
   reconcileTimeoutMs?: number;
   /** scanRetryMs: wait after a failed listing (default 30 s). */
   scanRetryMs?: number;
+  /**
+   * listAtLeast: with this many unchecked deletions queued (default 4), a
+   * pass lists the table first and runs only the deletions that have flows.
+   * A listing costs about two deletions (each walks the whole table), so
+   * below this it does not pay; when a scan is due it is free.
+   */
+  listAtLeast?: number;
   /** onRun hears every pass that did something (metrics: kube-proxy's reconciler histogram and counter). */
   onRun?: (run: CleanupRun) => void;
 }
@@ -73,7 +85,11 @@ export interface ConntrackCleanerOptions {
 interface Queued {
   readonly filter: ConntrackFilter;
   attempts: number;
+  /** probed: a listing saw flows it matches (or none could be made): delete without looking again. */
+  probed: boolean;
 }
+
+type Tally = { -readonly [K in keyof Omit<CleanupRun, 'startedAt' | 'seconds' | 'remaining'>]: CleanupRun[K] };
 
 /**
  * ConntrackCleaner deletes stale UDP/SCTP conntrack entries after syncs, off
@@ -121,6 +137,7 @@ export class ConntrackCleaner implements SyncObserver {
       reconcileIntervalMs: 3_600_000,
       reconcileTimeoutMs: 120_000,
       scanRetryMs: 30_000,
+      listAtLeast: 4,
       ...opts,
     };
     // A restarted daemon does not know which endpoints went away while it was down.
@@ -193,7 +210,7 @@ export class ConntrackCleaner implements SyncObserver {
     this.#knownSet = true;
   }
 
-  #enqueue(filter: ConntrackFilter): boolean {
+  #enqueue(filter: ConntrackFilter, probed = false): boolean {
     const key = filterKey(filter);
     if (this.#pending.has(key)) return true;
     if (this.#pending.size >= this.#o.maxPending) {
@@ -201,7 +218,7 @@ export class ConntrackCleaner implements SyncObserver {
       if (this.#o.reconcileIntervalMs > 0) this.#reconcileDue = true;
       return false;
     }
-    this.#pending.set(key, { filter, attempts: 0 });
+    this.#pending.set(key, { filter, attempts: 0, probed });
     return true;
   }
 
@@ -217,28 +234,37 @@ export class ConntrackCleaner implements SyncObserver {
     }, delayMs);
   }
 
+  /**
+   * #pass is one cleanup pass. First, when listAtLeast deletions wait to be
+   * checked or a scan is due, one streamed listing per protocol finds which
+   * queued deletions have flows at all (the others are dropped: after a good
+   * sync nothing makes such flows again) and, for UDP, what the full
+   * reconcile and the newly active node ports add. conntrack walks the whole
+   * table for every -D whatever the filter, so a listing that spares more
+   * than two deletions has paid for itself. Then the deletions, within the caps.
+   */
   async #pass(): Promise<void> {
     const { clock, conntrack, logger } = this.#o;
     const startedAt = clock.now();
     const t0 = clock.monotonic();
-    let deleted = 0;
-    let processes = 0;
-    let errors = 0;
-    let scanned = 0;
-    let reconciled = false;
+    const tally = { deleted: 0, processes: 0, listings: 0, skipped: 0, errors: 0, scanned: 0, reconciled: false };
     try {
-      const more = () => !this.#holding && !this.#stopped && processes < this.#o.maxProcessesPerRun && clock.monotonic() - t0 < this.#o.runBudgetMs;
+      const unprobed = [...this.#pending.values()].filter((q) => !q.probed);
+      const scan = this.#scanDue() && clock.monotonic() >= this.#scanNotBefore;
+      if (!this.#holding && !this.#stopped && (unprobed.length >= this.#o.listAtLeast || scan)) await this.#discover(unprobed, scan, tally);
+      if (this.#disabledReason !== null) return;
+      const more = () => !this.#holding && !this.#stopped && tally.processes < this.#o.maxProcessesPerRun && clock.monotonic() - t0 < this.#o.runBudgetMs;
       while (this.#pending.size > 0 && more()) {
         const [key, item] = this.#pending.entries().next().value!;
         this.#pending.delete(key);
-        processes++;
+        tally.processes++;
         try {
           const n = await conntrack.delete(item.filter);
-          deleted += n;
+          tally.deleted += n;
           if (n > 0) logger.debug('deleted stale conntrack flows', { flows: n, filter: describeFilter(item.filter) });
         } catch (err) {
           if (err instanceof CommandNotFoundError) return this.#disable(err);
-          errors++;
+          tally.errors++;
           item.attempts++;
           const retry = item.attempts < this.#o.maxAttempts && !this.#stopped;
           // A deletion that keeps failing leaves a client pinned to a gone endpoint until its entry times out.
@@ -246,20 +272,14 @@ export class ConntrackCleaner implements SyncObserver {
           if (retry) this.#pending.set(key, item);
         }
       }
-      if (this.#pending.size === 0 && this.#scanDue() && clock.monotonic() >= this.#scanNotBefore && !this.#stopped && !this.#holding) {
-        reconciled = true;
-        const r = await this.#scan();
-        scanned = r.scanned;
-        if (r.error) errors++;
-      }
     } finally {
       this.#runs++;
-      this.#deleted += deleted;
-      this.#errors += errors;
-      if (processes > 0 || reconciled) {
-        const run: CleanupRun = { startedAt, seconds: (clock.monotonic() - t0) / 1000, deleted, processes, errors, remaining: this.#pending.size, scanned, reconciled };
+      this.#deleted += tally.deleted;
+      this.#errors += tally.errors;
+      if (tally.processes > 0 || tally.listings > 0) {
+        const run: CleanupRun = { startedAt, seconds: (clock.monotonic() - t0) / 1000, remaining: this.#pending.size, ...tally };
         this.#lastRun = run;
-        if (deleted > 0 || errors > 0 || reconciled) logger.info('conntrack cleanup pass', { ...run, seconds: Number(run.seconds.toFixed(3)) });
+        if (run.deleted > 0 || run.errors > 0 || run.reconciled) logger.info('conntrack cleanup pass', { ...run, seconds: Number(run.seconds.toFixed(3)) });
         try {
           this.#o.onRun?.(run);
         } catch (err) {
@@ -270,56 +290,67 @@ export class ConntrackCleaner implements SyncObserver {
   }
 
   /**
-   * #scan streams every UDP flow of the family once and queues a deletion per
-   * distinct stale (destination, port, answering address): flows the full
-   * reconcile finds stale (when it is due), and unNATed flows to node ports
-   * that just got their first endpoint. Memory: the index (one entry per
-   * frontend) and at most maxPending queued filters; the flows themselves pass
-   * through one line at a time.
+   * #discover runs the listings of a pass. Memory: the matcher (one entry
+   * per queued deletion), the reconcile index (one per UDP frontend) and at
+   * most maxPending queued filters; flows pass through one line at a time.
    */
-  async #scan(): Promise<{ scanned: number; error: boolean }> {
+  async #discover(unprobed: readonly Queued[], scan: boolean, tally: Tally): Promise<void> {
     const { conntrack, family, logger, clock } = this.#o;
-    const programmed = this.#programmed!;
-    const reconcile = this.#reconcileDue;
-    const index = reconcile ? new ReconcileIndex(family, programmed.services, programmed.endpoints) : null;
-    const nodePorts = this.#unnatedNodePorts;
-    this.#unnatedNodePorts = new Set();
+    const matcher = new FilterMatcher<Queued>();
+    for (const q of unprobed) matcher.add(q.filter, q);
+    const matched = new Set<Queued>();
+    const reconcile = scan && this.#reconcileDue;
+    const index = reconcile ? new ReconcileIndex(family, this.#programmed!.services, this.#programmed!.endpoints) : null;
+    const nodePorts = scan ? this.#unnatedNodePorts : new Set<number>();
+    if (scan) this.#unnatedNodePorts = new Set();
     if (reconcile) {
       this.#reconcileDue = false;
       this.#lastReconcileAt = clock.monotonic();
+      tally.reconciled = true;
     }
-    if ((index?.size ?? 0) === 0 && nodePorts.size === 0) return { scanned: 0, error: false };
-    let scanned = 0;
-    let full = false;
-    try {
-      const res = await conntrack.list({ family, protocol: 'udp' }, (flow) => {
-        scanned++;
-        let f = index?.staleFilter(flow) ?? null;
-        if (!f && nodePorts.has(flow.orig.dport) && flow.reply.src === flow.orig.dst) {
-          f = { family, protocol: 'udp', origDst: flow.orig.dst, origDstPort: flow.orig.dport, replySrc: flow.orig.dst };
+    const protocols = new Set(unprobed.map((q) => q.filter.protocol));
+    if (scan && ((index?.size ?? 0) > 0 || nodePorts.size > 0)) protocols.add('udp');
+    let overflow = false;
+    for (const protocol of protocols) {
+      const scanning = protocol === 'udp' && scan;
+      tally.listings++;
+      try {
+        const res = await conntrack.list({ family, protocol }, (flow) => {
+          tally.scanned++;
+          matcher.match(flow, (q) => matched.add(q));
+          if (!scanning) return;
+          let f = index?.staleFilter(flow) ?? null;
+          if (!f && nodePorts.has(flow.orig.dport) && flow.reply.src === flow.orig.dst) {
+            f = { family, protocol: 'udp', origDst: flow.orig.dst, origDstPort: flow.orig.dport, replySrc: flow.orig.dst };
+          }
+          // Found in the table: no need to look again before deleting it.
+          if (f && !this.#enqueue(f, true)) overflow = true;
+        }, { timeoutMs: this.#o.reconcileTimeoutMs });
+        if (res.unparsed > 0 || res.oversized > 0) logger.warn('conntrack listing had lines kproxy could not read', { unparsed: res.unparsed, oversized: res.oversized });
+        for (const q of unprobed) {
+          if (q.filter.protocol !== protocol) continue;
+          if (matched.has(q)) q.probed = true;
+          else if (this.#pending.get(filterKey(q.filter)) === q) {
+            this.#pending.delete(filterKey(q.filter));
+            tally.skipped++;
+          }
         }
-        if (f && !this.#enqueue(f)) {
-          // The queue is full: stop reading; the same listing runs again once it drained.
-          full = true;
-          return false;
+      } catch (err) {
+        if (err instanceof CommandNotFoundError) return this.#disable(err);
+        tally.errors++;
+        // Without the listing, the queued deletions of this protocol run blind, as single ones would.
+        for (const q of unprobed) if (q.filter.protocol === protocol) q.probed = true;
+        if (scanning) {
+          // Left as they are, stale UDP flows keep their clients on gone endpoints: list again later.
+          this.#again(reconcile, nodePorts);
+          this.#scanNotBefore = clock.monotonic() + this.#o.scanRetryMs;
         }
-      }, { timeoutMs: this.#o.reconcileTimeoutMs });
-      if (res.unparsed > 0 || res.oversized > 0) logger.warn('conntrack listing had lines kproxy could not read', { unparsed: res.unparsed, oversized: res.oversized });
-      if (full) {
-        this.#again(reconcile, nodePorts);
-        logger.warn('conntrack listing found more stale flows than the queue holds; listing again after these are deleted', { queued: this.#pending.size });
+        logger.error('listing conntrack flows failed', { protocol, scanned: tally.scanned, retryInMs: scanning ? this.#o.scanRetryMs : undefined, err: errorMessage(err) });
       }
-      return { scanned, error: false };
-    } catch (err) {
-      if (err instanceof CommandNotFoundError) {
-        this.#disable(err);
-        return { scanned, error: false };
-      }
-      // Left as they are, stale UDP flows keep their clients on gone endpoints: list again on the next pass.
+    }
+    if (overflow) {
       this.#again(reconcile, nodePorts);
-      this.#scanNotBefore = clock.monotonic() + this.#o.scanRetryMs;
-      logger.error('listing conntrack flows failed', { scanned, retryInMs: this.#o.scanRetryMs, err: errorMessage(err) });
-      return { scanned, error: true };
+      logger.warn('conntrack listing found more stale flows than the queue holds; listing again after these are deleted', { queued: this.#pending.size });
     }
   }
 

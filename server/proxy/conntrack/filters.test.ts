@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { describeFilter } from '../../kernel/conntrack.ts';
 import { natFlow, plainFlow } from '../../kernel/conntrack-fake.ts';
 import { ep, makeService, makeSlice } from '../testing.ts';
-import { ReconcileIndex, staleFlowFilters } from './filters.ts';
+import { FilterMatcher, ReconcileIndex, staleFlowFilters } from './filters.ts';
 import { DNS, dnsService, dnsSlice, NODE_IP, newState, syslogService, syslogSlice } from './testing.ts';
 
 const text = (r: ReturnType<typeof staleFlowFilters>) => [...r.filters.map(describeFilter), ...r.unnatedNodePorts.map((p) => `unNATed udp to *:${p}`)].sort();
@@ -113,5 +113,25 @@ describe('ReconcileIndex', () => {
     const idx = index(syslogSlice('10.244.1.5'));
     expect(idx.size).toBe(1);
     expect(idx.staleFilter(natFlow({ client: '10.0.0.2', clientPort: 1, vip: DNS.clusterIP, port: 53, endpoint: '10.244.9.9' }))).toBeNull();
+  });
+});
+
+describe('FilterMatcher', () => {
+  it('finds every filter a flow matches, whatever fields each names', () => {
+    const m = new FilterMatcher<string>();
+    m.add({ family: 'IPv4', protocol: 'udp', origDst: DNS.clusterIP, origDstPort: 53, replySrc: '10.244.1.5' }, 'vip+port+ep');
+    m.add({ family: 'IPv4', protocol: 'udp', origDstPort: DNS.nodePort, replySrc: '10.244.1.5' }, 'nodeport+ep');
+    m.add({ family: 'IPv4', protocol: 'udp', origDst: DNS.clusterIP }, 'vip');
+    m.add({ family: 'IPv4', protocol: 'sctp', origDst: DNS.clusterIP }, 'sctp vip');
+    const hits = (flow: ReturnType<typeof natFlow>) => {
+      const out: string[] = [];
+      m.match(flow, (v) => out.push(v));
+      return out.sort();
+    };
+    expect(hits(natFlow({ client: '10.0.0.2', clientPort: 1, vip: DNS.clusterIP, port: 53, endpoint: '10.244.1.5' }))).toEqual(['vip', 'vip+port+ep']);
+    expect(hits(natFlow({ client: '10.0.0.2', clientPort: 1, vip: DNS.clusterIP, port: 53, endpoint: '10.244.2.6' }))).toEqual(['vip']);
+    expect(hits(natFlow({ client: '10.0.0.2', clientPort: 1, vip: NODE_IP, port: DNS.nodePort, endpoint: '10.244.1.5' }))).toEqual(['nodeport+ep']);
+    expect(hits(natFlow({ protocol: 'tcp', client: '10.0.0.2', clientPort: 1, vip: DNS.clusterIP, port: 53, endpoint: '10.244.1.5' }))).toEqual([]);
+    expect(hits(natFlow({ protocol: 'sctp', client: '10.0.0.2', clientPort: 1, vip: DNS.clusterIP, port: 53, endpoint: '10.244.1.5' }))).toEqual(['sctp vip']);
   });
 });

@@ -158,3 +158,41 @@ export class ReconcileIndex {
     return { family: this.family, protocol: 'udp', origDst: orig.dst, origDstPort: orig.dport, replySrc: reply.src };
   }
 }
+
+/**
+ * FilterMatcher tells which of many filters a listed flow matches, with a few
+ * map lookups per flow (one per filter shape in use): one listing then
+ * decides for every queued deletion whether there is anything to delete, so
+ * the table is walked once instead of once per filter.
+ */
+export class FilterMatcher<T> {
+  readonly #byKey = new Map<string, T[]>();
+  /** #shapes: which of dst/port/reply the added filters name (bit 4, 2, 1). */
+  readonly #shapes = new Set<number>();
+
+  add(f: ConntrackFilter, value: T): void {
+    const shape = (f.origDst !== undefined ? 4 : 0) | (f.origDstPort !== undefined ? 2 : 0) | (f.replySrc !== undefined ? 1 : 0);
+    this.#shapes.add(shape);
+    const key = matchKey(f.family, f.protocol, shape, f.origDst, f.origDstPort, f.replySrc);
+    const list = this.#byKey.get(key);
+    if (list) list.push(value);
+    else this.#byKey.set(key, [value]);
+  }
+
+  get size(): number {
+    return this.#byKey.size;
+  }
+
+  /** match calls onMatch with the value of every added filter the flow matches. */
+  match(flow: ConntrackFlow, onMatch: (value: T) => void): void {
+    for (const shape of this.#shapes) {
+      const key = matchKey(flow.family, flow.protocol, shape, flow.orig.dst, flow.orig.dport, flow.reply.src);
+      const list = this.#byKey.get(key);
+      if (list) for (const v of list) onMatch(v);
+    }
+  }
+}
+
+function matchKey(family: IPFamily, protocol: string, shape: number, dst: string | undefined, port: number | undefined, reply: string | undefined): string {
+  return `${family} ${protocol} ${shape & 4 ? dst : '*'} ${shape & 2 ? port : '*'} ${shape & 1 ? reply : '*'}`;
+}
