@@ -68,7 +68,11 @@ export function namespacePids(name: string): number[] {
   }
 }
 
-/** sysctl sets a kernel parameter inside a namespace (net.* parameters are per namespace). */
+/**
+ * nsSysctl sets a kernel parameter inside a namespace (net.* parameters are
+ * per namespace: /proc/sys/net shows the namespace of the process that opens
+ * it). It writes /proc/sys with coreutils' tee, as procps may not be installed.
+ */
 export function nsSysctl(ns: string, name: string, value: string): Promise<string> {
-  return nsRun(ns, ['sysctl', '-q', '-w', `${name}=${value}`]);
+  return nsRun(ns, ['tee', `/proc/sys/${name.replaceAll('.', '/')}`], { stdin: value });
 }
