@@ -187,11 +187,6 @@ export class ConntrackCleaner implements SyncObserver {
     return Math.max(this.#o.pauseMs, this.#scanNotBefore - this.#o.clock.monotonic());
   }
 
-  /** idle resolves once no pass is running (tests; shutdown). */
-  async idle(): Promise<void> {
-    while (this.#current) await this.#current;
-  }
-
   /**
    * stop ends the cleanup: no new pass, no new process. It does not wait for
    * a conntrack process already running (shutdown must not hang on a walk of
