@@ -69,7 +69,8 @@ export class CtNet {
     await batch(client, ['addr add 10.0.0.2/24 dev c0', 'link set lo up', 'link set c0 up', 'route add default via 10.0.0.1']);
     await batch(b1, ['addr add 10.244.1.5/24 dev eth0', 'link set lo up', 'link set eth0 up', 'route add default via 10.244.1.1']);
     await batch(b2, ['addr add 10.244.2.6/24 dev eth0', 'link set lo up', 'link set eth0 up', 'route add default via 10.244.2.1']);
-    await this.exec(node, ['sysctl', '-q', '-w', 'net.ipv4.ip_forward=1']);
+    // Through /proc/sys directly: the sysctl program (procps) may be absent on a CI machine.
+    await this.exec(node, ['sh', '-c', 'echo 1 > /proc/sys/net/ipv4/ip_forward']);
   }
 
   /** exec runs a program in a namespace and fails when it exits non-zero. */
