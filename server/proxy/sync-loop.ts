@@ -242,6 +242,9 @@ export class SyncLoop {
         seq: record.seq,
         trigger,
         ms: Math.round(record.durationMs),
+        // kproxy's own time vs the kernel's (restore processes), to a tenth of a ms: partial syncs take a few.
+        buildMs: Math.round(record.buildMs * 10) / 10,
+        applyMs: Math.round(record.applyMs * 10) / 10,
         lines: record.linesWritten,
         servicesChanged: record.servicesChangedCount,
       });

@@ -14,11 +14,12 @@ import { NodePortAddresses, NODE_PORT_ADDRESSES_PRIMARY } from '../node-port-add
 import type { StateCheckout } from '../proxy-state.ts';
 import type { ServicePort } from '../service-port.ts';
 import { startCanaryMonitor } from './canary-monitor.ts';
-import { ChainNames, isServiceChainName, KUBE_MARK_MASQ } from './chain-names.ts';
+import { ChainNames, isServiceChainName, KUBE_MARK_MASQ, KUBE_SERVICES } from './chain-names.ts';
 import { cleanupIptables } from './cleanup.ts';
 import { ensureJumpRules } from './jump-chains.ts';
 import { chainLine, extractLines, LineBuffer, ProbabilityCache } from './restore-writer.ts';
-import { buildFixedRules } from './fixed-rules.ts';
+import { buildFixedRules, type FixedRules } from './fixed-rules.ts';
+import { countChainLines, editLines, FixedChainDiff, linesOfChain, planChains } from './fixed-chain-diff.ts';
 import {
   buildServicePortRules,
   contextKey,
@@ -52,6 +53,12 @@ export interface IptablesBackendOptions {
    * NFT_RULES_PER_COMMIT for the nft flavour, no split for legacy (see below).
    */
   rulesPerCommit?: number;
+  /**
+   * inPlaceEdits: a partial sync edits a shared chain (KUBE-SERVICES...) with
+   * -D/-I when few of its rules changed, instead of rewriting it whole as
+   * kube-proxy does (see fixed-chain-diff.ts). Default true.
+   */
+  inPlaceEdits?: boolean;
 }
 
 /**
@@ -93,6 +100,39 @@ export interface IptablesBackend extends Backend {
   readonly metrics: IptablesMetrics;
 }
 
+/** SharedPart is the nat table's shared chains for one sync: declarations ("*nat" first), rules, and the KUBE-NODEPORTS jump that goes last. */
+interface SharedPart {
+  readonly chains: LineBuffer;
+  readonly rules: LineBuffer;
+  readonly tail: LineBuffer;
+  readonly rulesWritten: number;
+}
+
+/** ChainLengths: rules per shared chain in the kernel after the last successful sync, per table. */
+interface ChainLengths {
+  readonly filter: ReadonlyMap<string, number>;
+  readonly nat: ReadonlyMap<string, number>;
+}
+
+function countedChains(text: string): Map<string, number> {
+  const out = new Map<string, number>();
+  countChainLines(text, out);
+  return out;
+}
+
+/** applyDiff returns chain lengths after the diff's deletions and additions. */
+function applyDiff(before: ReadonlyMap<string, number>, diff: FixedChainDiff): Map<string, number> {
+  const out = new Map(before);
+  for (const [chain, e] of diff.chains) out.set(chain, (out.get(chain) ?? 0) + e.added.length - e.deleted.length);
+  return out;
+}
+
+function countLines(text: string): number {
+  let n = 0;
+  for (let i = text.indexOf('\n'); i >= 0; i = text.indexOf('\n', i + 1)) n++;
+  return n;
+}
+
 interface CacheEntry {
   readonly sp: ServicePort;
   readonly eps: readonly Endpoint[] | undefined;
@@ -130,6 +170,8 @@ class IptablesProxier implements IptablesBackend {
   readonly #probabilities = new ProbabilityCache();
   readonly #localhostNodePorts: boolean;
   readonly #rulesPerCommit: number;
+  readonly #inPlaceEdits: boolean;
+  #chainLengths: ChainLengths = { filter: new Map(), nat: new Map() };
   #conntrackTCPLiberal = false;
   #needFull = true;
   #contextKey = '';
@@ -145,6 +187,7 @@ class IptablesProxier implements IptablesBackend {
     this.runner = opts.runner;
     this.#log = opts.logger.child('iptables');
     this.#rulesPerCommit = opts.rulesPerCommit ?? (opts.runner.flavor === 'nft' ? NFT_RULES_PER_COMMIT : Infinity);
+    this.#inPlaceEdits = opts.inPlaceEdits ?? true;
     const npa = opts.config.nodePortAddresses;
     // As kube-proxy: localhost node ports only for IPv4, and only when --nodeport-addresses
     // admits 127.0.0.0/8 ("primary" never does).
@@ -261,13 +304,15 @@ class IptablesProxier implements IptablesBackend {
       batch = built.text;
       const tApply = clock.monotonic();
       try {
-        await this.runner.restore(built.text);
+        // Nothing changed (a periodic sync with no news): the kernel already holds exactly this.
+        if (built.text !== '') await this.runner.restore(built.text);
       } finally {
         ioMs += clock.monotonic() - tApply;
       }
 
       // Success: this sync's rules are what the kernel holds.
       this.#cache = built.cache;
+      this.#chainLengths = built.chainLengths;
       this.#contextKey = key;
       this.#needFull = false;
       this.#lastApplied = built.text;
@@ -345,28 +390,24 @@ class IptablesProxier implements IptablesBackend {
   #build(state: StateCheckout, ctx: BuildContext, full: boolean, existingNat: Set<string>) {
     const cache = new Map<string, CacheEntry>();
     const fixed = buildFixedRules(ctx);
-    const filter = new LineBuffer();
-    const natChains = new LineBuffer();
-    const natRules = new LineBuffer();
     const contextSame = contextKey(ctx) === this.#contextKey;
     const changed = state.changedServices;
     const stale = new Set<string>();
     const writtenServices = new Set<string>();
+    // Full syncs rewrite the shared chains from every service's rules; partial
+    // syncs only record how the changed service ports' rules differ (see fixed-chain-diff.ts).
+    const filterShared = new LineBuffer();
+    const natShared = new LineBuffer();
+    const filterDiff = new FixedChainDiff();
+    const natDiff = new FixedChainDiff();
     let filterCount = 0;
     let natCount = 0;
-    let natWritten = 0;
+    let natServiceRulesWritten = 0;
     // Service chains written in this sync, in blocks of whole service ports (see #natText).
     const blocks: { chains: LineBuffer; rules: LineBuffer }[] = [];
     let block = { chains: new LineBuffer(), rules: new LineBuffer() };
     let noLocalInternal = 0;
     let noLocalExternal = 0;
-
-    filter.writeLine('*filter');
-    for (const c of fixed.filterChains) filter.writeLine(chainLine(c));
-    filter.writeText(fixed.filterHead.text(), fixed.filterHead.lines);
-    natChains.writeLine('*nat');
-    for (const c of fixed.natChains) natChains.writeLine(chainLine(c));
-    natRules.writeText(fixed.natHead.text(), fixed.natHead.lines);
 
     for (const id of this.#orderedIds(state.services)) {
       const sp = state.services.get(id)!;
@@ -384,21 +425,26 @@ class IptablesProxier implements IptablesBackend {
         }
       }
       cache.set(id, entry);
-      if (entry.error !== null) {
+      const r = entry.rules;
+      if (!full && prev?.rules !== r) {
+        filterDiff.change(prev?.rules?.filterText ?? '', r?.filterText ?? '');
+        natDiff.change(prev?.rules?.jumpsText ?? '', r?.jumpsText ?? '');
+      }
+      if (r === null) {
         if (this.metrics.skippedServicePorts.get(id) !== entry.error) {
           this.#log.warn('service port skipped: its rules cannot be written safely', { servicePort: id, err: entry.error });
         }
-        this.metrics.skippedServicePorts.set(id, entry.error);
+        this.metrics.skippedServicePorts.set(id, entry.error!);
         if (prev?.rules) for (const c of prev.rules.chains) stale.add(c);
         continue;
       }
       this.metrics.skippedServicePorts.delete(id);
-      const r = entry.rules!;
-      filter.writeText(r.filterText, r.filterLines);
-      natRules.writeText(r.jumpsText, r.jumpsLines);
+      if (full) {
+        filterShared.writeText(r.filterText, r.filterLines);
+        natShared.writeText(r.jumpsText, r.jumpsLines);
+      }
       filterCount += r.filterLines;
       natCount += r.jumpsLines + r.rulesLines;
-      natWritten += r.jumpsLines;
       if (r.noLocalInternal) noLocalInternal++;
       if (r.noLocalExternal) noLocalExternal++;
       const write = full || entry !== prev || changed.has(sp.service);
@@ -409,7 +455,7 @@ class IptablesProxier implements IptablesBackend {
         }
         block.chains.writeText(r.chainsText, r.chains.length);
         block.rules.writeText(r.rulesText, r.rulesLines);
-        natWritten += r.rulesLines;
+        natServiceRulesWritten += r.rulesLines;
         writtenServices.add(sp.service);
         if (prev?.rules && prev.rules !== r) {
           // Chains are named after their service port, so only its own former chains can go stale.
@@ -419,7 +465,12 @@ class IptablesProxier implements IptablesBackend {
       }
     }
     for (const [id, prev] of this.#cache) {
-      if (!cache.has(id) && prev.rules) for (const c of prev.rules.chains) stale.add(c);
+      if (cache.has(id) || !prev.rules) continue;
+      for (const c of prev.rules.chains) stale.add(c);
+      if (!full) {
+        filterDiff.change(prev.rules.filterText, '');
+        natDiff.change(prev.rules.jumpsText, '');
+      }
     }
     if (full) {
       // A full sync also removes what it did not write itself: chains of an
@@ -429,35 +480,118 @@ class IptablesProxier implements IptablesBackend {
       for (const c of existingNat) if (isServiceChainName(c) && !active.has(c)) stale.add(c);
     }
     for (const id of this.metrics.skippedServicePorts.keys()) if (!state.services.has(id)) this.metrics.skippedServicePorts.delete(id);
+    if (block.chains.lines > 0) blocks.push(block);
 
-    // Stale chains: declaring flushes them (their rules may jump to other stale chains), then -X.
+    const filter = full ? this.#fullFilter(fixed, filterShared) : this.#partialShared('filter', filterDiff, cache, fixed);
+    const shared = full ? this.#fullNatShared(fixed, natShared) : this.#partialShared('nat', natDiff, cache, fixed);
     const sortedStale = [...stale].sort();
+    const natChains = shared.chains;
     const natEnd = new LineBuffer();
+    // Stale chains: declaring flushes them (their rules may jump to other stale chains), then -X.
     for (const c of sortedStale) natChains.writeLine(chainLine(c));
     for (const c of sortedStale) natEnd.writeLine(`-X ${c}`);
-    natEnd.writeText(fixed.natTail.text(), fixed.natTail.lines);
+    natEnd.writeText(shared.tail.text(), shared.tail.lines);
+    // Only "*nat": nothing in the table changes, so the table is left out of the input.
+    const natEmpty = natChains.lines === 1 && shared.rules.lines === 0 && natEnd.lines === 0 && blocks.length === 0;
     natEnd.writeLine('COMMIT');
-    filter.writeText(fixed.filterTail.text(), fixed.filterTail.lines);
-    filter.writeLine('COMMIT');
-
-    if (block.chains.lines > 0) blocks.push(block);
-    const nat = this.#natText(blocks, natChains, natRules, natEnd, ctx.masqueradeMark);
+    const nat = natEmpty ? { text: '', lines: 0 } : this.#natText(blocks, natChains, shared.rules, natEnd, ctx.masqueradeMark);
 
     const fixedFilter = fixed.filterHead.lines + fixed.filterTail.lines;
     const fixedNat = fixed.natHead.lines + fixed.natTail.lines;
+    const filterLengths = full ? countedChains(filterShared.text()) : applyDiff(this.#chainLengths.filter, filterDiff);
+    const natLengths = full ? countedChains(natShared.text()) : applyDiff(this.#chainLengths.nat, natDiff);
     return {
-      text: filter.text() + nat.text,
+      text: filter.text + nat.text,
       lines: filter.lines + nat.lines,
       cache,
+      chainLengths: { filter: filterLengths, nat: natLengths },
       servicesWritten: writtenServices.size,
       rulesByTable: { filter: fixedFilter + filterCount, nat: fixedNat + natCount },
-      rulesWritten: { filter: fixedFilter + filterCount, nat: fixedNat + natWritten },
+      rulesWritten: { filter: filter.rulesWritten, nat: shared.rulesWritten + natServiceRulesWritten },
       noLocalInternal,
       noLocalExternal,
       warnings: fixed.warnings,
     };
   }
 
+  /** #fullFilter writes the whole filter table part: every fixed chain declared and rewritten. */
+  #fullFilter(fixed: FixedRules, shared: LineBuffer): { text: string; lines: number; rulesWritten: number } {
+    const out = new LineBuffer();
+    out.writeLine('*filter');
+    for (const c of fixed.filterChains) out.writeLine(chainLine(c));
+    out.writeText(fixed.filterHead.text(), fixed.filterHead.lines);
+    out.writeText(shared.text(), shared.lines);
+    out.writeText(fixed.filterTail.text(), fixed.filterTail.lines);
+    out.writeLine('COMMIT');
+    return { text: out.text(), lines: out.lines, rulesWritten: fixed.filterHead.lines + shared.lines + fixed.filterTail.lines };
+  }
+
+  /** #fullNatShared declares every fixed nat chain and writes their rules; the KUBE-NODEPORTS jump goes last. */
+  #fullNatShared(fixed: FixedRules, shared: LineBuffer): SharedPart {
+    const chains = new LineBuffer();
+    chains.writeLine('*nat');
+    for (const c of fixed.natChains) chains.writeLine(chainLine(c));
+    const rules = new LineBuffer();
+    rules.writeText(fixed.natHead.text(), fixed.natHead.lines);
+    rules.writeText(shared.text(), shared.lines);
+    return { chains, rules, tail: fixed.natTail, rulesWritten: fixed.natHead.lines + shared.lines + fixed.natTail.lines };
+  }
+
+  /**
+   * #partialShared writes, for one table, only the shared chains this sync
+   * changes: edited in place, or declared and rewritten from every service
+   * port's rules (in sync order) when much of the chain changed. Chains that
+   * hold no service's rules (KUBE-POSTROUTING, KUBE-FORWARD...) depend only on
+   * the build context, whose change makes a sync full, so they are not written.
+   * For filter the result is the whole table part (or nothing).
+   */
+  #partialShared(table: 'filter', diff: FixedChainDiff, cache: ReadonlyMap<string, CacheEntry>, fixed: FixedRules): { text: string; lines: number; rulesWritten: number };
+  #partialShared(table: 'nat', diff: FixedChainDiff, cache: ReadonlyMap<string, CacheEntry>, fixed: FixedRules): SharedPart;
+  #partialShared(table: 'filter' | 'nat', diff: FixedChainDiff, cache: ReadonlyMap<string, CacheEntry>, fixed: FixedRules): SharedPart | { text: string; lines: number; rulesWritten: number } {
+    const plan = planChains(diff, this.#chainLengths[table]);
+    if (!this.#inPlaceEdits) for (const c of plan.keys()) plan.set(c, 'rewrite');
+    const chains = new LineBuffer();
+    const rules = new LineBuffer();
+    const tail = new LineBuffer();
+    const inserts = new LineBuffer();
+    let rulesWritten = 0;
+    for (const [chain, how] of plan) {
+      if (how === 'edit') {
+        const e = editLines(chain, diff.chains.get(chain)!);
+        for (const l of e.deletes) rules.writeLine(l);
+        for (const l of e.inserts) inserts.writeLine(l);
+        rulesWritten += e.inserts.length;
+        continue;
+      }
+      chains.writeLine(chainLine(chain));
+      for (const entry of cache.values()) {
+        if (!entry.rules) continue;
+        const text = linesOfChain(table === 'filter' ? entry.rules.filterText : entry.rules.jumpsText, chain);
+        if (text === '') continue;
+        const n = countLines(text);
+        rules.writeText(text, n);
+        rulesWritten += n;
+      }
+      if (table === 'nat' && chain === KUBE_SERVICES) {
+        tail.writeText(fixed.natTail.text(), fixed.natTail.lines);
+        rulesWritten += fixed.natTail.lines;
+      }
+    }
+    rules.writeText(inserts.text(), inserts.lines);
+    if (table === 'nat') {
+      const head = new LineBuffer();
+      head.writeLine('*nat');
+      head.writeText(chains.text(), chains.lines);
+      return { chains: head, rules, tail, rulesWritten };
+    }
+    if (plan.size === 0) return { text: '', lines: 0, rulesWritten: 0 };
+    const out = new LineBuffer();
+    out.writeLine('*filter');
+    out.writeText(chains.text(), chains.lines);
+    out.writeText(rules.text(), rules.lines);
+    out.writeLine('COMMIT');
+    return { text: out.text(), lines: out.lines, rulesWritten };
+  }
   /**
    * #natText assembles the nat table. Normally one block: fixed and service
    * chain declarations, then the rules, as kube-proxy writes them. When the

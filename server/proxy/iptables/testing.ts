@@ -79,7 +79,7 @@ export interface Harness {
 }
 
 /** harness builds an iptables backend over the fake kernel. */
-export function harness(opts: { config?: ProxyConfig; nodeName?: string; kernel?: FakeIptables; logger?: Logger; nfacct?: boolean; rulesPerCommit?: number } = {}): Harness {
+export function harness(opts: { config?: ProxyConfig; nodeName?: string; kernel?: FakeIptables; logger?: Logger; nfacct?: boolean; rulesPerCommit?: number; inPlaceEdits?: boolean } = {}): Harness {
   const kernel = opts.kernel ?? new FakeIptables();
   const sysctl = new FakeSysctl({ [SYSCTL_ROUTE_LOCALNET]: '0', [SYSCTL_TCP_BE_LIBERAL]: '0' });
   const netif = new FakeNetInterfaces();
@@ -95,6 +95,7 @@ export function harness(opts: { config?: ProxyConfig; nodeName?: string; kernel?
     logger: opts.logger ?? silentLogger,
     ...(opts.nfacct ? { nfacct: { ctStateInvalid: true, localhostNodePorts: true } } : {}),
     ...(opts.rulesPerCommit ? { rulesPerCommit: opts.rulesPerCommit } : {}),
+    ...(opts.inPlaceEdits !== undefined ? { inPlaceEdits: opts.inPlaceEdits } : {}),
   });
   return { backend, kernel, sysctl, netif, clock };
 }

@@ -90,15 +90,16 @@ describe('same rules as kube-proxy for the same input', () => {
     const first = await sync();
     expect(first.chains.nat).toEqual([...natFixed, 'KUBE-SEP-SNQ3ZNILQDEJNDQO', 'KUBE-SEP-UHEGFW77JX3KXTOV', 'KUBE-SVC-2VJB64SDSIJUP5T6', 'KUBE-SVC-XPGD46QRK7WJZT7O'].sort());
 
-    // Add svc3: only its chains are written (kube-proxy's expected input).
+    // Add svc3: its chains are written. kube-proxy also rewrites every fixed chain here
+    // (its expected input); kproxy rewrites only the shared chain that changed,
+    // KUBE-SERVICES, whole because it is small (README: Syncs, partial sync).
     const svc3 = makeService('ns3', 'svc3', { clusterIP: '172.30.0.43', ports: tcp('p80', 80) });
     const eps3 = makeSlice('ns3', 'svc3', 'svc3-1', [ep('10.0.3.1')], tcp('p80', 80));
     state.onService(null, svc3);
     state.onEndpointSlice(null, eps3);
     expect(await sync()).toEqual({
-      chains: { filter: filterChains, nat: [...natFixed, 'KUBE-SEP-BSWRHOQ77KEXZLNL', 'KUBE-SVC-X27LE4BHSL4DOUIK'].sort() },
+      chains: { nat: ['KUBE-SEP-BSWRHOQ77KEXZLNL', 'KUBE-SERVICES', 'KUBE-SVC-X27LE4BHSL4DOUIK'] },
       rules: {
-        ...fixedFilter,
         'nat/KUBE-SERVICES': [
           clusterIP('ns1/svc1:p80', '172.30.0.41', 80, 'KUBE-SVC-XPGD46QRK7WJZT7O'),
           clusterIP('ns2/svc2:p8080', '172.30.0.42', 8080, 'KUBE-SVC-2VJB64SDSIJUP5T6'),
@@ -110,15 +111,20 @@ describe('same rules as kube-proxy for the same input', () => {
           '-m comment --comment ns3/svc3:p80 cluster IP -m tcp -p tcp -d 172.30.0.43 --dport 80 ! -s 10.0.0.0/8 -j KUBE-MARK-MASQ',
           '-m comment --comment ns3/svc3:p80 -> 10.0.3.1:80 -j KUBE-SEP-BSWRHOQ77KEXZLNL',
         ],
-        ...{ 'nat/KUBE-MARK-MASQ': fixedFilter['nat/KUBE-MARK-MASQ'], 'nat/KUBE-POSTROUTING': fixedFilter['nat/KUBE-POSTROUTING'] },
       },
-      deleted: { filter: [], nat: [] },
+      deleted: { nat: [] },
     });
+    // The fixed chains kproxy did not rewrite are still in the kernel as the full sync wrote them.
+    for (const [key, rules] of Object.entries(fixedFilter)) {
+      const [table, chain] = key.split('/');
+      const held = kernel.dump().tables.get(table)!.chains.get(chain)!.rules;
+      expect(held.map((r) => r.args.join(' ').replace(/0x0+([0-9a-f])/g, '0x$1'))).toEqual(rules);
+    }
 
     // Delete svc2: its chains are flushed and deleted; nothing else is rewritten.
     state.onService(svc2, null);
     const afterDelete = await sync();
-    expect(afterDelete.chains.nat).toEqual([...natFixed, 'KUBE-SEP-UHEGFW77JX3KXTOV', 'KUBE-SVC-2VJB64SDSIJUP5T6'].sort());
+    expect(afterDelete.chains.nat).toEqual(['KUBE-SEP-UHEGFW77JX3KXTOV', 'KUBE-SERVICES', 'KUBE-SVC-2VJB64SDSIJUP5T6']);
     expect(afterDelete.deleted.nat).toEqual(['KUBE-SEP-UHEGFW77JX3KXTOV', 'KUBE-SVC-2VJB64SDSIJUP5T6']);
     expect(afterDelete.rules['nat/KUBE-SERVICES']).toEqual([
       clusterIP('ns1/svc1:p80', '172.30.0.41', 80, 'KUBE-SVC-XPGD46QRK7WJZT7O'),
@@ -130,18 +136,21 @@ describe('same rules as kube-proxy for the same input', () => {
     const svc4 = makeService('ns4', 'svc4', { clusterIP: '172.30.0.44', ports: tcp('p80', 80) });
     state.onService(null, svc4);
     const noEndpoints = await sync();
-    expect(noEndpoints.chains.nat).toEqual(natFixed);
+    expect(noEndpoints.chains.nat).toBeUndefined();
+    expect(noEndpoints.chains.filter).toEqual(['KUBE-SERVICES']);
     expect(noEndpoints.rules['filter/KUBE-SERVICES']).toEqual(['-m comment --comment ns4/svc4:p80 has no endpoints -m tcp -p tcp -d 172.30.0.44 --dport 80 -j REJECT']);
 
     // Then its endpoints: its chains appear.
     state.onEndpointSlice(null, makeSlice('ns4', 'svc4', 'svc4-1', [ep('10.0.4.1')], tcp('p80', 80)));
     const withEndpoints = await sync();
-    expect(withEndpoints.chains.nat).toEqual([...natFixed, 'KUBE-SEP-AYCN5HPXMIRJNJXU', 'KUBE-SVC-4SW47YFZTEDKD3PK'].sort());
+    expect(withEndpoints.chains.nat).toEqual(['KUBE-SEP-AYCN5HPXMIRJNJXU', 'KUBE-SERVICES', 'KUBE-SVC-4SW47YFZTEDKD3PK']);
+    expect(withEndpoints.chains.filter).toEqual(['KUBE-SERVICES']);
+    expect(withEndpoints.rules['filter/KUBE-SERVICES']).toBeUndefined();
 
     // Change svc3's endpoint: its SVC chain and both SEP chains are written, the old SEP deleted.
     state.onEndpointSlice(eps3, makeSlice('ns3', 'svc3', 'svc3-1', [ep('10.0.3.2')], tcp('p80', 80)));
     const moved = await sync();
-    expect(moved.chains.nat).toEqual([...natFixed, 'KUBE-SEP-BSWRHOQ77KEXZLNL', 'KUBE-SEP-DKCFIS26GWF2WLWC', 'KUBE-SVC-X27LE4BHSL4DOUIK'].sort());
+    expect(moved.chains.nat).toEqual(['KUBE-SEP-BSWRHOQ77KEXZLNL', 'KUBE-SEP-DKCFIS26GWF2WLWC', 'KUBE-SVC-X27LE4BHSL4DOUIK']);
     expect(moved.deleted.nat).toEqual(['KUBE-SEP-BSWRHOQ77KEXZLNL']);
 
     // The kernel now holds exactly the services that exist.
