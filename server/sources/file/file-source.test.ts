@@ -134,6 +134,36 @@ describe('FileSource', () => {
     }
   });
 
+  it('reads a file that keeps changing faster than the debounce within maxWaitMs, not only at the poll', async () => {
+    const file = join(dir, 'busy.yaml');
+    await writeFile(file, svc('web', 1000));
+    const r = new Recorder();
+    const ports: number[] = [];
+    const onService = r.onService.bind(r);
+    r.onService = (prev, cur) => {
+      onService(prev, cur);
+      if (cur) ports.push((cur as never as { spec: { ports: { port: number }[] } }).spec.ports[0].port);
+    };
+    const s = new FileSource({ path: dir, nodeName: 'node-a', clock: realClock, logger: new MemoryLog().logger, debounceMs: 100, maxWaitMs: 200, pollMs: 60_000 });
+    await s.start(r);
+    try {
+      // A write every 20 ms for 1.2 s: the debounce alone would not read anything before the writes stop.
+      const t0 = performance.now();
+      let firstUpdateAt = Infinity;
+      for (let i = 1; i <= 60; i++) {
+        await writeFile(file, svc('web', 1000 + i));
+        if (firstUpdateAt === Infinity && ports.length > 1) firstUpdateAt = performance.now() - t0;
+        await new Promise((done) => setTimeout(done, 20));
+      }
+      expect(firstUpdateAt).toBeLessThan(900);
+      expect(ports.length).toBeGreaterThan(3);
+      // The last write is read once the writes stop.
+      await waitFor(() => ports.at(-1) === 1060, { what: 'the last write to arrive' });
+    } finally {
+      await s.stop();
+    }
+  });
+
   it('refuses a file over the size limit and keeps its last good state', async () => {
     const file = join(dir, 'a.yaml');
     await writeFile(file, svc('web'));

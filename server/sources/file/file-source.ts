@@ -17,6 +17,13 @@ export interface FileSourceOptions {
   logger: Logger;
   /** debounceMs: quiet time after the last change before files are read (editors write in steps). */
   debounceMs?: number;
+  /**
+   * maxWaitMs: files are read at most this long after the first change of a
+   * burst, quiet or not (default 2 x debounceMs). Without it a file changed
+   * more often than debounceMs (a generator, a busy ConfigMap) would only be
+   * read by the poll.
+   */
+  maxWaitMs?: number;
   /** maxFileBytes: larger files are refused (absurd sizes), keeping their last good state. */
   maxFileBytes?: number;
   /** watch: follow edits (default true; --once reads once). */
@@ -60,6 +67,8 @@ export class FileSource implements Source {
   #handlers: ChangeHandlers | null = null;
   #watcher: FSWatcher | null = null;
   #timer: TimerHandle | null = null;
+  /** #burstStart: monotonic time of the first change event not yet read. */
+  #burstStart = 0;
   #pollTimer: TimerHandle | null = null;
   #reloading: Promise<void> | null = null;
   #again = false;
@@ -70,7 +79,8 @@ export class FileSource implements Source {
   readonly #counters = { reloads: 0, parseErrors: 0, objectsAdded: 0, objectsUpdated: 0, objectsDeleted: 0 };
 
   constructor(opts: FileSourceOptions) {
-    this.#o = { debounceMs: 250, maxFileBytes: 256 * 1024 * 1024, watch: true, pollMs: 5000, ...opts };
+    const debounceMs = opts.debounceMs ?? 250;
+    this.#o = { debounceMs, maxWaitMs: 2 * debounceMs, maxFileBytes: 256 * 1024 * 1024, watch: true, pollMs: 5000, ...opts };
     this.#root = resolve(opts.path);
   }
 
@@ -146,11 +156,15 @@ export class FileSource implements Source {
   }
 
   #scheduleReload(): void {
-    if (this.#timer) this.#o.clock.clearTimeout(this.#timer);
-    this.#timer = this.#o.clock.setTimeout(() => {
+    const clock = this.#o.clock;
+    const now = clock.monotonic();
+    if (this.#timer) clock.clearTimeout(this.#timer);
+    else this.#burstStart = now;
+    const delay = Math.max(0, Math.min(this.#o.debounceMs, this.#burstStart + this.#o.maxWaitMs - now));
+    this.#timer = clock.setTimeout(() => {
       this.#timer = null;
       void this.#reload();
-    }, this.#o.debounceMs);
+    }, delay);
   }
 
   #fail(message: string): void {
@@ -278,7 +292,8 @@ export class FileSource implements Source {
     }
     for (const [key, cur] of wanted) {
       const prev = this.#emitted.get(key);
-      if (prev && JSON.stringify(prev.object) === JSON.stringify(cur.object)) continue;
+      // A file that was not re-read keeps its objects: the same object is no change, without serialising it.
+      if (prev === cur || (prev && JSON.stringify(prev.object) === JSON.stringify(cur.object))) continue;
       this.#emitted.set(key, cur);
       if (prev) this.#counters.objectsUpdated++;
       else this.#counters.objectsAdded++;
