@@ -315,7 +315,7 @@ class IptablesProxier implements IptablesBackend {
       this.#chainLengths = built.chainLengths;
       this.#contextKey = key;
       this.#needFull = false;
-      this.#lastApplied = built.text;
+      if (built.text !== '') this.#lastApplied = built.text;
       if (full) this.#names.rotate();
       this.metrics.rulesTotal = built.rulesByTable;
       this.metrics.rulesLastSync = built.rulesWritten;
@@ -330,7 +330,8 @@ class IptablesProxier implements IptablesBackend {
         bytesWritten: Buffer.byteLength(built.text),
         servicesWritten: built.servicesWritten,
         rulesByTable: built.rulesByTable,
-        batch: built.text,
+        // Nothing sent, nothing to show: the last input stays the one the kernel last took.
+        ...(built.text !== '' ? { batch: built.text } : {}),
       };
     } catch (err) {
       // The changes of this sync were consumed: only a full rewrite can bring the kernel back in line.
