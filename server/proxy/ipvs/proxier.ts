@@ -12,7 +12,7 @@ import { ensureSysctl, type Sysctl } from '../../kernel/sysctl.ts';
 import type { Logger } from '../../log.ts';
 import type { Backend, BackendSyncInput, BackendSyncResult, CleanupResult } from '../backend.ts';
 import type { Endpoint } from '../endpoint.ts';
-import { parseCIDR, type CIDR, type IPFamily } from '../ip.ts';
+import { cidrContains, parseCIDR, type CIDR, type IPFamily } from '../ip.ts';
 import { startCanaryMonitor } from '../iptables/canary-monitor.ts';
 import { ensureJumpRules } from '../iptables/jump-chains.ts';
 import { extractLines } from '../iptables/restore-writer.ts';
@@ -63,13 +63,50 @@ export interface IpvsMetrics {
   skippedServicePorts: Map<string, string>;
 }
 
+/** IpvsRunners are the kernel runners a backend programs through (the dashboard reads through them too). */
+export interface IpvsRunners {
+  readonly ipvs: IpvsRunner;
+  readonly ipset: IpsetRunner;
+  readonly netlink: Netlink;
+  readonly iptables: IptablesRunner;
+}
+
+/**
+ * IpvsPlanned is what kproxy believes the kernel holds after its last
+ * successful sync: its own objects only, as the sync wanted them. A partial
+ * sync leaves other services' objects alone, so a kernel that differs from
+ * this has drifted (someone changed it, or a sync failed half way).
+ */
+export interface IpvsPlanned {
+  /** version: bumped by every successful sync and by cleanup. */
+  readonly version: number;
+  readonly family: IPFamily;
+  readonly virtualServers: ReadonlyMap<string, WantedVirtualServer>;
+  /** sets: entries per set; every set of IPVS mode is listed, empty ones too (a sync creates them all). */
+  readonly sets: ReadonlyMap<SetKey, ReadonlySet<string>>;
+  /** link: kube-ipvs0 exists (false after a cleanup); binds: the addresses on it. */
+  readonly link: boolean;
+  readonly binds: ReadonlySet<string>;
+  /** iptables: the nat and filter restore input of the last sync; it declares every chain IPVS mode owns. */
+  readonly iptables: string;
+  /** draining: real servers at weight 0 waiting for their connections to end. */
+  readonly draining: readonly DrainingRealServer[];
+  /** objects: one service port's objects as that sync built them; null when it was skipped or is unknown. */
+  objects(servicePortId: string): ServicePortObjects | null;
+  /** manages: kproxy deletes unwanted virtual servers at this address (this family, outside ipvs.excludeCIDRs). */
+  manages(address: string): boolean;
+}
+
 /** IpvsBackend is the IPVS Backend plus what the daemon and the dashboard read. */
 export interface IpvsBackend extends Backend {
   readonly metrics: IpvsMetrics;
+  readonly runners: IpvsRunners;
   /** draining lists real servers waiting for their connections to end. */
   draining(): DrainingRealServer[];
   /** lastAppliedBatch: the batches of the last successful sync, each under a "# program" header. */
   lastAppliedBatch(): string | null;
+  /** planned: the objects of the last successful sync (null before one); a reference, nothing is copied. */
+  planned(): IpvsPlanned | null;
 }
 
 interface CacheEntry {
@@ -114,9 +151,13 @@ class IpvsProxier implements IpvsBackend {
   #cache = new Map<string, CacheEntry>();
   #lastIptables = '';
   #lastApplied: string | null = null;
+  #planned: IpvsPlanned | null = null;
+  #plannedVersion = 0;
+  readonly runners: IpvsRunners;
 
   constructor(opts: IpvsBackendOptions) {
     this.#o = opts;
+    this.runners = { ipvs: opts.ipvs, ipset: opts.ipset, netlink: opts.netlink, iptables: opts.iptables };
     this.#log = opts.logger.child('ipvs');
     this.#scheduler = validateScheduler(opts.config.ipvs.scheduler);
     this.#excludeCIDRs = opts.config.ipvs.excludeCIDRs.map((c) => parseCIDR(c.trim())).filter((c): c is CIDR => c !== null && c.family === opts.family);
@@ -130,6 +171,14 @@ class IpvsProxier implements IpvsBackend {
   lastAppliedBatch(): string | null {
     return this.#lastApplied;
   }
+
+  planned(): IpvsPlanned | null {
+    return this.#planned;
+  }
+
+  /** #manages mirrors planIpvs: virtual servers of the other family or in excludeCIDRs are never deleted. */
+  readonly #manages = (address: string): boolean =>
+    (this.#o.family === 'IPv6') === address.includes(':') && !this.#excludeCIDRs.some((c) => cidrContains(c, address));
 
   /** init sets the sysctls IPVS mode needs and the IPVS timeouts, as kube-proxy's NewProxier does. */
   async init(): Promise<void> {
@@ -161,6 +210,19 @@ class IpvsProxier implements IpvsBackend {
     this.#needFull = true;
     this.#cache = new Map();
     this.#lastIptables = '';
+    // kproxy meant to remove everything: what is left afterwards is drift, not kproxy's.
+    this.#planned = {
+      version: ++this.#plannedVersion,
+      family: this.#o.family,
+      virtualServers: new Map(),
+      sets: new Map(),
+      link: false,
+      binds: new Set(),
+      iptables: '',
+      draining: [],
+      objects: () => null,
+      manages: this.#manages,
+    };
     return this.#o.cleanup();
   }
 
@@ -269,6 +331,18 @@ class IpvsProxier implements IpvsBackend {
       this.#lastIptables = rules.text;
       const batch = batches.join('');
       this.#lastApplied = batch;
+      // References only: the dashboard reads them later, off the sync's path.
+      const cache = built.cache;
+      this.#planned = {
+        version: ++this.#plannedVersion,
+        family: ctx.family,
+        ...built.wanted,
+        link: true,
+        iptables: rules.text,
+        draining: this.#graceful.list(),
+        objects: (id) => cache.get(id)?.objects ?? null,
+        manages: this.#manages,
+      };
       const counts = this.#counts(built.wanted, rules.rulesByTable);
       const lines = netlinkBatch.lines + ipsetBatch.lines + ipvsPlan.batch.lines + (writeIptables ? rules.lines : 0);
       return {
