@@ -1,4 +1,4 @@
-import type { KernelRule, KernelTables, KernelViewProvider } from './kernel-view.ts';
+import type { KernelChain, KernelRule, KernelTables, KernelViewProvider } from './kernel-view.ts';
 import type { DriftFinding, DriftKind, DriftReport } from './protocol.ts';
 import type { Yield } from './yield.ts';
 
@@ -15,7 +15,7 @@ const MAX_PER_CHAIN = 3;
 /** MAX_FINDINGS bounds the work and memory of one comparison (a flushed table would list every chain). */
 export const MAX_FINDINGS = 2000;
 
-type DriftRules = Pick<KernelViewProvider, 'ruleKey' | 'ownsChain' | 'requiredRules'>;
+type DriftRules = Pick<KernelViewProvider, 'ruleKey' | 'ownsChain' | 'requiredRules' | 'settingsKey'>;
 
 /**
  * findDrift compares what kproxy wrote (intended) with what the kernel lists:
@@ -44,6 +44,8 @@ export async function findDrift(intended: KernelTables, kernel: KernelTables, ru
         continue;
       }
       await step(chain.rules.length);
+      const settings = compareSettings(tableName, chain, listed, rules);
+      if (settings) out.push(settings);
       out.push(...compareRules(tableName, chainName, chain.rules, listed.rules, rules));
     }
     if (!have) continue;
@@ -60,6 +62,15 @@ export async function findDrift(intended: KernelTables, kernel: KernelTables, ru
     if (!listed.some((x) => rules.ruleKey(r.table, x) === key)) out.push({ table: r.table, chain: r.chain, kind: 'missing-jump', detail: r.spec });
   }
   return out.slice(0, MAX_FINDINGS);
+}
+
+/** compareSettings reports a chain whose own settings (IPVS scheduler, set type) differ from what kproxy wrote. */
+function compareSettings(table: string, want: KernelChain, have: KernelChain, rules: DriftRules): RawFinding | null {
+  if (!rules.settingsKey) return null;
+  const w = rules.settingsKey(table, want);
+  const h = rules.settingsKey(table, have);
+  if (w === null || h === null || w === h) return null;
+  return { table, chain: want.name, kind: 'settings', detail: `kproxy wrote "${w}"; the kernel has "${h}"` };
 }
 
 function compareRules(table: string, chain: string, want: readonly KernelRule[], have: readonly KernelRule[], rules: DriftRules): RawFinding[] {

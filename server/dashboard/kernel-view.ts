@@ -3,7 +3,7 @@ import type { Endpoint } from '../proxy/endpoint.ts';
 import type { ServicePort } from '../proxy/service-port.ts';
 import type { SyncRecord } from '../proxy/sync-loop.ts';
 import type { CategorizedEndpoints } from '../proxy/topology.ts';
-import type { FlowEntry, KernelKind } from './protocol.ts';
+import type { FlowEntry, KernelKind, RealServerFacts, VirtualServerFacts } from './protocol.ts';
 
 /**
  * The kernel view: how a backend shows the dashboard what it programmed and
@@ -11,7 +11,8 @@ import type { FlowEntry, KernelKind } from './protocol.ts';
  *
  *   iptables   table "nat"   chain "KUBE-SVC-…"          rule "-m statistic … -j KUBE-SEP-…"
  *   ipvs       table "ipvs"  chain "TCP 10.96.0.10:80"   rule "-> 10.244.1.5:8080 Masq weight 1"
- *              table "ipset" chain "KUBE-CLUSTER-IP"     rule "10.96.0.10,tcp:80"
+ *              table "ipsets" chain "KUBE-CLUSTER-IP"    rule "10.96.0.10,tcp:80"
+ *              table "addresses" chain "kube-ipvs0"      rule "10.96.0.10/32"
  *
  * with packet and byte counters where the kernel keeps them. The Rules page,
  * drift, the Service page and the live counters work on this shape alone; a
@@ -26,6 +27,8 @@ export interface KernelRule {
   readonly target: string | null;
   readonly packets: number;
   readonly bytes: number;
+  /** ipvs: a real server's weight, connections and traffic (table "ipvs"). */
+  readonly ipvs?: RealServerFacts;
 }
 
 export interface KernelChain {
@@ -36,6 +39,8 @@ export interface KernelChain {
   readonly packets: number;
   readonly bytes: number;
   readonly rules: readonly KernelRule[];
+  /** ipvs: a virtual server's scheduler, connections and traffic (table "ipvs"). */
+  readonly ipvs?: VirtualServerFacts;
 }
 
 /** KernelTable keeps chains in listing order. */
@@ -55,7 +60,7 @@ export interface KernelTables {
 export interface OwnedChain {
   readonly table: string;
   readonly chain: string;
-  /** role: "service", "local", "external", "firewall", "endpoint", "entry" (iptables); "virtual-server" (ipvs). */
+  /** role: "service", "local", "external", "firewall", "endpoint", "entry" (iptables); "cluster-ip", "node-port", "external-ip", "load-balancer-ip" (IPVS virtual servers). */
   readonly role: string;
 }
 
@@ -116,6 +121,12 @@ export interface KernelViewProvider {
   ownsChain(table: string, chain: string): boolean;
   /** requiredRules: rules in chains kproxy does not own that must exist (jumps from built-in chains). */
   requiredRules(): readonly RequiredRule[];
+  /**
+   * settingsKey (optional): a normal form of a chain's own settings where kproxy chooses them (an IPVS
+   * virtual server's scheduler and persistence, a set's type); a chain whose key differs from the written
+   * one is drift. null, or no method: the chain has no such settings.
+   */
+  settingsKey?(table: string, chain: KernelChain): string | null;
   /** servicePort describes one service port's objects and flows. */
   servicePort(sp: ServicePort, endpoints: readonly Endpoint[], categorized: CategorizedEndpoints): ServicePortObjects;
   /** skipped: why the backend could not program a service port, if it could not. */

@@ -193,18 +193,70 @@ export interface FlowEntry {
   readonly note?: string;
 }
 
+/** IpvsRates are per-second rates between the last two kernel reads; null after the first read or a counter reset. */
+export interface IpvsRates {
+  readonly conns: number;
+  /** packets/bytes: both directions (client to server and back). */
+  readonly packets: number;
+  readonly bytes: number;
+}
+
+/** IpvsTraffic are the counters of `ipvsadm -Ln --stats --exact` (since the object was created). */
+export interface IpvsTraffic {
+  readonly conns: number;
+  readonly inPackets: number;
+  readonly outPackets: number;
+  readonly inBytes: number;
+  readonly outBytes: number;
+  readonly rate: IpvsRates | null;
+}
+
+/** VirtualServerFacts describe an IPVS virtual server (a chain of table "ipvs"). */
+export interface VirtualServerFacts extends IpvsTraffic {
+  readonly protocol: string;
+  readonly address: string;
+  readonly port: number;
+  readonly scheduler: string;
+  /** persistence: ClientIP affinity timeout in seconds; 0 = none. */
+  readonly persistence: number;
+  readonly flags: readonly string[];
+  /** active/inactive: connections of all its real servers. */
+  readonly active: number;
+  readonly inactive: number;
+}
+
+/** RealServerFacts describe an IPVS real server (a rule of table "ipvs"). */
+export interface RealServerFacts extends IpvsTraffic {
+  readonly address: string;
+  readonly port: number;
+  /** forward: "Masq" (kube-proxy's only method), "Route", "Tunnel". */
+  readonly forward: string;
+  readonly weight: number;
+  readonly active: number;
+  readonly inactive: number;
+  /** draining: kproxy set weight 0 when its endpoint went away; it leaves once its connections end. */
+  readonly draining: boolean;
+  /** drainingSince: when it got weight 0 (epoch ms). */
+  readonly drainingSince?: number;
+}
+
 export interface RuleView {
   readonly text: string;
   readonly target: string | null;
   readonly packets: number;
   readonly bytes: number;
+  /** ipvs: a real server's figures (table "ipvs" only). */
+  readonly ipvs?: RealServerFacts;
 }
 
 /** ChainView is a kernel object a service owns (an iptables chain, an IPVS virtual server...). */
 export interface ChainView {
   readonly table: string;
   readonly name: string;
-  /** role: what the chain does for the service ("service", "local", "external", "firewall", "endpoint", "entry"). */
+  /**
+   * role: what the chain does for the service: "service", "local", "external", "firewall", "endpoint", "entry"
+   * (iptables); "cluster-ip", "node-port", "external-ip", "load-balancer-ip" (IPVS virtual servers).
+   */
   readonly role: string;
   /** from: "kernel" (last read, live counters) or "intended" (what kproxy wrote; not read yet). */
   readonly from: 'kernel' | 'intended';
@@ -213,6 +265,8 @@ export interface ChainView {
   readonly rules: readonly RuleView[];
   /** missing: kproxy wrote the chain but the kernel does not hold it. */
   readonly missing?: boolean;
+  /** ipvs: a virtual server's figures (table "ipvs" only). */
+  readonly ipvs?: VirtualServerFacts;
 }
 
 export interface PortDetail {
@@ -244,7 +298,8 @@ export interface ServiceDetail {
   readonly kernelReadAt: number | null;
 }
 
-export type DriftKind = 'missing-chain' | 'unexpected-chain' | 'missing-rule' | 'unexpected-rule' | 'order' | 'missing-jump';
+/** DriftKind: "settings" is a chain whose own settings differ (an IPVS virtual server's scheduler or persistence, a set's type). */
+export type DriftKind = 'missing-chain' | 'unexpected-chain' | 'missing-rule' | 'unexpected-rule' | 'order' | 'missing-jump' | 'settings';
 
 /** DriftFinding is a difference between what kproxy wrote and what the kernel holds. */
 export interface DriftFinding {
@@ -279,6 +334,7 @@ export type Row =
       readonly bytes: number;
       readonly rules: number;
       readonly drift?: DriftKind;
+      readonly ipvs?: VirtualServerFacts;
     }
   | {
       readonly t: 'r';
@@ -289,6 +345,7 @@ export type Row =
       readonly packets: number;
       readonly bytes: number;
       readonly drift?: DriftKind;
+      readonly ipvs?: RealServerFacts;
     };
 
 export interface RowsPage {
@@ -319,6 +376,9 @@ export interface WatchedCounters {
     readonly packets: number;
     readonly bytes: number;
     readonly rules: readonly (readonly [number, number])[];
+    /** ipvs/reals: a virtual server's figures and its real servers' (in rule order), for table "ipvs". */
+    readonly ipvs?: VirtualServerFacts;
+    readonly reals?: readonly (RealServerFacts | null)[];
   }[];
 }
 

@@ -74,8 +74,8 @@ export class TableRows {
     const c = this.#chains[this.#chainIdx[i]];
     const drift = this.#drift.get(`${this.table.name}/${c.name}`);
     const ri = this.#ruleIdx[i];
-    if (ri < 0) return { t: 'c', chain: c.name, policy: c.policy, packets: c.packets, bytes: c.bytes, rules: c.rules.length, ...(drift ? { drift } : {}) };
+    if (ri < 0) return { t: 'c', chain: c.name, policy: c.policy, packets: c.packets, bytes: c.bytes, rules: c.rules.length, ...(drift ? { drift } : {}), ...(c.ipvs ? { ipvs: c.ipvs } : {}) };
     const r = c.rules[ri];
-    return { t: 'r', chain: c.name, i: ri, spec: r.spec, target: r.target, packets: r.packets, bytes: r.bytes };
+    return { t: 'r', chain: c.name, i: ri, spec: r.spec, target: r.target, packets: r.packets, bytes: r.bytes, ...(r.ipvs ? { ipvs: r.ipvs } : {}) };
   }
 }

@@ -31,7 +31,8 @@ function view(table: string, role: string, c: KernelChain, from: ChainView['from
     from,
     packets: c.packets,
     bytes: c.bytes,
-    rules: rules.map((r) => ({ text: r.spec, target: r.target, packets: r.packets, bytes: r.bytes })),
+    rules: rules.map((r) => ({ text: r.spec, target: r.target, packets: r.packets, bytes: r.bytes, ...(r.ipvs ? { ipvs: r.ipvs } : {}) })),
+    ...(c.ipvs ? { ipvs: c.ipvs } : {}),
   };
 }
 
@@ -112,7 +113,16 @@ export function watchedCounters(detail: ServiceDetail): WatchedCounters {
   for (const p of detail.ports) {
     for (const c of p.chains) {
       if (c.from !== 'kernel') continue;
-      chains.push({ port: p.id, table: c.table, name: c.name, packets: c.packets, bytes: c.bytes, rules: c.rules.map((r) => [r.packets, r.bytes] as const) });
+      chains.push({
+        port: p.id,
+        table: c.table,
+        name: c.name,
+        packets: c.packets,
+        bytes: c.bytes,
+        rules: c.rules.map((r) => [r.packets, r.bytes] as const),
+        // IPVS connection counts move between reads like counters do.
+        ...(c.ipvs ? { ipvs: c.ipvs, reals: c.rules.map((r) => r.ipvs ?? null) } : {}),
+      });
     }
   }
   return { service: detail.summary.key, chains };

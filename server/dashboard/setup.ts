@@ -87,7 +87,7 @@ export async function setupDashboard(opts: SetupDashboardOptions): Promise<Dashb
   const daemon = assembled.daemon;
   const auth = new DashboardAuth({ token, reviewer, nodeName: daemon.nodeName, clock: daemon.clock });
   checkDashboardBind(config.metricsBindAddress, auth);
-  const provider = kernelViewFor(daemon.backend, run.dryRun, log);
+  const provider = kernelViewFor(daemon.backend, run.dryRun, log, daemon.clock);
   if (!provider) {
     log.warn(`the dashboard has no view of the ${config.mode} mode yet; it is off`);
     return { plugins: [], dashboard: null, auth };

@@ -20,6 +20,8 @@ import { ConntrackCounter } from './conntrack.ts';
 import { Dashboard } from './dashboard.ts';
 import { dashboardPlugins } from './http/plugin.ts';
 import { IptablesView } from './iptables/view.ts';
+import { IpvsView } from './ipvs/view.ts';
+import { ipvsConfig, ipvsHarness, type IpvsHarness } from '../proxy/ipvs/testing.ts';
 import { ActionRateLimiter } from './rate-limiter.ts';
 import type { StreamHubOptions } from './stream-hub.ts';
 import { noYield } from './yield.ts';
@@ -68,12 +70,17 @@ export interface TestDashboardOptions {
   objects?: (Service | EndpointSlice | Node)[];
   hub?: Omit<StreamHubOptions, 'logger'>;
   webRoot?: string;
+  /** mode: the backend under the dashboard (default iptables); "ipvs" runs IPVS mode over its fakes. */
+  mode?: 'iptables' | 'ipvs';
 }
 
 /** TestDashboard is a daemon over the fake kernel with its dashboard on a metrics app (not listening). */
 export interface TestDashboard {
   clock: FakeClock;
+  /** kernel: the fake iptables (in IPVS mode too: its nat and filter rules). */
   kernel: FakeIptables;
+  /** ipvs: the IPVS mode's fakes (mode "ipvs" only). */
+  ipvs: IpvsHarness | null;
   daemon: Daemon;
   source: MemorySource;
   events: MemoryEventRecorder;
@@ -89,8 +96,9 @@ export interface TestDashboard {
 /** testDashboard starts a daemon on the example cluster and waits for its first sync. */
 export async function testDashboard(opts: TestDashboardOptions = {}): Promise<TestDashboard> {
   const log = new MemoryLog('info');
-  const config = testConfig({ clusterCIDRs: ['10.244.0.0/16'] });
-  const h = harness({ config, nodeName: 'node-a', logger: log.logger });
+  const ipvs = opts.mode === 'ipvs' ? ipvsHarness({ config: ipvsConfig({ clusterCIDRs: ['10.244.0.0/16'] }), logger: log.logger }) : null;
+  const config = ipvs ? ipvsConfig({ clusterCIDRs: ['10.244.0.0/16'] }) : testConfig({ clusterCIDRs: ['10.244.0.0/16'] });
+  const h = ipvs ? { clock: ipvs.clock, kernel: ipvs.iptables, backend: ipvs.backend } : harness({ config, nodeName: 'node-a', logger: log.logger });
   const clock = h.clock;
   const kernel = h.kernel;
   const events = new MemoryEventRecorder({ clock, logger: log.logger.child('events') });
@@ -109,13 +117,15 @@ export async function testDashboard(opts: TestDashboardOptions = {}): Promise<Te
     help: false,
   };
   const daemon = new Daemon({ config, run, nodeName: 'node-a', logger: log.logger, clock, backend: h.backend, source, events });
-  const provider = new IptablesView({ runner: kernel, simulated: true, skipped: h.backend.metrics.skippedServicePorts, pause: noYield });
+  const provider = ipvs
+    ? new IpvsView({ backend: ipvs.backend, simulated: true, clock, pause: noYield })
+    : new IptablesView({ runner: kernel, simulated: true, skipped: h.backend.metrics.skippedServicePorts, pause: noYield });
   const sysctl = new FakeSysctl({ [SYSCTL_CONNTRACK_COUNT]: '1234', [SYSCTL_CONNTRACK_MAX]: '262144' });
   const dashboard = new Dashboard({
     daemon,
     provider,
     conntrack: new ConntrackCounter({ sysctl, clock }),
-    backendDescription: 'iptables (nft, simulated kernel)',
+    backendDescription: ipvs ? 'ipvs (scheduler rr, iptables nft, simulated kernel)' : 'iptables (nft, simulated kernel)',
     events,
     health: () => ({ healthy: true, lastUpdated: clock.now(), nodeEligible: true }),
     pause: noYield,
@@ -139,6 +149,7 @@ export async function testDashboard(opts: TestDashboardOptions = {}): Promise<Te
   return {
     clock,
     kernel,
+    ipvs,
     daemon,
     source,
     events,
