@@ -23,6 +23,7 @@ const lb: ServiceSpec = { name: 'lb', type: 'LoadBalancer', clusterIP: '10.96.0.
 const etpLocal: ServiceSpec = { name: 'etp-local', type: 'NodePort', externalTrafficPolicy: 'Local', clusterIP: '10.96.0.15', ports: tcpPort(80, 30082) };
 const etpRemote: ServiceSpec = { name: 'etp-remote', type: 'NodePort', externalTrafficPolicy: 'Local', clusterIP: '10.96.0.16', ports: tcpPort(80, 30083) };
 const itpLocal: ServiceSpec = { name: 'itp-local', internalTrafficPolicy: 'Local', clusterIP: '10.96.0.17', ports: tcpPort(80) };
+const itpRemote: ServiceSpec = { name: 'itp-remote', internalTrafficPolicy: 'Local', clusterIP: '10.96.0.23', ports: tcpPort(80) };
 const sticky: ServiceSpec = { name: 'sticky', sessionAffinity: 'ClientIP', clusterIP: '10.96.0.18', ports: tcpPort(80) };
 const self: ServiceSpec = { name: 'self', clusterIP: '10.96.0.19', ports: tcpPort(80) };
 const dns: ServiceSpec = { name: 'dns', clusterIP: '10.96.0.20', ports: [{ name: 'dns', protocol: 'UDP', port: 53, targetPort: POD_UDP_PORT }] };
@@ -52,6 +53,7 @@ describe.skipIf(!tiers().kernel.ok)('iptables mode (nft) with real packets', () 
     m.writeService(etpLocal, ready(a0, b0, b1));
     m.writeService(etpRemote, ready(b0));
     m.writeService(itpLocal, ready(a0, a1, b0, b1));
+    m.writeService(itpRemote, ready(b0, b1));
     m.writeService(sticky, ready(a0, a1, a2));
     m.writeService(self, ready(a0));
     m.writeService(dns, ready(a1, a2));
@@ -153,11 +155,26 @@ describe.skipIf(!tiers().kernel.ok)('iptables mode (nft) with real packets', () 
   );
 
   it(
-    "internalTrafficPolicy Local sends cluster IP traffic only to this node's endpoints",
+    'externalTrafficPolicy Local lets pods and the node itself reach every endpoint (short-circuit)',
+    spec(async (c) => {
+      // etp-remote's only endpoint is on node-b: outside clients are dropped (above), cluster traffic is not.
+      const fromPod = await c.client('a1').tcp({ host: NODE_A.ip, port: 30083 }, 3);
+      expect(fromPod.backends).toEqual(['b0']);
+      expect(fromPod.peers).toEqual([a1.ip]);
+      const fromNode = await c.client('node-a').tcp({ host: NODE_A.ip, port: 30083 }, 3);
+      expect(fromNode.backends).toEqual(['b0']);
+      expect(fromNode.peers).toEqual([NODE_A_TO_B]);
+    }),
+  );
+
+  it(
+    "internalTrafficPolicy Local sends cluster IP traffic only to this node's endpoints, and drops it when there are none",
     spec(async (c) => {
       const t = await c.client().tcp({ host: itpLocal.clusterIP, port: 80 }, 40);
       expect(t.outcomes).toEqual({ ok: 40 });
       expect(t.backends).toEqual(['a0', 'a1']);
+      const none = await c.client('a0').tcp({ host: itpRemote.clusterIP, port: 80, timeoutMs: DROP_WAIT_MS });
+      expect(none.outcomes).toEqual({ timeout: 1 });
     }),
   );
 

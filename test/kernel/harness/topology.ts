@@ -4,7 +4,7 @@ import { Kproxy, type Flavor, type KproxyOptions } from './kproxy.ts';
 import { ManifestDir, nodeObject } from './manifests.ts';
 import { addNamespace, deleteNamespace, HARNESS_PREFIX, ipBatch, listNamespaces, nsExec, nsSysctl } from './netns.ts';
 import { CLIENT_IP, EXTERNAL_IP, LB_IP, NODE_A, NODE_A_TO_B, NODE_B, OTHER_CLIENT_IP, PODS, POD_TCP_PORT, POD_UDP_PORT, CLUSTER_CIDR, type PodName } from './plan.ts';
-import { ProcessTracker, type NsProcess } from './processes.ts';
+import { ProcessTracker } from './processes.ts';
 
 /**
  * The test cluster, all in network namespaces joined by veth pairs:
@@ -42,7 +42,6 @@ export class TestCluster {
   readonly kproxy: Kproxy;
   readonly #created: string[] = [];
   readonly #clients = new Map<string, NsClient>();
-  readonly #servers: NsProcess[] = [];
 
   private constructor() {
     this.prefix = `${HARNESS_PREFIX}${++clusters}-`;
@@ -128,7 +127,6 @@ export class TestCluster {
 
   async #startServer(p: PodName): Promise<void> {
     const proc = this.processes.start(`backend ${p}`, this.ns.pods[p], [process.execPath, SERVER, p, '--tcp', String(POD_TCP_PORT), '--udp', String(POD_UDP_PORT)]);
-    this.#servers.push(proc);
     await new Promise<void>((resolve, reject) => {
       const stop = proc.log.onLine((line) => {
         if (line === 'ready') {
