@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { tiers } from '../../tiers.ts';
 import { HARNESS_NAME, listNamespaces, namespacePids } from './netns.ts';
 
 /**
@@ -12,7 +13,7 @@ import { HARNESS_NAME, listNamespaces, namespacePids } from './netns.ts';
  * this run's business.
  */
 export default function setup(): () => void {
-  if (process.getuid?.() !== 0) return () => {};
+  if (!tiers().kernel.ok) return () => {};
   const before = new Set(listNamespaces());
   return () => {
     // A namespace is this run's leak when the test process that made it was a worker of
