@@ -29,7 +29,7 @@ function canMakeNetns(): boolean {
 }
 
 function kernel(): Tier {
-  const missing = ['ip', 'iptables-restore', 'iptables-save', 'iptables-legacy', 'iptables-nft', 'nft', 'conntrack', 'ipset'].filter((c) => !has(c));
+  const missing = ['ip', 'curl', 'iptables-restore', 'iptables-save', 'iptables-legacy', 'iptables-nft', 'nft', 'conntrack', 'ipset'].filter((c) => !has(c));
   if (process.getuid?.() !== 0) return { name: 'kernel', ok: false, reason: 'kernel tests need root: skipped' };
   if (missing.length) return { name: 'kernel', ok: false, reason: `kernel tests need ${missing.join(', ')} (bash .ci/run installs them): skipped` };
   if (!existsSync('dist/server/cli.js')) return { name: 'kernel', ok: false, reason: 'kernel tests need the built daemon (npm run build): skipped' };
