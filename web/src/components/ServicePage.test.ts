@@ -1,7 +1,7 @@
 import '@testing-library/svelte/vitest';
 import { render, screen, within } from '@testing-library/svelte';
 import { describe, expect, it } from 'vitest';
-import { detail } from '../testing/fixtures.ts';
+import { detail, ipvsPort } from '../testing/fixtures.ts';
 import ServicePage from './ServicePage.svelte';
 
 describe('Service page', () => {
@@ -36,5 +36,65 @@ describe('Service page', () => {
     unmount();
     render(ServicePage, { props: { serviceKey: 'shop/web', detail: null, counters: null, now: 0 } });
     expect(screen.getByText('Loading shop/web…')).toBeTruthy();
+  });
+});
+
+describe('Service page in IPVS mode', () => {
+  const ipvsDetail = () => ({ key: 'shop/web', detail: detail({ ports: [ipvsPort()] }) });
+  const cells = (row: Element) => [...row.children].map((c) => c.textContent?.replace(/\s+/g, ' ').trim());
+
+  it('shows each virtual server with its scheduler and real servers (weights, shares, connections), draining ones marked', () => {
+    render(ServicePage, { props: { serviceKey: 'shop/web', detail: ipvsDetail(), counters: null, now: 1_060_000, kind: 'ipvs' } });
+    expect(screen.getByText(/Virtual servers, sets and rules/).textContent).toContain('(2 virtual servers)');
+    const cards = screen.getAllByTestId('virtual-server');
+    expect(cards.map((c) => c.querySelector('.name')?.textContent)).toEqual(['TCP 10.96.10.30:443', 'TCP 192.0.2.10:443']);
+    expect(cards[0].textContent).toContain('cluster IP virtual server');
+    expect(cards[0].textContent).toContain('round robin (rr)');
+    expect(within(cards[0]).getByTestId('vs-totals').textContent).toBe('5 active · 9 inactive · 120 connections · 2.0/s');
+    const rows = within(cards[0]).getAllByTestId('real-server').map(cells);
+    expect(rows).toEqual([
+      ['10.244.0.31:8443 Masq', 'node-a local', '1', '50.0 %', '3', '4', '70', '1.5/s', '0', '0 B'],
+      ['10.244.1.32:8443 Masq', 'node-b', '1', '50.0 %', '2', '5', '50', '–', '0', '0 B'],
+      ['10.244.1.33:8443 Masq', 'draining node-b', '0', '0 %', '1', '0', '0', '–', '0', '0 B'],
+    ]);
+    expect(within(cards[0]).getByText('draining').getAttribute('title')).toMatch(/^weight 0 since 1 min ago/);
+    expect(cards[0].textContent).toContain('1 real server draining');
+    expect(cards[1].textContent).toContain('load balancer IP virtual server');
+  });
+
+  it('shows the port\'s set members and the rules matching its sets, after its virtual servers', () => {
+    render(ServicePage, { props: { serviceKey: 'shop/web', detail: ipvsDetail(), counters: null, now: 1_060_000, kind: 'ipvs' } });
+    const sets = screen.getAllByTestId('ipset');
+    expect(sets.map((c) => [c.querySelector('.name')?.textContent, c.querySelector('.members')?.textContent])).toEqual([
+      ['KUBE-CLUSTER-IP', '10.96.10.30,tcp:443'],
+      ['KUBE-LOAD-BALANCER', '192.0.2.10,tcp:443'],
+    ]);
+    const glue = screen.getAllByTestId('chain');
+    expect(glue.map((c) => c.querySelector('.name')?.textContent)).toEqual(['KUBE-SERVICES', 'KUBE-LOAD-BALANCER']);
+    expect(glue[0].textContent).toContain('rules matching its sets');
+    const order = [...document.querySelectorAll('[data-testid="virtual-server"], [data-testid="ipset"], [data-testid="chain"]')].map((e) => e.getAttribute('data-testid'));
+    expect(order).toEqual(['virtual-server', 'virtual-server', 'ipset', 'ipset', 'chain', 'chain']);
+    // The endpoint table links each endpoint to the virtual server that reaches it.
+    const endpoints = within(screen.getByTestId('endpoints')).getAllByRole('row').slice(1);
+    expect(endpoints[0].querySelector('a')?.textContent).toBe('TCP 10.96.10.30:443');
+    expect(screen.getByTestId('flow').querySelectorAll('g.node.endpoint')).toHaveLength(3);
+  });
+
+  it('moves connection counts with live counters', async () => {
+    const { rerender } = render(ServicePage, { props: { serviceKey: 'shop/web', detail: ipvsDetail(), counters: null, now: 1_060_000, kind: 'ipvs' } });
+    const vs = ipvsPort().chains.find((c) => c.name === 'TCP 10.96.10.30:443')!;
+    const reals = vs.rules.map((r, i) => ({ ...r.ipvs!, active: i === 1 ? 42 : r.ipvs!.active }));
+    await rerender({
+      counters: { service: 'shop/web', chains: [{ port: 'shop/web:https/TCP', table: 'ipvs', name: vs.name, packets: 0, bytes: 0, rules: vs.rules.map(() => [0, 0] as const), ipvs: { ...vs.ipvs!, active: 44 }, reals }] },
+    });
+    const card = screen.getAllByTestId('virtual-server')[0];
+    expect(within(card).getByTestId('vs-totals').textContent).toMatch(/^44 active/);
+    expect(cells(within(card).getAllByTestId('real-server')[1])[4]).toBe('42');
+  });
+
+  it('keeps the iptables layout when the mode is not IPVS', () => {
+    render(ServicePage, { props: { serviceKey: 'shop/web', detail: { key: 'shop/web', detail: detail() }, counters: null, now: 1_060_000 } });
+    expect(screen.queryByTestId('virtual-server')).toBeNull();
+    expect(screen.getByText(/Chains and rules/)).toBeTruthy();
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { webPort } from '../testing/fixtures.ts';
+import { ipvsPort, realServer, webPort } from '../testing/fixtures.ts';
 import { flowLayout, MAX_ENDPOINTS } from './flow-layout.ts';
 import type { EndpointRow } from './protocol.ts';
 
@@ -46,5 +46,43 @@ describe('flowLayout', () => {
     const pic = flowLayout(webPort({ endpoints }));
     expect(pic.nodes.filter((n) => n.kind === 'endpoint')).toHaveLength(MAX_ENDPOINTS);
     expect(pic.nodes.find((n) => n.kind === 'more')!.label).toBe(`+${20 - MAX_ENDPOINTS} more endpoints`);
+  });
+});
+
+describe('flowLayout in IPVS mode', () => {
+  it('leads each way in through its set match and glue to a virtual server, then to its real servers by weight share', () => {
+    const pic = flowLayout(ipvsPort(), 'ipvs');
+    const byId = new Map(pic.nodes.map((n) => [n.id, n]));
+    expect(byId.get('chain:KUBE-CLUSTER-IP')!.sub).toBe('ipset match');
+    expect(byId.get('chain:KUBE-LOAD-BALANCER')!.sub).toBe('ipset match → nat chain');
+    expect(byId.get('chain:TCP 10.96.10.30:443')!.sub).toBe('virtual server · rr');
+    const vs = byId.get('chain:TCP 10.96.10.30:443')!;
+    const reals = pic.nodes.filter((n) => n.kind === 'endpoint');
+    expect(reals.map((n) => [n.label, n.tone, n.sub]).sort()).toEqual([
+      ['10.244.0.31:8443', 'ok', 'node-a · z1 · local'],
+      ['10.244.1.32:8443', 'ok', 'node-b · z2'],
+      ['10.244.1.33:8443', 'warn', 'node-b · z2 · draining'],
+    ]);
+    expect(reals.every((n) => n.x > vs.x && n.chain === 'TCP 10.96.10.30:443')).toBe(true);
+    const fromVs = (name: string) => pic.edges.filter((e) => e.id.startsWith(`chain:${name}->`)).map((e) => `${e.label} ${e.tone}`);
+    expect(fromVs('TCP 10.96.10.30:443')).toEqual(['50.0 % ok', '50.0 % ok', 'draining warn']);
+    expect(fromVs('TCP 192.0.2.10:443')).toEqual(['50.0 % ok', '50.0 % ok']);
+  });
+
+  it('draws a real server whose endpoint is gone, and a virtual server refusing new connections beside its draining ones', () => {
+    const port = ipvsPort();
+    const vs = { ...port.chains.find((c) => c.name === 'TCP 10.96.10.30:443')!, rules: [realServer('10.244.2.7:8443', { weight: 0, draining: true })] };
+    const pic = flowLayout(
+      { ...port, flows: [{ ...port.flows[0], outcome: 'reject', note: 'no real server takes new connections' }], chains: [vs] },
+      'ipvs',
+    );
+    expect(pic.nodes.find((n) => n.kind === 'refuse')!.label).toBe('REJECT');
+    expect(pic.nodes.find((n) => n.kind === 'endpoint')).toMatchObject({ label: '10.244.2.7:8443', tone: 'warn', sub: 'endpoint gone · draining' });
+  });
+
+  it('falls back to the endpoints\' shares before the virtual server is known', () => {
+    const pic = flowLayout(ipvsPort({ chains: [] }), 'ipvs');
+    expect(pic.nodes.filter((n) => n.kind === 'endpoint').map((n) => n.label)).toEqual(['10.244.0.31:8443', '10.244.1.32:8443']);
+    expect(pic.edges.filter((e) => e.label).map((e) => e.label)).toEqual(['50.0 %', '50.0 %', '50.0 %', '50.0 %']);
   });
 });

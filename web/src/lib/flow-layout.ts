@@ -1,5 +1,6 @@
 import { fmtPercent } from './format.ts';
-import type { EndpointRow, EntryKind, PortDetail } from './protocol.ts';
+import { realServers } from './ipvs-view.ts';
+import type { ChainView, EndpointRow, EntryKind, KernelKind, PortDetail } from './protocol.ts';
 
 export type NodeKind = 'entry' | 'chain' | 'endpoint' | 'refuse' | 'more';
 
@@ -82,15 +83,28 @@ interface Pending {
   chain?: string;
 }
 
+/** ipvsSub labels an object on an IPVS path: a virtual server, a set match or an iptables chain. */
+function ipvsSub(name: string, chains: readonly ChainView[]): string {
+  const vs = chains.find((c) => c.table === 'ipvs' && c.name === name);
+  if (vs) return vs.ipvs ? `virtual server · ${vs.ipvs.scheduler}${vs.ipvs.persistence ? ' · persistent' : ''}` : 'virtual server';
+  const isSet = chains.some((c) => c.table === 'ipsets' && c.name === name);
+  const table = chains.find((c) => (c.table === 'nat' || c.table === 'filter') && c.name === name)?.table;
+  if (isSet && table) return `ipset match → ${table} chain`;
+  if (isSet) return 'ipset match';
+  return table ? `${table} chain` : '';
+}
+
 /**
  * flowLayout draws how a new connection to one service port travels: each
  * way in (cluster IP, node port, external and load balancer IPs) on the left,
  * the kernel objects it meets in the middle, and the endpoints it can end at
  * on the right with each one's share, or the REJECT/DROP that refuses it.
  * Columns are the longest-path layers of that graph; the result is plain
- * boxes and curves for an SVG.
+ * boxes and curves for an SVG. In IPVS mode (kind "ipvs") the path ends at a
+ * virtual server and the right column holds its real servers, each with its
+ * weight's share, draining ones (weight 0) included.
  */
-export function flowLayout(port: PortDetail): FlowPicture {
+export function flowLayout(port: PortDetail, kind: KernelKind = 'iptables'): FlowPicture {
   const nodes = new Map<string, Pending>();
   const edges: { from: string; to: string; label: string; tone: FlowEdge['tone'] }[] = [];
   // An entry chain (KUBE-SERVICES…) may also be listed for other tables: a chain's own role wins.
@@ -109,16 +123,20 @@ export function flowLayout(port: PortDetail): FlowPicture {
   const maxPath = Math.max(1, ...port.flows.map((f) => f.path.length));
   const last = maxPath + 1;
   const policyChains = new Map<string, 'Cluster' | 'Local'>();
+  const virtualServers = new Set<string>();
   port.flows.forEach((f, i) => {
     const entry = add({ id: `entry:${i}`, kind: 'entry', label: ENTRY_LABEL[f.kind], sub: f.address, tone: 'none', layer: 0 });
     let prev = entry;
     f.path.forEach((chain, j) => {
       const terminal = f.outcome === 'endpoints' && j === f.path.length - 1;
       const role = roleOf.get(chain);
-      const id = add({ id: `chain:${chain}`, kind: 'chain', label: chain, sub: role ? (ROLE_LABEL[role] ?? role) : '', tone: 'none', layer: terminal ? maxPath : j + 1, chain });
+      const sub = kind === 'ipvs' ? ipvsSub(chain, port.chains) : role ? (ROLE_LABEL[role] ?? role) : '';
+      const id = add({ id: `chain:${chain}`, kind: 'chain', label: chain, sub, tone: 'none', layer: terminal ? maxPath : j + 1, chain });
       edge(prev, id);
       prev = id;
     });
+    // A virtual server that refuses new connections may still hold draining real servers.
+    if (kind === 'ipvs' && f.outcome !== 'endpoints' && f.path.length) virtualServers.add(f.path.at(-1)!);
     if (f.outcome === 'endpoints') {
       policyChains.set(f.path.at(-1)!, f.policy);
     } else {
@@ -126,6 +144,30 @@ export function flowLayout(port: PortDetail): FlowPicture {
       edge(prev, id, '', 'bad');
     }
   });
+
+  const byKey = new Map(port.endpoints.map((e) => [e.key, e]));
+  const drawReals = (chain: string, vs: ChainView) => {
+    const rows = realServers(vs);
+    for (const r of rows.slice(0, MAX_ENDPOINTS)) {
+      const e = byKey.get(r.key);
+      const tone = r.state !== 'active' || (e && !e.ready) ? 'warn' : 'ok';
+      const state = r.state === 'draining' ? 'draining' : r.state === 'weight-0' ? 'weight 0' : e && !e.ready ? 'terminating' : '';
+      const sub = [e ? e.node || 'node ?' : 'endpoint gone', e?.zone ?? '', e?.local ? 'local' : '', state].filter(Boolean).join(' · ');
+      const id = add({ id: `ep:${r.key}`, kind: 'endpoint', label: r.key, sub, tone, layer: last, chain });
+      edge(`chain:${chain}`, id, r.state === 'draining' ? 'draining' : fmtPercent(r.share), tone);
+    }
+    if (rows.length > MAX_ENDPOINTS) {
+      const id = add({ id: `more:${chain}`, kind: 'more', label: `+${rows.length - MAX_ENDPOINTS} more real servers`, sub: 'see the virtual server below', tone: 'none', layer: last });
+      edge(`chain:${chain}`, id);
+    }
+  };
+  for (const chain of [...policyChains.keys(), ...virtualServers]) {
+    const vs = kind === 'ipvs' ? port.chains.find((c) => c.table === 'ipvs' && c.name === chain) : undefined;
+    if (vs) {
+      drawReals(chain, vs);
+      policyChains.delete(chain);
+    }
+  }
 
   for (const [chain, policy] of policyChains) {
     const share = (e: EndpointRow) => (policy === 'Local' ? e.localShare : e.clusterShare);

@@ -9,7 +9,18 @@ export function withCounters(detail: ServiceDetail, counters: WatchedCounters | 
     chains: p.chains.map((c): ChainView => {
       const l = live.get(`${p.id}\u0000${c.table}\u0000${c.name}`);
       if (!l || l.rules.length !== c.rules.length) return c;
-      return { ...c, packets: l.packets, bytes: l.bytes, rules: c.rules.map((r, i) => ({ ...r, packets: l.rules[i][0], bytes: l.rules[i][1] })) };
+      // IPVS: connection counts, weights and rates move with the counters.
+      const ipvs = l.ipvs ? { ipvs: l.ipvs } : {};
+      return {
+        ...c,
+        ...ipvs,
+        packets: l.packets,
+        bytes: l.bytes,
+        rules: c.rules.map((r, i) => {
+          const rs = l.reals?.[i];
+          return { ...r, packets: l.rules[i][0], bytes: l.rules[i][1], ...(rs ? { ipvs: rs } : {}) };
+        }),
+      };
     }),
   }));
   return { ...detail, ports };

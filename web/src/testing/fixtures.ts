@@ -1,4 +1,4 @@
-import type { Overview, PortDetail, ServiceDetail, ServiceSummary, SyncEntry } from '../lib/protocol.ts';
+import type { Overview, PortDetail, RealServerFacts, RuleView, ServiceDetail, ServiceSummary, SyncEntry } from '../lib/protocol.ts';
 
 /** Builders for the web tests: small, valid protocol objects a test bends to its case. */
 
@@ -109,4 +109,45 @@ export function webPort(over: Partial<PortDetail> = {}): PortDetail {
 
 export function detail(over: Partial<ServiceDetail> = {}): ServiceDetail {
   return { summary: summary('shop/web', { type: 'LoadBalancer', clusterIP: '10.96.10.30', ports: ['443/TCP:30443'], ips: ['192.0.2.10'] }), ports: [webPort()], kernelReadAt: 1_058_000, ...over };
+}
+
+const NO_TRAFFIC = { conns: 0, inPackets: 0, outPackets: 0, inBytes: 0, outBytes: 0, rate: null };
+
+/** realServer is one IPVS real server's rule (weight 1, Masq) a test bends to its case. */
+export function realServer(key: string, over: Partial<RealServerFacts> = {}): RuleView {
+  const [address, port] = key.split(':');
+  const facts: RealServerFacts = { address, port: Number(port), forward: 'Masq', weight: 1, active: 0, inactive: 0, draining: false, ...NO_TRAFFIC, ...over };
+  return { text: `-> ${key} Masq weight ${facts.weight}`, target: null, packets: facts.inPackets + facts.outPackets, bytes: facts.inBytes + facts.outBytes, ipvs: facts };
+}
+
+/**
+ * ipvsPort is shop/web:https in IPVS mode: cluster IP and LB IP virtual servers, two real
+ * servers at weight 1 and one draining at weight 0 (its endpoint is terminating), its set members
+ * and one glue rule.
+ */
+export function ipvsPort(over: Partial<PortDetail> = {}): PortDetail {
+  const vsFacts = (address: string, port: number) => ({ protocol: 'TCP', address, port, scheduler: 'rr', persistence: 0, flags: [], active: 5, inactive: 9, ...NO_TRAFFIC, conns: 120, rate: { conns: 2, packets: 40, bytes: 9000 } });
+  const reals = [
+    realServer('10.244.0.31:8443', { active: 3, inactive: 4, conns: 70, rate: { conns: 1.5, packets: 30, bytes: 7000 } }),
+    realServer('10.244.1.32:8443', { active: 2, inactive: 5, conns: 50 }),
+    realServer('10.244.1.33:8443', { weight: 0, draining: true, drainingSince: 1_000_000, active: 1 }),
+  ];
+  const base = webPort();
+  return {
+    ...base,
+    endpoints: base.endpoints.map((e) => ({ ...e, object: e.clusterShare !== null ? 'TCP 10.96.10.30:443' : null })),
+    flows: [
+      { kind: 'clusterIP', address: '10.96.10.30:443/TCP', path: ['KUBE-SERVICES', 'KUBE-CLUSTER-IP', 'TCP 10.96.10.30:443'], policy: 'Cluster', outcome: 'endpoints' },
+      { kind: 'loadBalancerIP', address: '192.0.2.10:443/TCP', path: ['KUBE-SERVICES', 'KUBE-LOAD-BALANCER', 'KUBE-SOURCE-RANGES-FIREWALL', 'TCP 192.0.2.10:443'], policy: 'Cluster', outcome: 'endpoints', note: 'only from 203.0.113.0/24' },
+    ],
+    chains: [
+      { table: 'ipsets', name: 'KUBE-CLUSTER-IP', role: 'entry', from: 'kernel', packets: 0, bytes: 0, rules: [{ text: '10.96.10.30,tcp:443', target: null, packets: 0, bytes: 0 }] },
+      { table: 'ipsets', name: 'KUBE-LOAD-BALANCER', role: 'entry', from: 'kernel', packets: 0, bytes: 0, rules: [{ text: '192.0.2.10,tcp:443', target: null, packets: 0, bytes: 0 }] },
+      { table: 'nat', name: 'KUBE-SERVICES', role: 'entry', from: 'kernel', packets: 0, bytes: 0, rules: [{ text: '-m set --match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT', target: 'ACCEPT', packets: 12, bytes: 720 }] },
+      { table: 'nat', name: 'KUBE-LOAD-BALANCER', role: 'entry', from: 'kernel', packets: 0, bytes: 0, rules: [{ text: '-j KUBE-MARK-MASQ', target: 'KUBE-MARK-MASQ', packets: 3, bytes: 180 }] },
+      { table: 'ipvs', name: 'TCP 10.96.10.30:443', role: 'cluster-ip', from: 'kernel', packets: 0, bytes: 0, rules: reals, ipvs: vsFacts('10.96.10.30', 443) },
+      { table: 'ipvs', name: 'TCP 192.0.2.10:443', role: 'load-balancer-ip', from: 'kernel', packets: 0, bytes: 0, rules: reals.slice(0, 2), ipvs: vsFacts('192.0.2.10', 443) },
+    ],
+    ...over,
+  };
 }
