@@ -3,7 +3,11 @@ import { assembleDaemon, type Assembled } from './assemble.ts';
 import { loadConfiguration, type LoadedConfiguration } from './config/load.ts';
 import { usage } from './config/flags.ts';
 import { errorMessage, isKproxyError, ListenFailedError } from './errors.ts';
+import { realClock } from './clock.ts';
+import { ApiEventSink } from './events/event-sink.ts';
 import { nodeReference, recordStarting } from './events/event-recorder.ts';
+import { KubeEventRecorder } from './events/kube-event-recorder.ts';
+import { flushWithin, recordCleanup } from './events/cleanup-event.ts';
 import { startNodeServers, type NodeServers } from './http/node-servers.ts';
 import { nodeHealth, setupDashboard, type DashboardSetup } from './dashboard/setup.ts';
 import { createLogger, type Logger } from './log.ts';
@@ -11,6 +15,7 @@ import { cleanupIptablesHost } from './proxy/iptables/host.ts';
 import { cleanupSummary } from './proxy/iptables/cleanup.ts';
 import { cleanupIpvsHost, mergeCleanup } from './proxy/ipvs/host.ts';
 import type { SyncRecord } from './proxy/sync-loop.ts';
+import { loadKubeConfig } from './sources/k8s/kubeconfig.ts';
 import { versionLine } from './version.ts';
 
 /**
@@ -41,7 +46,7 @@ async function main(argv: readonly string[]): Promise<number> {
   logger.info(versionLine());
   for (const w of loaded.warnings) logger.warn(w);
 
-  if (run.cleanup) return cleanup(logger, config);
+  if (run.cleanup) return cleanup(logger, loaded);
 
   let assembled: Assembled;
   try {
@@ -53,13 +58,36 @@ async function main(argv: readonly string[]): Promise<number> {
   return run.once ? once(loaded, assembled, logger) : serve(loaded, assembled, logger);
 }
 
-async function cleanup(logger: Logger, config: LoadedConfiguration['config']): Promise<number> {
+async function cleanup(logger: Logger, loaded: LoadedConfiguration): Promise<number> {
+  const { config } = loaded;
   // iptables first: IPVS mode's ipsets cannot be destroyed while its rules still match them.
   const result = mergeCleanup(await cleanupIptablesHost({ logger }), await cleanupIpvsHost({ config, logger }));
   const line = cleanupSummary(result);
   process.stdout.write(line + '\n');
   for (const e of result.errors) logger.error(e.message, { code: e.code });
+  await recordCleanupEvent(loaded, logger, line, result.errors.length === 0);
   return result.errors.length ? 1 : 0;
+}
+
+/**
+ * recordCleanupEvent tells the cluster a node's service rules were removed (an
+ * operator seeing traffic stop looks at the Node's Events). Only with Kubernetes
+ * access; best effort: a cleanup never fails because the API is unreachable,
+ * it only waits up to 5 s for the Event to be written.
+ */
+async function recordCleanupEvent(loaded: LoadedConfiguration, logger: Logger, summary: string, ok: boolean): Promise<void> {
+  if (loaded.run.source || !loaded.nodeName) return;
+  let recorder: KubeEventRecorder;
+  try {
+    const { kubeConfig } = loadKubeConfig({ kubeconfig: loaded.run.kubeconfig ?? undefined });
+    recorder = new KubeEventRecorder({ sink: new ApiEventSink(kubeConfig), reportingInstance: loaded.nodeName, clock: realClock, logger: logger.child('events') });
+  } catch (err) {
+    logger.warn('cleanup Event not recorded: no Kubernetes access', { err: errorMessage(err) });
+    return;
+  }
+  recordCleanup(recorder, loaded.nodeName, summary, ok);
+  if (!(await flushWithin(recorder, 5000))) logger.warn('cleanup Event not written within 5 s, giving up');
+  recorder.stop();
 }
 
 async function once(loaded: LoadedConfiguration, a: Assembled, logger: Logger): Promise<number> {
