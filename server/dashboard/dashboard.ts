@@ -13,7 +13,7 @@ import { KernelReader } from './kernel-reader.ts';
 import type { KernelViewProvider } from './kernel-view.ts';
 import type { ActionResult, Counts, EventEntry, Health, Overview, ServerMessage, ServiceDetail, ServiceSummary, SyncEntry, Viewer } from './protocol.ts';
 import { ServiceCatalog, type ServiceModel } from './service-catalog.ts';
-import { serviceDetail, watchedCounters } from './service-detail.ts';
+import { detailShape, serviceDetail, watchedCounters } from './service-detail.ts';
 import { StreamHub, type HubSocket, type StreamClient, type StreamHubOptions } from './stream-hub.ts';
 import { SyncHistory } from './sync-history.ts';
 import { yieldToEventLoop, type Yield } from './yield.ts';
@@ -95,6 +95,8 @@ export class Dashboard {
   #unsubscribe: (() => void)[] = [];
   #lastAction: ActionResult | null = null;
   #lastSnapshot = { bytes: 0, ms: 0 };
+  /** #shapes: per watching client, the shape of the page it was last sent (see detailShape). */
+  readonly #shapes = new WeakMap<StreamClient, string>();
 
   constructor(opts: DashboardOptions) {
     this.#o = opts;
@@ -316,7 +318,9 @@ export class Dashboard {
     if (!key) return;
     try {
       const detail = await this.detail(key);
-      if (c.watch === key) this.hub.send(c, { type: 'service', key, detail }, 'essential');
+      if (c.watch !== key) return;
+      if (detail) this.#shapes.set(c, detailShape(detail));
+      this.hub.send(c, { type: 'service', key, detail }, 'essential');
     } catch (err) {
       this.#log.error('building a service page failed', { service: key, err: errorMessage(err) });
     }
@@ -362,7 +366,15 @@ export class Dashboard {
       }
       const key = c.watch;
       void this.detail(key).then(
-        (d) => !c.closed && this.hub.send(c, { type: 'counters', overview, drift, ...(d ? { watched: watchedCounters(d) } : {}) }, 'droppable'),
+        (d) => {
+          if (c.closed) return;
+          // The read changed the page's objects, not only its numbers: send the page first.
+          if (d && c.watch === key && this.#shapes.get(c) !== detailShape(d)) {
+            this.#shapes.set(c, detailShape(d));
+            this.hub.send(c, { type: 'service', key, detail: d }, 'essential');
+          }
+          this.hub.send(c, { type: 'counters', overview, drift, ...(d ? { watched: watchedCounters(d) } : {}) }, 'droppable');
+        },
         (err) => this.#log.error('building live counters failed', { service: key, err: errorMessage(err) }),
       );
     }

@@ -127,3 +127,15 @@ export function watchedCounters(detail: ServiceDetail): WatchedCounters {
   }
   return { service: detail.summary.key, chains };
 }
+
+/**
+ * detailShape names a page's kernel objects with their rules' text. Live
+ * counters carry numbers only, so when a kernel read changes the shape (a
+ * drained IPVS real server deleted by a sweep, drift, the first read after
+ * the page showed what kproxy wrote) the page itself must be sent again.
+ */
+export function detailShape(detail: ServiceDetail): string {
+  return detail.ports
+    .map((p) => p.chains.map((c) => `${c.table}\u0000${c.name}\u0000${c.from}\u0000${c.missing ? 1 : 0}\u0000${c.rules.map((r) => r.text).join('\u0001')}`).join('\u0002'))
+    .join('\u0003');
+}
