@@ -11,6 +11,7 @@ import {
   KUBE_SERVICES,
 } from './chain-names.ts';
 import { CANARY_TABLES } from './canary-monitor.ts';
+import { comment } from './restore-writer.ts';
 
 /** JumpRule is one rule in a built-in chain that sends traffic into kproxy's chains. */
 export interface JumpRule {
@@ -59,6 +60,24 @@ export interface EnsureReport {
   rulesInserted: string[];
   /** processes: iptables processes run (0 when the listing showed everything in place). */
   processes: number;
+  /** deferred: rules left for the caller's restore input (deferMissing), in insertion order. */
+  deferred: JumpRule[];
+  /** deferredCanaries: tables whose canary chain the caller's restore input must declare (deferMissing). */
+  deferredCanaries: string[];
+}
+
+export interface EnsureOptions {
+  /**
+   * deferMissing: a rule whose target chain the listing does not show cannot
+   * exist (a jump needs its target), so instead of -N, -C and -I processes it
+   * is returned in `deferred` for the caller to write into its restore input,
+   * which declares the target; likewise missing canary chains. On a fresh node
+   * that is about 40 processes fewer, and with iptables-nft the jumps arrive in
+   * the same transaction as the chains (the kernel validates the whole jump
+   * graph reachable from a built-in chain on every transaction that adds a rule,
+   * about 0.25 s at 330,000 rules, so the chains are better filled first).
+   */
+  deferMissing?: boolean;
 }
 
 function hasRule(dump: IptablesDump, table: string, chain: string, args: readonly string[]): boolean {
@@ -76,8 +95,8 @@ function hasRule(dump: IptablesDump, table: string, chain: string, args: readonl
  * -I, so a listing that prints a rule differently never causes a duplicate.
  * rules defaults to the iptables mode's JUMP_RULES; IPVS mode passes its own.
  */
-export async function ensureJumpRules(runner: IptablesRunner, dump: IptablesDump, rules: readonly JumpRule[] = JUMP_RULES): Promise<EnsureReport> {
-  const report: EnsureReport = { chainsCreated: [], rulesInserted: [], processes: 0 };
+export async function ensureJumpRules(runner: IptablesRunner, dump: IptablesDump, rules: readonly JumpRule[] = JUMP_RULES, opts: EnsureOptions = {}): Promise<EnsureReport> {
+  const report: EnsureReport = { chainsCreated: [], rulesInserted: [], processes: 0, deferred: [], deferredCanaries: [] };
   const known = (table: string, chain: string) => dump.tables.get(table)?.chains.has(chain) ?? false;
   const created = new Set<string>();
   const ensureChain = async (table: string, chain: string) => {
@@ -88,6 +107,10 @@ export async function ensureJumpRules(runner: IptablesRunner, dump: IptablesDump
     created.add(key);
   };
   for (const j of rules) {
+    if (opts.deferMissing && !known(j.table, j.to)) {
+      report.deferred.push(j);
+      continue;
+    }
     await ensureChain(j.table, j.to);
     if (hasRule(dump, j.table, j.from, j.args)) continue;
     report.processes++;
@@ -96,6 +119,19 @@ export async function ensureJumpRules(runner: IptablesRunner, dump: IptablesDump
     await runner.insertRule(j.table, j.from, j.args);
     report.rulesInserted.push(`${j.table}/${j.from} -> ${j.to}`);
   }
-  for (const table of CANARY_TABLES) await ensureChain(table, KUBE_PROXY_CANARY);
+  for (const table of CANARY_TABLES) {
+    if (opts.deferMissing && !known(table, KUBE_PROXY_CANARY)) report.deferredCanaries.push(table);
+    else await ensureChain(table, KUBE_PROXY_CANARY);
+  }
   return report;
+}
+
+/**
+ * jumpRuleLines renders deferred jump rules as restore input, per table:
+ * "-I FROM 1 ..." in the given order, so each lands on top as with iptables -I.
+ */
+export function jumpRuleLines(rules: readonly JumpRule[], table: JumpRule['table']): string[] {
+  return rules
+    .filter((j) => j.table === table)
+    .map((j) => ['-I', j.from, '1', ...j.args.map((a, i) => (j.args[i - 1] === '--comment' ? comment(a) : a))].join(' '));
 }

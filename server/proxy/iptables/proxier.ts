@@ -14,9 +14,9 @@ import { NodePortAddresses, NODE_PORT_ADDRESSES_PRIMARY } from '../node-port-add
 import type { StateCheckout } from '../proxy-state.ts';
 import type { ServicePort } from '../service-port.ts';
 import { startCanaryMonitor } from './canary-monitor.ts';
-import { ChainNames, isServiceChainName, KUBE_MARK_MASQ, KUBE_SERVICES } from './chain-names.ts';
+import { ChainNames, isServiceChainName, KUBE_MARK_MASQ, KUBE_PROXY_CANARY, KUBE_SERVICES } from './chain-names.ts';
 import { cleanupIptables } from './cleanup.ts';
-import { ensureJumpRules } from './jump-chains.ts';
+import { ensureJumpRules, jumpRuleLines, type JumpRule } from './jump-chains.ts';
 import { chainLine, extractLines, LineBuffer, ProbabilityCache } from './restore-writer.ts';
 import { buildFixedRules, type FixedRules } from './fixed-rules.ts';
 import { countChainLines, editLines, FixedChainDiff, linesOfChain, planChains } from './fixed-chain-diff.ts';
@@ -106,6 +106,13 @@ interface SharedPart {
   readonly rules: LineBuffer;
   readonly tail: LineBuffer;
   readonly rulesWritten: number;
+}
+
+/** FullSyncPrep is what a full sync learned from the kernel before building: see #prepareFullSync. */
+interface FullSyncPrep {
+  readonly existingNat: Set<string>;
+  readonly deferred: readonly JumpRule[];
+  readonly deferredCanaries: readonly string[];
 }
 
 /** ChainLengths: rules per shared chain in the kernel after the last successful sync, per table. */
@@ -293,14 +300,14 @@ class IptablesProxier implements IptablesBackend {
       const key = contextKey(ctx);
       full = input.forceFull || this.#needFull || key !== this.#contextKey;
 
-      let existingNat: Set<string> = new Set();
+      let prepared: FullSyncPrep = { existingNat: new Set(), deferred: [], deferredCanaries: [] };
       if (full) {
         const tIo = clock.monotonic();
-        existingNat = await this.#prepareFullSync();
+        prepared = await this.#prepareFullSync();
         ioMs += clock.monotonic() - tIo;
       }
 
-      const built = this.#build(state, ctx, full, existingNat);
+      const built = this.#build(state, ctx, full, prepared);
       batch = built.text;
       const tApply = clock.monotonic();
       try {
@@ -370,25 +377,34 @@ class IptablesProxier implements IptablesBackend {
   /**
    * #prepareFullSync reads the kernel once (iptables-save, every table), makes
    * sure the jump rules and canaries exist, and returns the nat chains present,
-   * which is where stale service chains are found.
+   * which is where stale service chains are found. Jumps into chains that do
+   * not exist yet (a fresh node) and missing canaries are left to the restore
+   * input (jump-chains.ts, deferMissing); with an unreadable listing every jump
+   * is checked with -C instead.
    */
-  async #prepareFullSync(): Promise<Set<string>> {
+  async #prepareFullSync(): Promise<FullSyncPrep> {
     let dump: IptablesDump = { tables: new Map() };
+    let listed = false;
     try {
       // Only the built-in chains' rules matter (the jump rules); of the rest, only chain names.
       dump = parseIptablesSave(await this.runner.save(), { keepRule: isBuiltinChain });
+      listed = true;
     } catch (err) {
       // Jump rules are then checked one by one with -C; only stale-chain removal is lost this time.
       this.#log.error('cannot read the current rules (iptables-save); stale chains will not be deleted this sync', { err: errorMessage(err) });
     }
-    const report = await ensureJumpRules(this.runner, dump);
-    if (report.chainsCreated.length || report.rulesInserted.length) {
-      this.#log.info('created jump rules and chains', { chains: report.chainsCreated.join(' '), rules: report.rulesInserted.join('; ') });
+    const report = await ensureJumpRules(this.runner, dump, undefined, { deferMissing: listed });
+    if (report.chainsCreated.length || report.rulesInserted.length || report.deferred.length) {
+      this.#log.info('creating jump rules and chains', {
+        chains: report.chainsCreated.join(' '),
+        rules: [...report.rulesInserted, ...report.deferred.map((j) => `${j.table}/${j.from} -> ${j.to} (in the restore input)`)].join('; '),
+      });
     }
-    return chainNames(dump, 'nat');
+    return { existingNat: chainNames(dump, 'nat'), deferred: report.deferred, deferredCanaries: report.deferredCanaries };
   }
 
-  #build(state: StateCheckout, ctx: BuildContext, full: boolean, existingNat: Set<string>) {
+  #build(state: StateCheckout, ctx: BuildContext, full: boolean, prepared: FullSyncPrep) {
+    const existingNat = prepared.existingNat;
     const cache = new Map<string, CacheEntry>();
     const fixed = buildFixedRules(ctx);
     const contextSame = contextKey(ctx) === this.#contextKey;
@@ -483,15 +499,19 @@ class IptablesProxier implements IptablesBackend {
     for (const id of this.metrics.skippedServicePorts.keys()) if (!state.services.has(id)) this.metrics.skippedServicePorts.delete(id);
     if (block.chains.lines > 0) blocks.push(block);
 
-    const filter = full ? this.#fullFilter(fixed, filterShared) : this.#partialShared('filter', filterDiff, cache, fixed);
+    const filter = full ? this.#fullFilter(fixed, filterShared, prepared) : this.#partialShared('filter', filterDiff, cache, fixed);
     const shared = full ? this.#fullNatShared(fixed, natShared) : this.#partialShared('nat', natDiff, cache, fixed);
     const sortedStale = [...stale].sort();
     const natChains = shared.chains;
     const natEnd = new LineBuffer();
     // Stale chains: declaring flushes them (their rules may jump to other stale chains), then -X.
     for (const c of sortedStale) natChains.writeLine(chainLine(c));
+    if (prepared.deferredCanaries.includes('nat')) natChains.writeLine(chainLine(KUBE_PROXY_CANARY));
     for (const c of sortedStale) natEnd.writeLine(`-X ${c}`);
     natEnd.writeText(shared.tail.text(), shared.tail.lines);
+    // Jumps from the built-in chains last: the chains they lead to are complete by then (fresh node).
+    const natJumps = jumpRuleLines(prepared.deferred, 'nat');
+    for (const l of natJumps) natEnd.writeLine(l);
     // Only "*nat": nothing in the table changes, so the table is left out of the input.
     const natEmpty = natChains.lines === 1 && shared.rules.lines === 0 && natEnd.lines === 0 && blocks.length === 0;
     natEnd.writeLine('COMMIT');
@@ -508,23 +528,38 @@ class IptablesProxier implements IptablesBackend {
       chainLengths: { filter: filterLengths, nat: natLengths },
       servicesWritten: writtenServices.size,
       rulesByTable: { filter: fixedFilter + filterCount, nat: fixedNat + natCount },
-      rulesWritten: { filter: filter.rulesWritten, nat: shared.rulesWritten + natServiceRulesWritten },
+      rulesWritten: { filter: filter.rulesWritten, nat: shared.rulesWritten + natServiceRulesWritten + natJumps.length },
       noLocalInternal,
       noLocalExternal,
       warnings: fixed.warnings,
     };
   }
 
-  /** #fullFilter writes the whole filter table part: every fixed chain declared and rewritten. */
-  #fullFilter(fixed: FixedRules, shared: LineBuffer): { text: string; lines: number; rulesWritten: number } {
+  /**
+   * #fullFilter writes the whole filter table part: every fixed chain declared
+   * and rewritten, plus the jumps and canary the listing showed missing (a
+   * mangle part comes first when its canary is missing).
+   */
+  #fullFilter(fixed: FixedRules, shared: LineBuffer, prepared: FullSyncPrep): { text: string; lines: number; rulesWritten: number } {
     const out = new LineBuffer();
+    if (prepared.deferredCanaries.includes('mangle')) {
+      out.writeLine('*mangle');
+      out.writeLine(chainLine(KUBE_PROXY_CANARY));
+      out.writeLine('COMMIT');
+    }
     out.writeLine('*filter');
+    const declared = new Set(fixed.filterChains);
     for (const c of fixed.filterChains) out.writeLine(chainLine(c));
+    // Missing chains only: a chain a deferred jump needs or the canary, none of which exists (declaring creates).
+    for (const j of prepared.deferred) if (j.table === 'filter' && !declared.has(j.to)) declared.add(j.to), out.writeLine(chainLine(j.to));
+    if (prepared.deferredCanaries.includes('filter')) out.writeLine(chainLine(KUBE_PROXY_CANARY));
     out.writeText(fixed.filterHead.text(), fixed.filterHead.lines);
     out.writeText(shared.text(), shared.lines);
     out.writeText(fixed.filterTail.text(), fixed.filterTail.lines);
+    const jumps = jumpRuleLines(prepared.deferred, 'filter');
+    for (const l of jumps) out.writeLine(l);
     out.writeLine('COMMIT');
-    return { text: out.text(), lines: out.lines, rulesWritten: fixed.filterHead.lines + shared.lines + fixed.filterTail.lines };
+    return { text: out.text(), lines: out.lines, rulesWritten: fixed.filterHead.lines + shared.lines + fixed.filterTail.lines + jumps.length };
   }
 
   /** #fullNatShared declares every fixed nat chain and writes their rules; the KUBE-NODEPORTS jump goes last. */
