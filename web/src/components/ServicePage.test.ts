@@ -53,9 +53,9 @@ describe('Service page in IPVS mode', () => {
     expect(within(cards[0]).getByTestId('vs-totals').textContent).toBe('5 active · 9 inactive · 120 connections · 2.0/s');
     const rows = within(cards[0]).getAllByTestId('real-server').map(cells);
     expect(rows).toEqual([
-      ['10.244.0.31:8443 Masq', 'node-a local', '1', '50.0 %', '3', '4', '70', '1.5/s', '0', '0 B'],
+      ['10.244.0.31:8443 Masq', 'node-alocal', '1', '50.0 %', '3', '4', '70', '1.5/s', '0', '0 B'],
       ['10.244.1.32:8443 Masq', 'node-b', '1', '50.0 %', '2', '5', '50', '–', '0', '0 B'],
-      ['10.244.1.33:8443 Masq', 'draining node-b', '0', '0 %', '1', '0', '0', '–', '0', '0 B'],
+      ['10.244.1.33:8443 Masq', 'node-b draining', '0', '0 %', '1', '0', '0', '–', '0', '0 B'],
     ]);
     expect(within(cards[0]).getByText('draining').getAttribute('title')).toMatch(/^weight 0 since 1 min ago/);
     expect(cards[0].textContent).toContain('1 real server draining');

@@ -65,8 +65,26 @@ describe('flowLayout in IPVS mode', () => {
     ]);
     expect(reals.every((n) => n.x > vs.x && n.chain === 'TCP 10.96.10.30:443')).toBe(true);
     const fromVs = (name: string) => pic.edges.filter((e) => e.id.startsWith(`chain:${name}->`)).map((e) => `${e.label} ${e.tone}`);
+    // The LB's virtual server gives the same shares: written once, on the cluster IP's edges.
     expect(fromVs('TCP 10.96.10.30:443')).toEqual(['50.0 % ok', '50.0 % ok', 'draining warn']);
-    expect(fromVs('TCP 192.0.2.10:443')).toEqual(['50.0 % ok', '50.0 % ok']);
+    expect(fromVs('TCP 192.0.2.10:443')).toEqual([' ok', ' ok']);
+  });
+
+  it('names a set match that jumps to a chain of the same name as both', () => {
+    const port = ipvsPort();
+    const chains = port.chains
+      .filter((c) => !(c.table === 'nat' && c.name === 'KUBE-LOAD-BALANCER'))
+      .map((c) => (c.name === 'KUBE-SERVICES' ? { ...c, rules: [{ text: '-m set --match-set KUBE-LOAD-BALANCER dst,dst -j KUBE-LOAD-BALANCER', target: 'KUBE-LOAD-BALANCER', packets: 0, bytes: 0 }] } : c));
+    const pic = flowLayout({ ...port, chains }, 'ipvs');
+    expect(pic.nodes.find((n) => n.id === 'chain:KUBE-LOAD-BALANCER')!.sub).toBe('ipset match → nat chain');
+    expect(pic.nodes.find((n) => n.id === 'chain:KUBE-SOURCE-RANGES-FIREWALL')!.sub).toBe('');
+  });
+
+  it('writes a share again where another virtual server gives a real server a different one', () => {
+    const port = ipvsPort();
+    const chains = port.chains.map((c) => (c.name === 'TCP 192.0.2.10:443' ? { ...c, rules: [realServer('10.244.0.31:8443')] } : c));
+    const pic = flowLayout({ ...port, chains }, 'ipvs');
+    expect(pic.edges.filter((e) => e.id.startsWith('chain:TCP 192.0.2.10:443->')).map((e) => e.label)).toEqual(['100 %']);
   });
 
   it('draws a real server whose endpoint is gone, and a virtual server refusing new connections beside its draining ones', () => {

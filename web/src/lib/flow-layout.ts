@@ -69,7 +69,8 @@ function textWidth(text: string, mono: boolean, max: number): number {
 /** boxWidth fits a box to its label and sub-label (the SVG truncates beyond MAX_W). */
 function boxWidth(n: { kind: NodeKind; label: string; sub: string }): number {
   const mono = n.kind === 'chain' || n.kind === 'endpoint';
-  const w = Math.max(textWidth(n.label, mono, n.kind === 'endpoint' ? 28 : 25), textWidth(n.sub, false, 32) * 0.92) + 26;
+  // Kernel names run to 28 characters (iptables' limit; "TCP [2001:db8::a]:443" in IPVS).
+  const w = Math.max(textWidth(n.label, mono, mono ? 28 : 25), textWidth(n.sub, false, 32) * 0.92) + 26;
   return Math.round(Math.min(MAX_W, Math.max(MIN_W, w)));
 }
 
@@ -88,7 +89,9 @@ function ipvsSub(name: string, chains: readonly ChainView[]): string {
   const vs = chains.find((c) => c.table === 'ipvs' && c.name === name);
   if (vs) return vs.ipvs ? `virtual server · ${vs.ipvs.scheduler}${vs.ipvs.persistence ? ' · persistent' : ''}` : 'virtual server';
   const isSet = chains.some((c) => c.table === 'ipsets' && c.name === name);
-  const table = chains.find((c) => (c.table === 'nat' || c.table === 'filter') && c.name === name)?.table;
+  // A chain the page lists, or one its rules jump to (KUBE-SERVICES' set match jumps to the KUBE-LOAD-BALANCER chain).
+  const iptables = chains.filter((c) => c.table === 'nat' || c.table === 'filter');
+  const table = (iptables.find((c) => c.name === name) ?? iptables.find((c) => c.rules.some((r) => r.target === name)))?.table;
   if (isSet && table) return `ipset match → ${table} chain`;
   if (isSet) return 'ipset match';
   return table ? `${table} chain` : '';
@@ -146,6 +149,10 @@ export function flowLayout(port: PortDetail, kind: KernelKind = 'iptables'): Flo
   });
 
   const byKey = new Map(port.endpoints.map((e) => [e.key, e]));
+  // Virtual servers of one port usually share their real servers and weights: a real server's
+  // share is written once (on the edge from the first virtual server reaching it), and again
+  // only where another virtual server gives it a different one, so labels do not pile up.
+  const labelled = new Map<string, string>();
   const drawReals = (chain: string, vs: ChainView) => {
     const rows = realServers(vs);
     for (const r of rows.slice(0, MAX_ENDPOINTS)) {
@@ -154,7 +161,9 @@ export function flowLayout(port: PortDetail, kind: KernelKind = 'iptables'): Flo
       const state = r.state === 'draining' ? 'draining' : r.state === 'weight-0' ? 'weight 0' : e && !e.ready ? 'terminating' : '';
       const sub = [e ? e.node || 'node ?' : 'endpoint gone', e?.zone ?? '', e?.local ? 'local' : '', state].filter(Boolean).join(' · ');
       const id = add({ id: `ep:${r.key}`, kind: 'endpoint', label: r.key, sub, tone, layer: last, chain });
-      edge(`chain:${chain}`, id, r.state === 'draining' ? 'draining' : fmtPercent(r.share), tone);
+      const label = r.state === 'draining' ? 'draining' : fmtPercent(r.share);
+      edge(`chain:${chain}`, id, labelled.get(r.key) === label ? '' : label, tone);
+      if (!labelled.has(r.key)) labelled.set(r.key, label);
     }
     if (rows.length > MAX_ENDPOINTS) {
       const id = add({ id: `more:${chain}`, kind: 'more', label: `+${rows.length - MAX_ENDPOINTS} more real servers`, sub: 'see the virtual server below', tone: 'none', layer: last });
