@@ -82,12 +82,17 @@ export class IpvsView implements KernelViewProvider {
   async read(): Promise<KernelTables> {
     const { ipvs, ipset, netlink, iptables } = this.#src.runners;
     // The two ipvsadm listings back to back, so connections and traffic describe the same moment.
+    // Each runner parses its listing in one go (a quarter second at 100,000 real servers): the
+    // event loop gets a turn after each, which the simulated kernel of --dry-run would not give.
     const services = await ipvs.list();
+    await this.#pause();
     const stats = await ipvs.stats();
     const at = this.#clock.monotonic();
+    await this.#pause();
     const sets = await ipset.save();
     const links = await netlink.show();
     const save = await iptables.save({ counters: true });
+    await this.#pause();
     const tables = new Map<string, KernelTable>();
     this.#rates.begin(at);
     tables.set(IPVS_TABLE, await virtualServerTable(services, stats, this.#rates, drainIndex(this.#src.planned()?.draining ?? []), this.#pause));
