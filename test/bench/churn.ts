@@ -1,0 +1,105 @@
+/**
+ * churn measures network programming latency under a steady stream of
+ * endpoint changes through the file source: `rate` EndpointSlice updates per
+ * second for `seconds`, round-robin over the churn targets, each stamped with
+ * the endpoints controller's last-change-trigger-time annotation (ms). The
+ * daemon records, per sync, the largest latency it programmed (finishedAt -
+ * trigger time, the dashboard's sync history); since the changes arrive in
+ * order, each sync programmed the changes from its oldest one to the next
+ * sync's oldest, which gives every change's own latency.
+ */
+import type { SyntheticCluster } from './cluster.ts';
+import { METRICS, metricValue, type RunContext } from './full-sync.ts';
+import { writeSlice, type ManifestDir } from './manifests.ts';
+import { movedSlice, syncRows } from './partial-sync.ts';
+import { percentiles, type Percentiles } from './stats.ts';
+
+export interface ChurnResult {
+  readonly rate: number;
+  readonly seconds: number;
+  readonly changes: number;
+  /** attributed: changes matched to the sync that programmed them. */
+  readonly attributed: number;
+  /** metricCount: kubeproxy_network_programming_duration_seconds observations during the run. */
+  readonly metricCount: number;
+  readonly latencyMs: Percentiles;
+  readonly syncs: number;
+  readonly syncMs: Percentiles;
+  /** cpuShare: kproxy's CPU time over the run's wall time (1 = one core). */
+  readonly cpuShare: number;
+  readonly failedSyncs: number;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** ChurnSyncRow is the part of a dashboard sync history row attribution needs. */
+export interface ChurnSyncRow {
+  readonly seq: number;
+  readonly finishedAt: number;
+  readonly programmingMs: number | null;
+  readonly ok: boolean;
+}
+
+/**
+ * attributeLatencies gives each change (written[i], epoch ms, in order) its
+ * latency: the finish of the sync that programmed it minus its time. A sync
+ * reports its largest latency, i.e. its oldest change (finishedAt -
+ * programmingMs, to the ms); it programmed every change from that one to the
+ * next sync's oldest. Changes no sync claims are left out.
+ */
+export function attributeLatencies(written: readonly number[], rows: readonly ChurnSyncRow[]): number[] {
+  const syncs = rows.filter((r) => r.ok && r.programmingMs !== null).sort((a, b) => a.seq - b.seq);
+  const firstIndex = syncs.map((r) => {
+    const t = r.finishedAt - r.programmingMs!;
+    let best = -1;
+    for (let i = 0; i < written.length; i++) {
+      if (Math.abs(written[i] - t) <= 1 && (best < 0 || Math.abs(written[i] - t) < Math.abs(written[best] - t))) best = i;
+    }
+    return best;
+  });
+  const out: number[] = [];
+  for (let s = 0; s < syncs.length; s++) {
+    const from = firstIndex[s];
+    if (from < 0) continue;
+    const next = firstIndex.slice(s + 1).find((i) => i > from) ?? written.length;
+    for (let i = from; i < next; i++) out.push(syncs[s].finishedAt - written[i]);
+  }
+  return out;
+}
+
+export async function measureChurn(ctx: RunContext, c: SyntheticCluster, m: ManifestDir, rate: number, seconds: number): Promise<ChurnResult> {
+  const targets = [...m.churn.keys()];
+  const metricsBefore = metricValue(await ctx.agent.get(`${METRICS}/metrics`), 'kubeproxy_network_programming_duration_seconds_count');
+  const seqBefore = ctx.daemon.lastSeq;
+  const cpu0 = ctx.daemon.stats().cpuSelf;
+  const written: number[] = [];
+  const t0 = Date.now();
+  const n = Math.round(rate * seconds);
+  for (let i = 0; i < n; i++) {
+    const due = t0 + (i * 1000) / rate;
+    const wait = due - Date.now();
+    if (wait > 0) await sleep(wait);
+    const at = Date.now();
+    const index = targets[i % targets.length];
+    writeSlice(m, index, movedSlice(c, index, at));
+    written.push(at);
+  }
+  const wall = (Date.now() - t0) / 1000;
+  const cpu1 = ctx.daemon.stats().cpuSelf;
+  await sleep(3000); // the last changes' syncs
+  const rows = (await syncRows(ctx)).filter((r) => r.seq > seqBefore);
+  const metricsAfter = metricValue(await ctx.agent.get(`${METRICS}/metrics`), 'kubeproxy_network_programming_duration_seconds_count');
+  const latencies = attributeLatencies(written, rows);
+  return {
+    rate,
+    seconds,
+    changes: written.length,
+    attributed: latencies.length,
+    metricCount: metricsAfter - metricsBefore,
+    latencyMs: percentiles(latencies),
+    syncs: rows.length,
+    syncMs: percentiles(rows.map((r) => r.finishedAt - r.startedAt)),
+    cpuShare: (cpu1 - cpu0) / wall,
+    failedSyncs: rows.filter((r) => !r.ok).length,
+  };
+}

@@ -1,0 +1,251 @@
+/**
+ * daemon runs kproxy (the real CLI, on this Node: process.execPath) inside a
+ * benchmark namespace and reads what it says about itself: its JSON log lines
+ * (every sync logs seq, full/partial, ms, buildMs, applyMs), its /proc entries
+ * (RSS, peak RSS, CPU time) and, through an agent in the same namespace, its
+ * /metrics and dashboard API.
+ */
+import type { ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { spawnInNetns } from './netns.ts';
+
+const ROOT = join(import.meta.dirname, '..', '..');
+export const AGENT = join(import.meta.dirname, 'agent.ts');
+
+/** LogLine is one JSON log record of the daemon. */
+export interface LogLine {
+  ts: string;
+  level: string;
+  component: string;
+  msg: string;
+  [k: string]: unknown;
+}
+
+/** SyncLog is the daemon's own account of one sync (its "synced fully/partially" line). */
+export interface SyncLog {
+  seq: number;
+  full: boolean;
+  trigger: string;
+  ms: number;
+  buildMs: number;
+  applyMs: number;
+  lines: number;
+  servicesChanged: number;
+  ok: boolean;
+  error?: string;
+  /** at: when the line was read (epoch ms), a few ms after the sync ended. */
+  at: number;
+}
+
+/** ProcStats are read from /proc/PID: memory in bytes, CPU in seconds. */
+export interface ProcStats {
+  rss: number;
+  peakRss: number;
+  cpuSelf: number;
+  cpuChildren: number;
+}
+
+const TICK = 100; // USER_HZ on Linux
+
+/** children: every process this module started, so an interrupted run can end them (by pid). */
+const children = new Set<ChildProcess>();
+
+/** killAll ends the daemons and agents still running (run.ts on SIGINT/SIGTERM). */
+export function killAll(): void {
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  children.clear();
+}
+
+function track(c: ChildProcess): ChildProcess {
+  children.add(c);
+  c.on('exit', () => children.delete(c));
+  return c;
+}
+
+/** isSyncLine: the sync loop's line at the end of every sync, successful or not. */
+function isSyncLine(l: LogLine): boolean {
+  return l.component.endsWith('sync') && (l.msg === 'synced fully' || l.msg === 'synced partially' || l.msg.startsWith('sync failed'));
+}
+
+export function procStats(pid: number): ProcStats {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? 0) * 1024;
+  // Fields after the command name (which may hold spaces), see proc(5): utime stime cutime cstime are 14-17.
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const n = (i: number) => Number(f[i - 3]);
+  return { rss: kb('VmRSS'), peakRss: kb('VmHWM'), cpuSelf: (n(14) + n(15)) / TICK, cpuChildren: (n(16) + n(17)) / TICK };
+}
+
+/** Agent talks to an agent.ts process (in some namespace) one command at a time. */
+export class Agent {
+  readonly child: ChildProcess;
+  readonly wsMessages: { type: string; syncSeq: number; bytes: number; at: number; connectMs?: number }[] = [];
+  #next = 1;
+  readonly #waiting = new Map<number, (v: Record<string, unknown>) => void>();
+
+  constructor(ns: string) {
+    this.child = track(spawnInNetns(ns, process.execPath, [AGENT], { cwd: ROOT }));
+    this.child.stderr!.on('data', (b: Buffer) => process.stderr.write(`[agent ${ns}] ${b}`));
+    createInterface({ input: this.child.stdout! }).on('line', (line) => {
+      const m = JSON.parse(line) as Record<string, unknown>;
+      if (m.id === 'ws') this.wsMessages.push(m as never);
+      else this.#waiting.get(m.id as number)?.(m);
+    });
+  }
+
+  call(cmd: Record<string, unknown>, timeoutMs = 120_000): Promise<Record<string, unknown>> {
+    const id = this.#next++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`agent: ${String(cmd.op)} took over ${timeoutMs} ms`)), timeoutMs);
+      this.#waiting.set(id, (v) => {
+        clearTimeout(timer);
+        this.#waiting.delete(id);
+        if (v.ok === false) reject(new Error(`agent: ${String(cmd.op)} failed: ${String(v.error)}`));
+        else resolve(v);
+      });
+      this.child.stdin!.write(JSON.stringify({ id, ...cmd }) + '\n');
+    });
+  }
+
+  async get(url: string): Promise<string> {
+    const r = await this.call({ op: 'get', url });
+    if (r.status !== 200) throw new Error(`GET ${url}: ${String(r.status)} ${String(r.body).slice(0, 200)}`);
+    return r.body as string;
+  }
+
+  stop(): void {
+    this.child.stdin!.end();
+    if (this.child.exitCode === null) this.child.kill('SIGTERM');
+  }
+}
+
+export interface DaemonOptions {
+  ns: string;
+  manifests: string;
+  flavor: 'nft' | 'legacy' | 'auto';
+  nodeName: string;
+  clusterCIDR: string;
+  minSyncPeriod?: string;
+  /** metrics: serve /metrics and the dashboard on 127.0.0.1:10249 (default true). */
+  metrics?: boolean;
+  extraArgs?: string[];
+  /** entry: the CLI to run (default server/cli.ts, i.e. the checked-out sources). */
+  entry?: string;
+  /** nodeArgs: Node.js flags before the script (e.g. V8 heap sizes). */
+  nodeArgs?: string[];
+}
+
+/** Daemon is one running kproxy. */
+export class Daemon {
+  readonly child: ChildProcess;
+  readonly pid: number;
+  readonly startedAt = Date.now();
+  readonly logs: LogLine[] = [];
+  readonly syncs: SyncLog[] = [];
+  readonly errors: string[] = [];
+  #waiters: { test: (l: LogLine) => boolean; resolve: (l: LogLine) => void }[] = [];
+  #exited: Promise<number>;
+
+  constructor(o: DaemonOptions) {
+    const args = [
+      ...(o.nodeArgs ?? []),
+      o.entry ?? join(ROOT, 'server', 'cli.ts'),
+      `--source=file:${o.manifests}`,
+      `--hostname-override=${o.nodeName}`,
+      `--cluster-cidr=${o.clusterCIDR}`,
+      `--iptables-flavor=${o.flavor}`,
+      `--iptables-min-sync-period=${o.minSyncPeriod ?? '1s'}`,
+      '--logging-format=json',
+      '--healthz-bind-address=127.0.0.1:10256',
+      `--metrics-bind-address=${o.metrics === false ? '' : '127.0.0.1:10249'}`,
+      ...(o.extraArgs ?? []),
+    ];
+    this.child = track(spawnInNetns(o.ns, process.execPath, args, { cwd: ROOT }));
+    this.pid = this.child.pid!;
+    this.child.stdout!.resume();
+    createInterface({ input: this.child.stderr! }).on('line', (text) => this.#onLine(text));
+    this.#exited = new Promise((resolve) => this.child.on('exit', (code, sig) => resolve(code ?? (sig ? 128 : 1))));
+  }
+
+  #onLine(text: string): void {
+    let l: LogLine;
+    try {
+      l = JSON.parse(text) as LogLine;
+    } catch {
+      this.errors.push(text);
+      return;
+    }
+    this.logs.push(l);
+    if (this.logs.length > 5000) this.logs.splice(0, 1000);
+    if (l.level === 'error') this.errors.push(`${l.component}: ${l.msg} ${String(l.err ?? '')}`);
+    if (isSyncLine(l)) {
+      const ok = l.level !== 'error';
+      this.syncs.push({
+        ok,
+        ...(ok ? {} : { error: `${String(l.code)}: ${String(l.err)}` }),
+        seq: l.seq as number,
+        full: l.msg === 'synced fully' || !ok,
+        trigger: l.trigger as string,
+        ms: (l.ms as number) ?? NaN,
+        buildMs: (l.buildMs as number) ?? NaN,
+        applyMs: (l.applyMs as number) ?? NaN,
+        lines: (l.lines as number) ?? 0,
+        servicesChanged: (l.servicesChanged as number) ?? 0,
+        at: Date.now(),
+      });
+    }
+    for (const w of [...this.#waiters]) {
+      if (w.test(l)) {
+        this.#waiters.splice(this.#waiters.indexOf(w), 1);
+        w.resolve(l);
+      }
+    }
+  }
+
+  /** waitFor resolves with the first log line (from now on) that passes test. */
+  waitFor(test: (l: LogLine) => boolean, timeoutMs: number, what: string): Promise<LogLine> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`kproxy: no "${what}" within ${timeoutMs} ms; last errors: ${this.errors.slice(-3).join(' | ')}`)), timeoutMs);
+      const w = {
+        test,
+        resolve: (l: LogLine) => {
+          clearTimeout(timer);
+          resolve(l);
+        },
+      };
+      this.#waiters.push(w);
+      void this.#exited.then((code) => {
+        if (!this.#waiters.includes(w)) return;
+        clearTimeout(timer);
+        reject(new Error(`kproxy exited (${code}) before "${what}"; last errors: ${this.errors.slice(-3).join(' | ')}`));
+      });
+    });
+  }
+
+  /** nextSync waits for the next sync after seq (any kind) and returns it. */
+  async nextSync(afterSeq: number, timeoutMs: number): Promise<SyncLog> {
+    const have = this.syncs.find((s) => s.seq > afterSeq);
+    if (have) return have;
+    await this.waitFor((l) => isSyncLine(l) && (l.seq as number) > afterSeq, timeoutMs, `sync after ${afterSeq}`);
+    return this.syncs.find((s) => s.seq > afterSeq)!;
+  }
+
+  get lastSeq(): number {
+    return this.syncs.at(-1)?.seq ?? 0;
+  }
+
+  stats(): ProcStats {
+    return procStats(this.pid);
+  }
+
+  async stop(): Promise<number> {
+    if (this.child.exitCode === null) this.child.kill('SIGTERM');
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), 10_000);
+    const code = await this.#exited;
+    clearTimeout(timer);
+    return code;
+  }
+}

@@ -1,0 +1,120 @@
+/**
+ * full-sync measures kproxy's first sync after start in a fresh namespace, as
+ * the daemon logs it (durationMs split into buildMs, kproxy's own time, and
+ * applyMs, the kernel's: iptables-save, jump rules, iptables-restore), then
+ * replays the very restore input it wrote with a bare iptables-restore in
+ * another fresh namespace, in the same run: kproxy-total / bare-restore.
+ */
+import { Agent, Daemon, type SyncLog } from './daemon.ts';
+import { createNetns, deleteNetns } from './netns.ts';
+import { replayFresh, type Flavor } from './replay.ts';
+import { MiB } from './stats.ts';
+
+export const NODE_NAME = 'bench-node';
+export const METRICS = 'http://127.0.0.1:10249';
+
+export interface FullSyncRun {
+  readonly totalMs: number;
+  readonly buildMs: number;
+  readonly applyMs: number;
+  /** ownShare: buildMs / totalMs. */
+  readonly ownShare: number;
+  /** startToSyncedMs: process spawn to the end of the first sync (Node start, manifest parsing, the sync). */
+  readonly startToSyncedMs: number;
+  readonly bareRestoreMs: number;
+  /** ratio: totalMs / bareRestoreMs, the headline. */
+  readonly ratio: number;
+  readonly lines: number;
+  readonly inputBytes: number;
+  readonly rules: number;
+  /** CPU seconds spent by kproxy itself, and by its children (iptables processes), during the sync. */
+  readonly cpuSelfS: number;
+  readonly cpuChildrenS: number;
+  /** rssAtSyncMiB: RSS when the sync ended; peakRssMiB: VmHWM then (start-up and the whole sync). */
+  readonly rssAtSyncMiB: number;
+  readonly peakRssMiB: number;
+  /** steady: a few seconds later, once the dashboard and observers settled. */
+  readonly steadyRssMiB: number;
+  readonly steadyHeapMiB: number;
+  readonly steadyPeakRssMiB: number;
+}
+
+/** RunContext is handed to extra measurements made on a daemon after its first sync. */
+export interface RunContext {
+  readonly ns: string;
+  readonly daemon: Daemon;
+  readonly agent: Agent;
+  readonly first: SyncLog;
+}
+
+export interface FullSyncOptions {
+  manifests: string;
+  flavor: Flavor;
+  clusterCIDR: string;
+  /** settleMs: wait before the steady memory sample. */
+  settleMs?: number;
+  /** timeoutMs for the first sync. */
+  timeoutMs?: number;
+  /** then: more measurements on the running daemon (partial syncs, churn, dashboard). */
+  then?: (ctx: RunContext) => Promise<void>;
+  /** prepare: set up the namespace before kproxy starts (the data plane's links). */
+  prepare?: (ns: string) => Promise<void> | void;
+}
+
+/** metricValue reads one unlabelled sample from Prometheus text. */
+export function metricValue(text: string, name: string): number {
+  const m = new RegExp(`^${name} ([0-9.e+-]+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : NaN;
+}
+
+export async function fullSyncRun(o: FullSyncOptions): Promise<FullSyncRun> {
+  const ns = createNetns('node');
+  let daemon: Daemon | null = null;
+  let agent: Agent | null = null;
+  try {
+    await o.prepare?.(ns);
+    daemon = new Daemon({ ns, manifests: o.manifests, flavor: o.flavor, nodeName: NODE_NAME, clusterCIDR: o.clusterCIDR });
+    const d = daemon;
+    let cpuAtStart = { cpuSelf: 0, cpuChildren: 0 };
+    void d.waitFor((l) => l.msg.startsWith('sources synced'), o.timeoutMs ?? 600_000, 'sources synced').then(
+      () => (cpuAtStart = d.stats()),
+      () => {},
+    );
+    const first = await d.nextSync(0, o.timeoutMs ?? 600_000);
+    const atSync = d.stats();
+    if (!first.ok || !first.full) throw new Error(`first sync ${first.ok ? 'was not full' : `failed: ${first.error}`}`);
+    agent = new Agent(ns);
+    const input = await agent.get(`${METRICS}/api/v1/restore-input/last`);
+    const status = JSON.parse(await agent.get(`${METRICS}/api/v1/status`)) as { overview: { counts: { rulesByTable: Record<string, number> } } };
+    const rules = Object.values(status.overview.counts.rulesByTable).reduce((a, b) => a + b, 0);
+    const bare = replayFresh(o.flavor, input);
+    await new Promise((r) => setTimeout(r, o.settleMs ?? 5000));
+    const steady = d.stats();
+    const metrics = await agent.get(`${METRICS}/metrics`);
+    const run: FullSyncRun = {
+      totalMs: first.ms,
+      buildMs: first.buildMs,
+      applyMs: first.applyMs,
+      ownShare: first.buildMs / first.ms,
+      startToSyncedMs: first.at - d.startedAt,
+      bareRestoreMs: bare,
+      ratio: first.ms / bare,
+      lines: first.lines,
+      inputBytes: Buffer.byteLength(input),
+      rules,
+      cpuSelfS: atSync.cpuSelf - cpuAtStart.cpuSelf,
+      cpuChildrenS: atSync.cpuChildren - cpuAtStart.cpuChildren,
+      rssAtSyncMiB: atSync.rss / MiB,
+      peakRssMiB: atSync.peakRss / MiB,
+      steadyRssMiB: steady.rss / MiB,
+      steadyHeapMiB: metricValue(metrics, 'nodejs_heap_size_used_bytes') / MiB,
+      steadyPeakRssMiB: steady.peakRss / MiB,
+    };
+    if (o.then) await o.then({ ns, daemon: d, agent, first });
+    return run;
+  } finally {
+    agent?.stop();
+    if (daemon) await daemon.stop();
+    deleteNetns(ns);
+  }
+}

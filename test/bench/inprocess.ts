@@ -1,0 +1,185 @@
+/**
+ * inprocess assembles a whole kproxy daemon in this process, as cli.ts does
+ * (file source, state, sync loop, iptables backend, metrics, health, service
+ * health checks, dashboard), over a kernel that accepts every restore input
+ * at once. It measures what the kernel cannot tell apart: each observer's
+ * time per sync, the dashboard's snapshot and deltas, memory over many syncs.
+ */
+import type { RequestListener } from 'node:http';
+import { realClock } from '../../server/clock.ts';
+import type { RunOptions } from '../../server/config/types.ts';
+import { Daemon } from '../../server/daemon.ts';
+import { ConntrackCounter } from '../../server/dashboard/conntrack.ts';
+import { Dashboard } from '../../server/dashboard/dashboard.ts';
+import { IptablesView } from '../../server/dashboard/iptables/view.ts';
+import { MemoryEventRecorder } from '../../server/events/memory-event-recorder.ts';
+import type { IptablesRunner } from '../../server/kernel/iptables.ts';
+import { FakeNetInterfaces } from '../../server/kernel/netif-fake.ts';
+import { FakeSysctl } from '../../server/kernel/sysctl-fake.ts';
+import { silentLogger } from '../../server/log.ts';
+import { ProxyHealth } from '../../server/proxy/healthcheck/proxy-health.ts';
+import { ServiceHealthServer } from '../../server/proxy/healthcheck/service-health-server.ts';
+import { createIptablesBackend, SYSCTL_ROUTE_LOCALNET, SYSCTL_TCP_BE_LIBERAL, type IptablesBackend } from '../../server/proxy/iptables/proxier.ts';
+import { testConfig } from '../../server/proxy/iptables/testing.ts';
+import { ProxyMetrics } from '../../server/proxy/metrics/metrics.ts';
+import type { SyncObserver } from '../../server/proxy/sync-loop.ts';
+import { FileSource } from '../../server/sources/file/file-source.ts';
+
+/** NullKernel accepts every restore input instantly and counts what it got. */
+export class NullKernel implements IptablesRunner {
+  readonly family = 'IPv4' as const;
+  readonly flavor: 'nft' | 'legacy';
+  readonly hasRandomFully = true;
+  restores = 0;
+  lastInputBytes = 0;
+  constructor(flavor: 'nft' | 'legacy' = 'nft') {
+    this.flavor = flavor;
+  }
+  async restore(input: string): Promise<void> {
+    this.restores++;
+    this.lastInputBytes = input.length;
+  }
+  async save(): Promise<string> {
+    return '';
+  }
+  async ensureChain(): Promise<boolean> {
+    return true;
+  }
+  async chainExists(): Promise<boolean> {
+    return true;
+  }
+  async checkRule(): Promise<boolean> {
+    return true;
+  }
+  async insertRule(): Promise<void> {}
+  async deleteRule(): Promise<boolean> {
+    return true;
+  }
+  async flushChain(): Promise<void> {}
+  async deleteChain(): Promise<void> {}
+}
+
+/** ObserverTimes: ms spent in each observer's onSync, one entry per sync. */
+export type ObserverTimes = Record<'metrics' | 'health' | 'dashboard', number[]>;
+
+export interface InProcess {
+  daemon: Daemon;
+  backend: IptablesBackend;
+  kernel: NullKernel;
+  source: FileSource;
+  dashboard: Dashboard;
+  metrics: ProxyMetrics;
+  times: ObserverTimes;
+  stop(): Promise<void>;
+}
+
+function timed(times: number[], o: SyncObserver): SyncObserver {
+  return {
+    onQueued: o.onQueued?.bind(o),
+    onSync(record, checkout, result) {
+      const t0 = performance.now();
+      o.onSync?.(record, checkout, result);
+      times.push(performance.now() - t0);
+    },
+  };
+}
+
+/** startInProcess runs the daemon on a manifest folder and resolves after its first sync. */
+export async function startInProcess(opts: { dir: string; nodeName: string; clusterCIDR: string; minSyncPeriodMs?: number }): Promise<InProcess> {
+  const clock = realClock;
+  const config = testConfig({ clusterCIDRs: [opts.clusterCIDR], iptables: { minSyncPeriodMs: opts.minSyncPeriodMs ?? 0 } });
+  const kernel = new NullKernel();
+  const backend = createIptablesBackend({
+    config,
+    nodeName: opts.nodeName,
+    family: 'IPv4',
+    runner: kernel,
+    netif: new FakeNetInterfaces(),
+    sysctl: new FakeSysctl({ [SYSCTL_ROUTE_LOCALNET]: '1', [SYSCTL_TCP_BE_LIBERAL]: '0' }),
+    clock,
+    logger: silentLogger,
+  });
+  const source = new FileSource({ path: opts.dir, nodeName: opts.nodeName, clock, logger: silentLogger, watch: false, pollMs: 0 });
+  const run: RunOptions = {
+    configFile: null,
+    kubeconfig: null,
+    source: `file:${opts.dir}`,
+    sourceIsDefault: false,
+    once: false,
+    cleanup: false,
+    dryRun: false,
+    dashboardTokenFile: null,
+    iptablesFlavor: 'nft',
+    version: false,
+    help: false,
+  };
+  const events = new MemoryEventRecorder({ clock, logger: silentLogger });
+  const times: ObserverTimes = { metrics: [], health: [], dashboard: [] };
+  const daemon = new Daemon({ config, run, nodeName: opts.nodeName, logger: silentLogger, clock, backend, source, events });
+
+  // As startNodeServers wires them (server/http/node-servers.ts), minus the listeners.
+  const state = daemon.state;
+  const health = new ProxyHealth({ clock, healthTimeoutMs: 60_000, node: () => state.node });
+  const metrics = new ProxyMetrics({ mode: 'iptables', state, clock, logger: silentLogger, source: () => source.status() });
+  const fakeListen = async (_host: string, _port: number, _h: RequestListener) => ({ close: async () => {} });
+  const serviceHealth = new ServiceHealthServer({ nodeName: opts.nodeName, logger: silentLogger, bindAddresses: () => ['0.0.0.0'], proxyHealthy: () => true, listen: fakeListen });
+  daemon.loop.addObserver(timed(times.metrics, metrics.observer));
+  daemon.loop.addObserver(
+    timed(times.health, {
+      onSync(record, checkout) {
+        health.noteNode(checkout.node);
+        if (!record.ok) return;
+        health.updated('IPv4');
+        void serviceHealth.reconcile(checkout);
+      },
+    }),
+  );
+  const loopProxy = {
+    addObserver: (o: SyncObserver) => daemon.loop.addObserver(timed(times.dashboard, o)),
+    requestFullSync: daemon.loop.requestFullSync.bind(daemon.loop),
+    pause: daemon.loop.pause.bind(daemon.loop),
+    resume: daemon.loop.resume.bind(daemon.loop),
+    get paused() {
+      return daemon.loop.paused;
+    },
+    get lastRecord() {
+      return daemon.loop.lastRecord;
+    },
+  };
+  const dashboard = new Dashboard({
+    daemon: { ...daemonFields(daemon), loop: loopProxy },
+    provider: new IptablesView({ runner: kernel, simulated: false, skipped: backend.metrics.skippedServicePorts }),
+    conntrack: new ConntrackCounter({ sysctl: new FakeSysctl({}), clock }),
+    backendDescription: 'iptables (bench, null kernel)',
+    events,
+    health: () => null,
+  });
+  await daemon.start();
+  await waitUntil(() => daemon.loop.lastRecord !== null, 600_000);
+  return {
+    daemon,
+    backend,
+    kernel,
+    source,
+    dashboard,
+    metrics,
+    times,
+    stop: async () => {
+      dashboard.stop();
+      await daemon.stop();
+      await serviceHealth.close();
+    },
+  };
+}
+
+function daemonFields(d: Daemon) {
+  return { config: d.config, nodeName: d.nodeName, clock: d.clock, logger: d.logger, state: d.state, backend: d.backend, source: d.source };
+}
+
+export async function waitUntil(test: () => boolean, timeoutMs: number): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!test()) {
+    if (Date.now() > end) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}

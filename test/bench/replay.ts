@@ -1,0 +1,32 @@
+/**
+ * replay feeds a restore input to a bare iptables-restore in a fresh
+ * namespace: the kernel's own time for exactly what kproxy wrote, with the
+ * same flags kproxy passes. That is the denominator of the headline ratio.
+ */
+import { spawnSync } from 'node:child_process';
+import { createNetns, deleteNetns } from './netns.ts';
+
+export type Flavor = 'nft' | 'legacy';
+
+/** restoreFlags: kproxy's (server/kernel/iptables.ts WAIT_FLAGS + --noflush --counters). */
+export const RESTORE_FLAGS = ['-w', '5', '-W', '100000', '--noflush', '--counters'];
+
+/** timeRestore runs iptables-<flavor>-restore on input inside ns and returns wall ms (throws on failure). */
+export function timeRestore(ns: string, flavor: Flavor, input: string, timeoutMs = 600_000): number {
+  const t0 = performance.now();
+  const r = spawnSync('ip', ['netns', 'exec', ns, `iptables-${flavor}-restore`, ...RESTORE_FLAGS], { input, encoding: 'utf8', timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 });
+  const ms = performance.now() - t0;
+  if (r.error) throw new Error(`iptables-${flavor}-restore: ${r.error.message}`);
+  if (r.status !== 0) throw new Error(`iptables-${flavor}-restore failed (exit ${r.status}): ${r.stderr.slice(0, 500)}`);
+  return ms;
+}
+
+/** replayFresh restores input into a namespace made for it, then removes the namespace. */
+export function replayFresh(flavor: Flavor, input: string): number {
+  const ns = createNetns('replay');
+  try {
+    return timeRestore(ns, flavor, input);
+  } finally {
+    deleteNetns(ns);
+  }
+}

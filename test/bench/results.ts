@@ -1,0 +1,90 @@
+/**
+ * results: the shape of a benchmark run's JSON (test/bench/results/*.json),
+ * what run.ts fills in and report.ts renders.
+ */
+import type { ChurnResult } from './churn.ts';
+import type { ConnectTimes } from './dataplane.ts';
+import type { FullSyncRun } from './full-sync.ts';
+import type { Machine } from './machine.ts';
+import type { PartialSample } from './partial-sync.ts';
+import type { Flavor } from './replay.ts';
+import type { Percentiles } from './stats.ts';
+
+export interface Size {
+  readonly services: number;
+  readonly endpoints: number;
+}
+
+export const sizeName = (s: Size) => `${s.services.toLocaleString('en-US')} × ${s.endpoints}`;
+
+export interface FullSyncResult {
+  readonly size: Size;
+  readonly flavor: Flavor;
+  readonly runs: FullSyncRun[];
+  readonly error?: string;
+}
+
+export interface PartialResult {
+  readonly size: Size;
+  readonly flavor: Flavor;
+  readonly samples: PartialSample[];
+}
+
+export interface ChurnEntry extends ChurnResult {
+  readonly size: Size;
+  readonly flavor: Flavor;
+  readonly minSyncPeriodMs: number;
+}
+
+export interface DataPlaneResult {
+  readonly size: Size;
+  readonly flavor: Flavor;
+  /** noRules: straight to the pod before kproxy started (the network alone). */
+  readonly noRules: ConnectTimes;
+  readonly withRules: ConnectTimes;
+}
+
+export interface DashboardResult {
+  readonly size: Size;
+  readonly flavor: Flavor;
+  readonly snapshotBytes: number;
+  /** snapshotBuildMs: the server's own time to build and serialise it (overview.stream.lastSnapshotMs). */
+  readonly snapshotBuildMs: number | null;
+  /** connectToSnapshotMs: WebSocket open to the snapshot received, in the agent. */
+  readonly connectToSnapshotMs: number;
+  readonly deltaBytes: number[];
+}
+
+export interface LeakResult {
+  readonly services: number;
+  readonly endpoints: number;
+  readonly syncs: number;
+  readonly wallS: number;
+  readonly samples: { syncs: number; rssMiB: number; heapMiB: number; externalMiB: number }[];
+  readonly growthMiB: { rss: number; heap: number; from: number; to: number };
+  readonly syncMs: Percentiles;
+  readonly observerMs: { metrics: Percentiles; health: Percentiles; dashboard: Percentiles };
+}
+
+export interface TargetResult {
+  readonly name: string;
+  readonly target: string;
+  readonly measured: string;
+  readonly met: boolean | null;
+  readonly note?: string;
+}
+
+export interface Results {
+  readonly mode: 'quick' | 'full';
+  readonly startedAt: string;
+  durationS: number;
+  readonly machine: Machine;
+  readonly fullSync: FullSyncResult[];
+  readonly partial: PartialResult[];
+  readonly churn: ChurnEntry[];
+  readonly dataPlane: DataPlaneResult[];
+  readonly dashboard: DashboardResult[];
+  leak: LeakResult | null;
+  targets: TargetResult[];
+  readonly notes: string[];
+}

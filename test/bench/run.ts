@@ -1,0 +1,274 @@
+/**
+ * run is `npm run bench`: kproxy against the kernel's own limit, on synthetic
+ * clusters, in private network namespaces (kpt-bench-*, removed at the end
+ * and on interruption). Needs root and iptables (legacy and nft).
+ *
+ *   npm run bench -- --quick        a few minutes: 1k/10k services, both flavours for full syncs
+ *   npm run bench                   the full size: 1k/10k/30k × 2/10 endpoints, 3 runs each
+ *   options: --flavor nft|legacy|both  --runs N  --out DIR  --docs (rewrite docs/performance.md's table)
+ *
+ * Writes results/<date>-<mode>.json and .md (test/bench/results/ by default).
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { measureChurn } from './churn.ts';
+import { generateCluster, POD_CIDR, type SyntheticCluster } from './cluster.ts';
+import { killAll } from './daemon.ts';
+import { measureConnects, wireDataPlane, writeProbe, type ConnectTimes, type DataPlane } from './dataplane.ts';
+import { fullSyncRun, METRICS, NODE_NAME, type RunContext } from './full-sync.ts';
+import { describeMachine } from './machine.ts';
+import { writeManifests, type ManifestDir } from './manifests.ts';
+import { removeAll } from './netns.ts';
+import { measurePartial } from './partial-sync.ts';
+import type { Flavor } from './replay.ts';
+import { evaluateTargets, renderMarkdown } from './report.ts';
+import { sizeName, type LeakResult, type Results, type Size } from './results.ts';
+
+const { values: opts } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    flavor: { type: 'string', default: 'both' },
+    runs: { type: 'string' },
+    out: { type: 'string', default: join(import.meta.dirname, 'results') },
+    docs: { type: 'boolean', default: false },
+  },
+});
+const quick = opts.quick!;
+const flavors: Flavor[] = opts.flavor === 'both' ? ['nft', 'legacy'] : [opts.flavor as Flavor];
+const ROOT = join(import.meta.dirname, '..', '..');
+const MIN_SYNC_PERIOD_MS = 1000; // kproxy's default, what the daemons run with
+
+const S = (services: number, endpoints: number): Size => ({ services, endpoints });
+const same = (a: Size, b: Size) => a.services === b.services && a.endpoints === b.endpoints;
+
+/** Plan: which sizes get which measurement. The first flavour listed is the node default (auto picks nft). */
+const plan = quick
+  ? {
+      full: [
+        { size: S(1000, 2), flavors, runs: 2 },
+        { size: S(10_000, 2), flavors, runs: 2 },
+        { size: S(10_000, 10), flavors: flavors.slice(0, 1), runs: 1 },
+      ],
+      partialAt: [S(10_000, 2), S(10_000, 10)],
+      partialReps: 3,
+      churnAt: S(10_000, 10),
+      churnSeconds: 20,
+      dashboardAt: S(10_000, 10),
+      dataPlaneAt: [S(1000, 2), S(10_000, 2)],
+      connects: 1000,
+      leak: { size: S(1000, 10), syncs: 1000 },
+      extrasFlavors: flavors.slice(0, 1),
+    }
+  : {
+      full: [S(1000, 2), S(1000, 10), S(10_000, 2), S(10_000, 10), S(30_000, 2), S(30_000, 10)].map((size) => ({ size, flavors, runs: 3 })),
+      partialAt: [S(10_000, 2), S(10_000, 10)],
+      partialReps: 5,
+      churnAt: S(10_000, 10),
+      churnSeconds: 60,
+      dashboardAt: S(10_000, 10),
+      dataPlaneAt: [S(1000, 2), S(10_000, 2), S(30_000, 2)],
+      connects: 2000,
+      leak: { size: S(10_000, 10), syncs: 1000 },
+      extrasFlavors: flavors,
+    };
+if (opts.runs) for (const f of plan.full) f.runs = Number(opts.runs);
+
+function log(msg: string): void {
+  process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
+}
+
+function preflight(): void {
+  if (process.getuid?.() !== 0) throw new Error('npm run bench needs root (network namespaces, iptables)');
+  for (const bin of ['ip', 'iptables-legacy-restore', 'iptables-nft-restore', 'iptables-legacy-save', 'iptables-nft-save']) {
+    try {
+      execFileSync('sh', ['-c', `command -v ${bin}`], { stdio: 'ignore' });
+    } catch {
+      throw new Error(`npm run bench needs ${bin} (Debian: apt-get install iptables iproute2)`);
+    }
+  }
+}
+
+const scratch = join('/tmp', `kproxy-bench-${process.pid}`);
+const clusters = new Map<string, { cluster: SyntheticCluster; manifests: ManifestDir }>();
+
+function clusterFor(size: Size): { cluster: SyntheticCluster; manifests: ManifestDir } {
+  const key = `${size.services}x${size.endpoints}`;
+  let c = clusters.get(key);
+  if (!c) {
+    const t0 = performance.now();
+    const cluster = generateCluster({ services: size.services, endpointsPerService: size.endpoints, nodeName: NODE_NAME, nodeIP: '10.250.0.2' });
+    const manifests = writeManifests(cluster, join(scratch, key), 100);
+    writeProbe(manifests.dir);
+    c = { cluster, manifests };
+    clusters.set(key, c);
+    log(`generated ${sizeName(size)}: ${(manifests.bytes / 1024 / 1024).toFixed(1)} MiB of manifests in ${Math.round(performance.now() - t0)} ms`);
+  }
+  return c;
+}
+
+async function dashboardNumbers(ctx: RunContext, c: { cluster: SyntheticCluster; manifests: ManifestDir }, size: Size, flavor: Flavor, results: Results): Promise<void> {
+  const before = ctx.agent.wsMessages.length;
+  await ctx.agent.call({ op: 'ws', url: 'ws://127.0.0.1:10249/ws' });
+  const t0 = Date.now();
+  while (!ctx.agent.wsMessages.slice(before).some((m) => m.type === 'snapshot')) {
+    if (Date.now() - t0 > 60_000) throw new Error('no dashboard snapshot');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  const snap = ctx.agent.wsMessages.slice(before).find((m) => m.type === 'snapshot')!;
+  const status = JSON.parse(await ctx.agent.get(`${METRICS}/api/v1/status`)) as { overview: { stream?: { lastSnapshotMs?: number } } };
+  const samples = await measurePartial(ctx, c.cluster, c.manifests, 1);
+  await ctx.agent.call({ op: 'ws-close' });
+  results.dashboard.push({
+    size,
+    flavor,
+    snapshotBytes: snap.bytes,
+    snapshotBuildMs: status.overview.stream?.lastSnapshotMs ?? null,
+    connectToSnapshotMs: snap.connectMs ?? NaN,
+    deltaBytes: samples.map((s) => s.deltaBytes ?? NaN),
+  });
+}
+
+function runLeak(size: Size, syncs: number): LeakResult {
+  const dir = join(scratch, `leak-${size.services}x${size.endpoints}`);
+  const out = execFileSync(process.execPath, ['--expose-gc', join(import.meta.dirname, 'leak.ts'), dir, String(size.services), String(size.endpoints), String(syncs)], {
+    encoding: 'utf8',
+    cwd: ROOT,
+    maxBuffer: 64 * 1024 * 1024,
+    timeout: 1_800_000,
+  });
+  rmSync(dir, { recursive: true, force: true });
+  return JSON.parse(out.trim().split('\n').at(-1)!) as LeakResult;
+}
+
+async function main(): Promise<Results> {
+  preflight();
+  mkdirSync(scratch, { recursive: true });
+  const startedAt = new Date();
+  log(`mode ${quick ? 'quick' : 'full'}, flavours ${flavors.join(', ')}; scratch ${scratch}`);
+  const results: Results = {
+    mode: quick ? 'quick' : 'full',
+    startedAt: startedAt.toISOString(),
+    durationS: 0,
+    machine: await describeMachine(join(scratch, 'auto')),
+    fullSync: [],
+    partial: [],
+    churn: [],
+    dataPlane: [],
+    dashboard: [],
+    leak: null,
+    targets: [],
+    notes: [],
+  };
+  log(`machine: ${results.machine.cores} cores, kernel ${results.machine.kernel}, auto flavour ${results.machine.autoFlavor.flavor}`);
+
+  for (const step of plan.full) {
+    const c = clusterFor(step.size);
+    for (const flavor of step.flavors) {
+      const entry = { size: step.size, flavor, runs: [] as Results['fullSync'][number]['runs'] };
+      results.fullSync.push(entry);
+      for (let run = 1; run <= step.runs; run++) {
+        const extras = run === 1 && plan.extrasFlavors.includes(flavor);
+        const doDataPlane = extras && plan.dataPlaneAt.some((s) => same(s, step.size));
+        const doPartial = extras && plan.partialAt.some((s) => same(s, step.size));
+        const doChurn = extras && same(plan.churnAt, step.size);
+        const doDashboard = extras && same(plan.dashboardAt, step.size);
+        let dp: DataPlane | null = null;
+        let noRules: ConnectTimes | null = null;
+        log(`full sync ${sizeName(step.size)} ${flavor}, run ${run}/${step.runs}`);
+        try {
+          const r = await fullSyncRun({
+            manifests: c.manifests.dir,
+            flavor,
+            clusterCIDR: POD_CIDR,
+            settleMs: quick ? 3000 : 5000,
+            timeoutMs: 1_800_000,
+            prepare: doDataPlane
+              ? async (ns) => {
+                  dp = await wireDataPlane(ns);
+                  noRules = await measureConnects(dp, plan.connects, false);
+                }
+              : undefined,
+            then: async (ctx) => {
+              if (doDataPlane && dp && noRules) {
+                log(`  data plane: ${plan.connects} connects`);
+                results.dataPlane.push({ size: step.size, flavor, noRules, withRules: await measureConnects(dp, plan.connects) });
+              }
+              if (doPartial) {
+                log(`  partial syncs (${plan.partialReps} × endpoint, add, remove)`);
+                results.partial.push({ size: step.size, flavor, samples: await measurePartial(ctx, c.cluster, c.manifests, plan.partialReps) });
+              }
+              if (doChurn) {
+                log(`  churn: 50 updates/s for ${plan.churnSeconds} s`);
+                results.churn.push({ size: step.size, flavor, minSyncPeriodMs: MIN_SYNC_PERIOD_MS, ...(await measureChurn(ctx, c.cluster, c.manifests, 50, plan.churnSeconds)) });
+              }
+              if (doDashboard) {
+                log('  dashboard: snapshot and deltas');
+                await dashboardNumbers(ctx, c, step.size, flavor, results);
+              }
+            },
+          });
+          entry.runs.push(r);
+          log(`  total ${Math.round(r.totalMs)} ms (build ${Math.round(r.buildMs)}), bare restore ${Math.round(r.bareRestoreMs)} ms, ratio ${r.ratio.toFixed(2)}, steady RSS ${Math.round(r.steadyRssMiB)} MiB`);
+        } catch (err) {
+          const msg = err instanceof Error ? err.message : String(err);
+          log(`  FAILED: ${msg}`);
+          results.notes.push(`${sizeName(step.size)} ${flavor} run ${run} failed: ${msg}`);
+        } finally {
+          (dp as DataPlane | null)?.close();
+        }
+      }
+    }
+  }
+
+  log(`leak check: ${plan.leak.syncs} syncs in process at ${sizeName(plan.leak.size)}`);
+  try {
+    results.leak = runLeak(plan.leak.size, plan.leak.syncs);
+  } catch (err) {
+    results.notes.push(`leak check failed: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  results.durationS = (Date.now() - startedAt.getTime()) / 1000;
+  results.targets = evaluateTargets(results);
+  return results;
+}
+
+function write(results: Results): void {
+  mkdirSync(opts.out!, { recursive: true });
+  const stamp = results.startedAt.replace(/[:]/g, '').replace(/\.\d+Z$/, 'Z');
+  const base = join(opts.out!, `${stamp}-${results.mode}`);
+  const md = renderMarkdown(results);
+  writeFileSync(`${base}.json`, JSON.stringify(results, null, 1) + '\n');
+  writeFileSync(`${base}.md`, md);
+  process.stdout.write(md);
+  log(`wrote ${base}.json and .md`);
+  if (opts.docs) {
+    const docs = join(ROOT, 'docs', 'performance.md');
+    const text = readFileSync(docs, 'utf8');
+    const start = '<!-- bench:results:start -->';
+    const end = '<!-- bench:results:end -->';
+    const a = text.indexOf(start);
+    const b = text.indexOf(end);
+    if (a < 0 || b < a) throw new Error(`${docs} has no ${start} ... ${end} block`);
+    writeFileSync(docs, `${text.slice(0, a + start.length)}\n${md}\n${text.slice(b)}`);
+    log(`updated ${docs}`);
+  }
+}
+
+const cleanUp = () => {
+  killAll();
+  removeAll();
+  rmSync(scratch, { recursive: true, force: true });
+};
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(sig, () => {
+    log(`${sig}: removing namespaces and processes`);
+    cleanUp();
+    process.exit(130);
+  });
+}
+try {
+  write(await main());
+} finally {
+  cleanUp();
+}
