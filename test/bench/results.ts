@@ -60,8 +60,9 @@ export interface LeakResult {
   readonly endpoints: number;
   readonly syncs: number;
   readonly wallS: number;
-  readonly samples: { syncs: number; rssMiB: number; heapMiB: number; externalMiB: number }[];
-  readonly growthMiB: { rss: number; heap: number; from: number; to: number };
+  readonly samples: { syncs: number; rssMiB: number; heapMiB: number; externalMiB: number; inputsKeptMiB: number }[];
+  /** inputsKept: growth of the restore inputs the dashboard holds as text until it folds them (bounded, 16 MiB). */
+  readonly growthMiB: { rss: number; heap: number; inputsKept: number; from: number; to: number };
   readonly syncMs: Percentiles;
   readonly observerMs: { metrics: Percentiles; health: Percentiles; dashboard: Percentiles };
 }
