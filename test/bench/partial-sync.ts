@@ -13,6 +13,7 @@ import { ANNOTATION_TRIGGER, endpointIP, ipText, type SyntheticCluster } from '.
 import type { RunContext } from './full-sync.ts';
 import { METRICS } from './full-sync.ts';
 import { writeAtomically, writeSlice, type ManifestDir } from './manifests.ts';
+import { timeRestore, type Flavor } from './replay.ts';
 
 export type PartialKind = 'endpoint' | 'add' | 'remove';
 
@@ -108,4 +109,21 @@ export async function measurePartial(ctx: RunContext, c: SyntheticCluster, m: Ma
     }
   }
   return out;
+}
+
+/**
+ * kernelFloorMs is what the kernel charges for the smallest change at this
+ * size: a restore that adds one chain with one rule (a chain kproxy does not
+ * own), in the daemon's namespace, best of three. No partial sync that adds a
+ * rule can be faster; with iptables-nft the time is the kernel validating the
+ * jump graph reachable from the built-in chains, with legacy iptables the
+ * whole table being copied out, changed and copied back.
+ */
+export function kernelFloorMs(ns: string, flavor: Flavor): number {
+  const times: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    times.push(timeRestore(ns, flavor, '*nat\n:KPT-BENCH-FLOOR - [0:0]\n-A KPT-BENCH-FLOOR -j RETURN\nCOMMIT\n'));
+    timeRestore(ns, flavor, '*nat\n:KPT-BENCH-FLOOR - [0:0]\n-X KPT-BENCH-FLOOR\nCOMMIT\n');
+  }
+  return Math.min(...times);
 }

@@ -28,6 +28,8 @@ export interface PartialResult {
   readonly size: Size;
   readonly flavor: Flavor;
   readonly samples: PartialSample[];
+  /** kernelFloorMs: a bare restore adding one chain and rule in the same namespace (partial-sync.ts). */
+  readonly kernelFloorMs: number;
 }
 
 export interface ChurnEntry extends ChurnResult {

@@ -21,7 +21,7 @@ import { fullSyncRun, METRICS, NODE_NAME, type RunContext } from './full-sync.ts
 import { describeMachine } from './machine.ts';
 import { writeManifests, type ManifestDir } from './manifests.ts';
 import { removeAll } from './netns.ts';
-import { measurePartial } from './partial-sync.ts';
+import { kernelFloorMs, measurePartial } from './partial-sync.ts';
 import type { Flavor } from './replay.ts';
 import { evaluateTargets, renderMarkdown } from './report.ts';
 import { sizeName, type LeakResult, type Results, type Size } from './results.ts';
@@ -197,7 +197,8 @@ async function main(): Promise<Results> {
               }
               if (doPartial) {
                 log(`  partial syncs (${plan.partialReps} × endpoint, add, remove)`);
-                results.partial.push({ size: step.size, flavor, samples: await measurePartial(ctx, c.cluster, c.manifests, plan.partialReps) });
+                const samples = await measurePartial(ctx, c.cluster, c.manifests, plan.partialReps);
+                results.partial.push({ size: step.size, flavor, samples, kernelFloorMs: kernelFloorMs(ctx.ns, flavor) });
               }
               if (doChurn) {
                 log(`  churn: 50 updates/s for ${plan.churnSeconds} s`);
