@@ -1,3 +1,4 @@
+import { recordCall, UNBOUNDED, type CallLogLimits } from './call-log.ts';
 import { canonicalEntry, IPSET_TYPES, IpsetRestoreError, createArgs, type IpsetRunner, type IpsetSet, type IpsetSpec, type IpsetType } from './ipset.ts';
 
 export interface FakeIpsetOptions {
@@ -15,6 +16,8 @@ export class FakeIpset implements IpsetRunner {
   readonly #sets = new Map<string, { spec: IpsetSpec; entries: Set<string> }>();
   readonly #references: (name: string) => number;
   readonly calls: { op: 'save' | 'restore'; input?: string }[] = [];
+  /** callLogLimits bound the call history (default: all; --dry-run daemons keep little). */
+  callLogLimits: CallLogLimits = UNBOUNDED;
 
   constructor(opts: FakeIpsetOptions = {}) {
     this.#references = opts.references ?? (() => 0);
@@ -25,7 +28,7 @@ export class FakeIpset implements IpsetRunner {
   }
 
   async save(): Promise<Map<string, IpsetSet>> {
-    this.calls.push({ op: 'save' });
+    recordCall(this.calls, { op: 'save' }, this.callLogLimits);
     return this.sets();
   }
 
@@ -47,7 +50,7 @@ export class FakeIpset implements IpsetRunner {
   }
 
   async restore(batch: string): Promise<void> {
-    this.calls.push({ op: 'restore', input: batch });
+    recordCall(this.calls, { op: 'restore', input: batch }, this.callLogLimits);
     const lines = batch.split('\n');
     for (let i = 0; i < lines.length; i++) {
       const line = lines[i].trim();

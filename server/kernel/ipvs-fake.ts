@@ -1,3 +1,4 @@
+import { recordCall, UNBOUNDED, type CallLogLimits } from './call-log.ts';
 import { IpvsSyntaxError, parseIpvsCommand, realServerKey, virtualServerKey, type IpvsRealServer, type IpvsService, type IpvsVirtualServer } from './ipvs-batch.ts';
 import { parseIpvsList, parseIpvsSave, parseIpvsStats, renderIpvsList, renderIpvsSave, renderIpvsStats, type IpvsCounters, type IpvsServiceStats } from './ipvs-listing.ts';
 import { IpvsRestoreError, type IpvsRunner } from './ipvs.ts';
@@ -32,6 +33,8 @@ const ZERO: IpvsCounters = { conns: 0, inPackets: 0, outPackets: 0, inBytes: 0, 
 export class FakeIpvs implements IpvsRunner {
   readonly #services = new Map<string, Entry>();
   readonly calls: FakeIpvsCall[] = [];
+  /** callLogLimits bound the call history (default: all; --dry-run daemons keep little). */
+  callLogLimits: CallLogLimits = UNBOUNDED;
   /** schedulers: scheduler modules this fake kernel has; others are refused like a missing ip_vs_<name>. */
   schedulers = new Set(KERNEL_SCHEDULERS);
   timeouts = { tcp: 900, tcpFin: 120, udp: 300 };
@@ -43,17 +46,17 @@ export class FakeIpvs implements IpvsRunner {
   }
 
   async save(): Promise<IpvsService[]> {
-    this.calls.push({ op: 'save' });
+    recordCall(this.calls, { op: 'save' }, this.callLogLimits);
     return parseIpvsSave(this.saveText());
   }
 
   async list(): Promise<IpvsService[]> {
-    this.calls.push({ op: 'list' });
+    recordCall(this.calls, { op: 'list' }, this.callLogLimits);
     return parseIpvsList(this.listText());
   }
 
   async stats(): Promise<Map<string, IpvsServiceStats>> {
-    this.calls.push({ op: 'stats' });
+    recordCall(this.calls, { op: 'stats' }, this.callLogLimits);
     return parseIpvsStats(this.statsText());
   }
 
@@ -82,7 +85,7 @@ export class FakeIpvs implements IpvsRunner {
   }
 
   async restore(batch: string): Promise<void> {
-    this.calls.push({ op: 'restore', input: batch });
+    recordCall(this.calls, { op: 'restore', input: batch }, this.callLogLimits);
     if (this.failNext !== null) {
       const msg = this.failNext;
       this.failNext = null;

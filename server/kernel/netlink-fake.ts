@@ -1,3 +1,4 @@
+import { recordCall, UNBOUNDED, type CallLogLimits } from './call-log.ts';
 import { canonicalIP } from '../proxy/ip.ts';
 import type { InterfaceAddress } from './netif.ts';
 import { NetlinkBatchError, type LinkTable, type Netlink } from './netlink.ts';
@@ -10,6 +11,8 @@ import { NetlinkBatchError, type LinkTable, type Netlink } from './netlink.ts';
 export class FakeNetlink implements Netlink {
   readonly #links = new Map<string, { dummy: boolean; addrs: InterfaceAddress[] }>();
   readonly calls: { op: 'show' | 'batch'; input?: string }[] = [];
+  /** callLogLimits bound the call history (default: all; --dry-run daemons keep little). */
+  callLogLimits: CallLogLimits = UNBOUNDED;
   /** dummySupported: false models a kernel without the dummy link type. */
   dummySupported = true;
 
@@ -25,7 +28,7 @@ export class FakeNetlink implements Netlink {
   }
 
   async show(): Promise<LinkTable> {
-    this.calls.push({ op: 'show' });
+    recordCall(this.calls, { op: 'show' }, this.callLogLimits);
     return this.table();
   }
 
@@ -47,7 +50,7 @@ export class FakeNetlink implements Netlink {
   }
 
   async batch(commands: string): Promise<void> {
-    this.calls.push({ op: 'batch', input: commands });
+    recordCall(this.calls, { op: 'batch', input: commands }, this.callLogLimits);
     const lines = commands.split('\n');
     for (let i = 0; i < lines.length; i++) {
       const line = lines[i].trim();

@@ -1,3 +1,4 @@
+import { DRY_RUN_LIMITS } from '../../kernel/call-log.ts';
 import type { Clock } from '../../clock.ts';
 import type { ProxyConfig } from '../../config/types.ts';
 import { errorMessage, KernelModuleMissingError } from '../../errors.ts';
@@ -167,8 +168,9 @@ async function probeScheduler(ipvs: IpvsRunner, scheduler: string, log: Logger):
 }
 
 async function dryRunKernel(opts: HostIpvsOptions, exec: ExecFn, log: Logger): Promise<DryRunIpvsKernel> {
-  const iptables = new FakeIptables({ family: opts.family ?? 'IPv4', flavor: opts.flavor === 'legacy' ? 'legacy' : 'nft' });
+  const iptables = new FakeIptables({ family: opts.family ?? 'IPv4', flavor: opts.flavor === 'legacy' ? 'legacy' : 'nft', callLog: DRY_RUN_LIMITS });
   const ipvs = new FakeIpvs();
+  ipvs.callLogLimits = DRY_RUN_LIMITS;
   let links: Record<string, string[]> | undefined;
   try {
     // Node ports answer on the host's addresses: read them (read only) so the dry run shows real node IPs.
@@ -180,6 +182,7 @@ async function dryRunKernel(opts: HostIpvsOptions, exec: ExecFn, log: Logger): P
     log.debug('dry run: cannot read host addresses, simulating eth0', { err: errorMessage(err) });
   }
   const netlink = new FakeNetlink(links);
+  netlink.callLogLimits = DRY_RUN_LIMITS;
   const matchSet = /--match-set (\S+)/;
   // A set an iptables rule matches cannot be destroyed: the fake kernel checks the fake iptables.
   const ipset = new FakeIpset({
@@ -189,6 +192,7 @@ async function dryRunKernel(opts: HostIpvsOptions, exec: ExecFn, log: Logger): P
       return n;
     },
   });
+  ipset.callLogLimits = DRY_RUN_LIMITS;
   return {
     ipvs,
     ipset,
