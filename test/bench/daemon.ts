@@ -151,6 +151,10 @@ export class Daemon {
 
   constructor(o: DaemonOptions) {
     const args = [
+      // SIGUSR2 collects garbage (gc-signal.ts): memory can be read without garbage in it.
+      '--expose-gc',
+      '--import',
+      join(import.meta.dirname, 'gc-signal.ts'),
       ...(o.nodeArgs ?? []),
       o.entry ?? join(ROOT, 'server', 'cli.ts'),
       `--source=file:${o.manifests}`,
@@ -239,6 +243,12 @@ export class Daemon {
 
   stats(): ProcStats {
     return procStats(this.pid);
+  }
+
+  /** collectGarbage asks the daemon for a full GC (gc-signal.ts) and gives it time to finish. */
+  async collectGarbage(): Promise<void> {
+    process.kill(this.pid, 'SIGUSR2');
+    await new Promise((r) => setTimeout(r, 1500));
   }
 
   async stop(): Promise<number> {

@@ -37,6 +37,9 @@ export interface FullSyncRun {
   readonly steadyRssMiB: number;
   readonly steadyHeapMiB: number;
   readonly steadyPeakRssMiB: number;
+  /** afterGc: then after a full garbage collection: the live heap, and what RSS stays. */
+  readonly afterGcRssMiB: number;
+  readonly afterGcHeapMiB: number;
 }
 
 /** RunContext is handed to extra measurements made on a daemon after its first sync. */
@@ -57,6 +60,8 @@ export interface FullSyncOptions {
   timeoutMs?: number;
   /** then: more measurements on the running daemon (partial syncs, churn, dashboard). */
   then?: (ctx: RunContext) => Promise<void>;
+  /** nodeArgs: Node.js flags for the daemon (V8 heap sizes, to try them). */
+  nodeArgs?: string[];
   /** prepare: set up the namespace before kproxy starts (the data plane's links). */
   prepare?: (ns: string) => Promise<void> | void;
 }
@@ -73,7 +78,7 @@ export async function fullSyncRun(o: FullSyncOptions): Promise<FullSyncRun> {
   let agent: Agent | null = null;
   try {
     await o.prepare?.(ns);
-    daemon = new Daemon({ ns, manifests: o.manifests, flavor: o.flavor, nodeName: NODE_NAME, clusterCIDR: o.clusterCIDR });
+    daemon = new Daemon({ ns, manifests: o.manifests, flavor: o.flavor, nodeName: NODE_NAME, clusterCIDR: o.clusterCIDR, nodeArgs: o.nodeArgs });
     const d = daemon;
     let cpuAtStart = { cpuSelf: 0, cpuChildren: 0 };
     void d.waitFor((l) => l.msg.startsWith('sources synced'), o.timeoutMs ?? 600_000, 'sources synced').then(
@@ -91,6 +96,9 @@ export async function fullSyncRun(o: FullSyncOptions): Promise<FullSyncRun> {
     await new Promise((r) => setTimeout(r, o.settleMs ?? 5000));
     const steady = d.stats();
     const metrics = await agent.get(`${METRICS}/metrics`);
+    await d.collectGarbage();
+    const afterGc = d.stats();
+    const metricsAfterGc = await agent.get(`${METRICS}/metrics`);
     const run: FullSyncRun = {
       totalMs: first.ms,
       buildMs: first.buildMs,
@@ -109,12 +117,48 @@ export async function fullSyncRun(o: FullSyncOptions): Promise<FullSyncRun> {
       steadyRssMiB: steady.rss / MiB,
       steadyHeapMiB: metricValue(metrics, 'nodejs_heap_size_used_bytes') / MiB,
       steadyPeakRssMiB: steady.peakRss / MiB,
+      afterGcRssMiB: afterGc.rss / MiB,
+      afterGcHeapMiB: metricValue(metricsAfterGc, 'nodejs_heap_size_used_bytes') / MiB,
     };
     if (o.then) await o.then({ ns, daemon: d, agent, first });
     return run;
   } finally {
     agent?.stop();
     if (daemon) await daemon.stop();
+    deleteNetns(ns);
+  }
+}
+
+/** MemoryOnly is a daemon's memory with a part of it switched off (the metrics listener, hence the dashboard). */
+export interface MemoryOnly {
+  readonly what: string;
+  readonly rssAtSyncMiB: number;
+  readonly peakRssMiB: number;
+  readonly steadyRssMiB: number;
+  readonly afterGcRssMiB: number;
+}
+
+/** memoryWithoutDashboard runs kproxy with --metrics-bind-address "" (no /metrics, no dashboard) and reads its memory. */
+export async function memoryWithoutDashboard(o: Pick<FullSyncOptions, 'manifests' | 'flavor' | 'clusterCIDR' | 'settleMs'>): Promise<MemoryOnly> {
+  const ns = createNetns('node');
+  const d = new Daemon({ ns, manifests: o.manifests, flavor: o.flavor, nodeName: NODE_NAME, clusterCIDR: o.clusterCIDR, metrics: false });
+  try {
+    const first = await d.nextSync(0, 1_800_000);
+    if (!first.ok) throw new Error(`first sync failed: ${first.error}`);
+    const atSync = d.stats();
+    await new Promise((r) => setTimeout(r, o.settleMs ?? 5000));
+    const steady = d.stats();
+    await d.collectGarbage();
+    const afterGc = d.stats();
+    return {
+      what: 'no metrics listener (no dashboard)',
+      rssAtSyncMiB: atSync.rss / MiB,
+      peakRssMiB: steady.peakRss / MiB,
+      steadyRssMiB: steady.rss / MiB,
+      afterGcRssMiB: afterGc.rss / MiB,
+    };
+  } finally {
+    await d.stop();
     deleteNetns(ns);
   }
 }

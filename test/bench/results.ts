@@ -4,7 +4,7 @@
  */
 import type { ChurnResult } from './churn.ts';
 import type { ConnectTimes } from './dataplane.ts';
-import type { FullSyncRun } from './full-sync.ts';
+import type { FullSyncRun, MemoryOnly } from './full-sync.ts';
 import type { Machine } from './machine.ts';
 import type { PartialSample } from './partial-sync.ts';
 import type { Flavor } from './replay.ts';
@@ -88,6 +88,8 @@ export interface Results {
   readonly dataPlane: DataPlaneResult[];
   readonly dashboard: DashboardResult[];
   leak: LeakResult | null;
+  /** memoryVariants: the daemon's memory with parts switched off, at the RSS target's size. */
+  readonly memoryVariants: (MemoryOnly & { size: Size; flavor: Flavor })[];
   targets: TargetResult[];
   readonly notes: string[];
 }

@@ -17,7 +17,7 @@ import { measureChurn } from './churn.ts';
 import { generateCluster, POD_CIDR, type SyntheticCluster } from './cluster.ts';
 import { killAll } from './daemon.ts';
 import { measureConnects, wireDataPlane, writeProbe, type ConnectTimes, type DataPlane } from './dataplane.ts';
-import { fullSyncRun, METRICS, NODE_NAME, type RunContext } from './full-sync.ts';
+import { fullSyncRun, memoryWithoutDashboard, METRICS, NODE_NAME, type RunContext } from './full-sync.ts';
 import { describeMachine } from './machine.ts';
 import { writeManifests, type ManifestDir } from './manifests.ts';
 import { removeAll } from './netns.ts';
@@ -158,6 +158,7 @@ async function main(): Promise<Results> {
     dataPlane: [],
     dashboard: [],
     leak: null,
+    memoryVariants: [],
     targets: [],
     notes: [],
   };
@@ -221,6 +222,14 @@ async function main(): Promise<Results> {
         }
       }
     }
+  }
+
+  const memSize = S(10_000, 10);
+  log(`memory without the dashboard at ${sizeName(memSize)} ${flavors[0]}`);
+  try {
+    results.memoryVariants.push({ size: memSize, flavor: flavors[0], ...(await memoryWithoutDashboard({ manifests: clusterFor(memSize).manifests.dir, flavor: flavors[0], clusterCIDR: POD_CIDR, settleMs: quick ? 3000 : 5000 })) });
+  } catch (err) {
+    results.notes.push(`memory without the dashboard failed: ${err instanceof Error ? err.message : String(err)}`);
   }
 
   log(`leak check: ${plan.leak.syncs} syncs in process at ${sizeName(plan.leak.size)}`);
