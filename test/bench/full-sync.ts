@@ -138,10 +138,16 @@ export interface MemoryOnly {
   readonly afterGcRssMiB: number;
 }
 
-/** memoryWithoutDashboard runs kproxy with --metrics-bind-address "" (no /metrics, no dashboard) and reads its memory. */
-export async function memoryWithoutDashboard(o: Pick<FullSyncOptions, 'manifests' | 'flavor' | 'clusterCIDR' | 'settleMs'>): Promise<MemoryOnly> {
+/**
+ * memoryVariant runs kproxy with something changed (metrics: false is
+ * --metrics-bind-address "", so no /metrics and no dashboard; nodeArgs are
+ * V8 flags) and reads its memory.
+ */
+export async function memoryVariant(
+  o: Pick<FullSyncOptions, 'manifests' | 'flavor' | 'clusterCIDR' | 'settleMs'> & { what: string; metrics?: boolean; nodeArgs?: string[] },
+): Promise<MemoryOnly> {
   const ns = createNetns('node');
-  const d = new Daemon({ ns, manifests: o.manifests, flavor: o.flavor, nodeName: NODE_NAME, clusterCIDR: o.clusterCIDR, metrics: false });
+  const d = new Daemon({ ns, manifests: o.manifests, flavor: o.flavor, nodeName: NODE_NAME, clusterCIDR: o.clusterCIDR, metrics: o.metrics, nodeArgs: o.nodeArgs });
   try {
     const first = await d.nextSync(0, 1_800_000);
     if (!first.ok) throw new Error(`first sync failed: ${first.error}`);
@@ -151,7 +157,7 @@ export async function memoryWithoutDashboard(o: Pick<FullSyncOptions, 'manifests
     await d.collectGarbage();
     const afterGc = d.stats();
     return {
-      what: 'no metrics listener (no dashboard)',
+      what: o.what,
       rssAtSyncMiB: atSync.rss / MiB,
       peakRssMiB: steady.peakRss / MiB,
       steadyRssMiB: steady.rss / MiB,

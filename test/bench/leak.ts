@@ -9,6 +9,7 @@
  *   node --expose-gc test/bench/leak.ts DIR SERVICES ENDPOINTS SYNCS
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import { getHeapSpaceStatistics } from 'node:v8';
 import { generateCluster } from './cluster.ts';
 import { NODE_NAME } from './full-sync.ts';
 import { startInProcess, waitUntil } from './inprocess.ts';
@@ -37,7 +38,9 @@ const sample = async (n: number) => {
   gc();
   gc();
   const m = process.memoryUsage();
-  return { syncs: n, rssMiB: m.rss / MiB, heapMiB: m.heapUsed / MiB, externalMiB: m.external / MiB, inputsKeptMiB: inputsKeptBytes / MiB };
+  // V8 sizes the young generation by itself (it may double it, up to --max-semi-space-size): RSS follows, the heap does not.
+  const newSpace = getHeapSpaceStatistics().find((x) => x.space_name === 'new_space')?.space_size ?? 0;
+  return { syncs: n, rssMiB: m.rss / MiB, heapMiB: m.heapUsed / MiB, externalMiB: m.external / MiB, inputsKeptMiB: inputsKeptBytes / MiB, newSpaceMiB: newSpace / MiB };
 };
 
 const samples = [await sample(0)];
@@ -70,6 +73,7 @@ process.stdout.write(
       rss: last.rssMiB - first.rssMiB,
       heap: last.heapMiB - first.heapMiB,
       inputsKept: last.inputsKeptMiB - first.inputsKeptMiB,
+      newSpace: last.newSpaceMiB - first.newSpaceMiB,
       from: first.syncs,
       to: last.syncs,
     },

@@ -62,9 +62,12 @@ export interface LeakResult {
   readonly endpoints: number;
   readonly syncs: number;
   readonly wallS: number;
-  readonly samples: { syncs: number; rssMiB: number; heapMiB: number; externalMiB: number; inputsKeptMiB: number }[];
-  /** inputsKept: growth of the restore inputs the dashboard holds as text until it folds them (bounded, 16 MiB). */
-  readonly growthMiB: { rss: number; heap: number; inputsKept: number; from: number; to: number };
+  readonly samples: { syncs: number; rssMiB: number; heapMiB: number; externalMiB: number; inputsKeptMiB: number; newSpaceMiB: number }[];
+  /**
+   * inputsKept: growth of the restore inputs the dashboard holds as text until it folds them (bounded, 16 MiB).
+   * newSpace: growth of V8's young generation, which V8 resizes by itself (bounded by --max-semi-space-size).
+   */
+  readonly growthMiB: { rss: number; heap: number; inputsKept: number; newSpace: number; from: number; to: number };
   readonly syncMs: Percentiles;
   readonly observerMs: { metrics: Percentiles; health: Percentiles; dashboard: Percentiles };
 }

@@ -17,7 +17,7 @@ import { measureChurn } from './churn.ts';
 import { generateCluster, POD_CIDR, type SyntheticCluster } from './cluster.ts';
 import { killAll } from './daemon.ts';
 import { measureConnects, wireDataPlane, writeProbe, type ConnectTimes, type DataPlane } from './dataplane.ts';
-import { fullSyncRun, memoryWithoutDashboard, METRICS, NODE_NAME, type RunContext } from './full-sync.ts';
+import { fullSyncRun, memoryVariant, METRICS, NODE_NAME, type RunContext } from './full-sync.ts';
 import { describeMachine } from './machine.ts';
 import { writeManifests, type ManifestDir } from './manifests.ts';
 import { removeAll } from './netns.ts';
@@ -225,11 +225,17 @@ async function main(): Promise<Results> {
   }
 
   const memSize = S(10_000, 10);
-  log(`memory without the dashboard at ${sizeName(memSize)} ${flavors[0]}`);
-  try {
-    results.memoryVariants.push({ size: memSize, flavor: flavors[0], ...(await memoryWithoutDashboard({ manifests: clusterFor(memSize).manifests.dir, flavor: flavors[0], clusterCIDR: POD_CIDR, settleMs: quick ? 3000 : 5000 })) });
-  } catch (err) {
-    results.notes.push(`memory without the dashboard failed: ${err instanceof Error ? err.message : String(err)}`);
+  const variants = [
+    { what: 'no metrics listener (hence no dashboard)', metrics: false },
+    { what: 'node --max-semi-space-size=8 (V8 young generation capped at 8 MiB per semi-space)', nodeArgs: ['--max-semi-space-size=8'] },
+  ];
+  for (const v of variants) {
+    log(`memory at ${sizeName(memSize)} ${flavors[0]}: ${v.what}`);
+    try {
+      results.memoryVariants.push({ size: memSize, flavor: flavors[0], ...(await memoryVariant({ manifests: clusterFor(memSize).manifests.dir, flavor: flavors[0], clusterCIDR: POD_CIDR, settleMs: quick ? 3000 : 5000, ...v })) });
+    } catch (err) {
+      results.notes.push(`memory (${v.what}) failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
   }
 
   log(`leak check: ${plan.leak.syncs} syncs in process at ${sizeName(plan.leak.size)}`);
