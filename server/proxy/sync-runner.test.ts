@@ -38,7 +38,7 @@ describe('SyncRunner', () => {
     expect(starts).toEqual([0]);
   });
 
-  it('keeps minInterval from the start of one run to the start of the next and coalesces requests', async () => {
+  it('keeps minInterval from the end of one run to the start of the next and coalesces requests', async () => {
     const { clock, runner, starts } = setup(1000, 30_000, 300);
     runner.start();
     runner.request();
@@ -50,17 +50,7 @@ describe('SyncRunner', () => {
     await clock.advanceAsync(250); // first run ended at 300
     runner.request();
     await clock.advanceAsync(5000);
-    expect(starts).toEqual([0, 1000]);
-  });
-
-  it('starts the run requested during a run longer than minInterval as soon as it ends', async () => {
-    const { clock, runner, starts } = setup(1000, 30_000, 1500);
-    runner.start();
-    runner.request();
-    await clock.advanceAsync(200);
-    runner.request();
-    await clock.advanceAsync(5000);
-    expect(starts).toEqual([0, 1500]);
+    expect(starts).toEqual([0, 1300]);
   });
 
   it('runs every maxInterval without requests', async () => {

@@ -2,12 +2,7 @@ import type { Clock, TimerHandle } from '../clock.ts';
 
 export interface SyncRunnerOptions {
   clock: Clock;
-  /**
-   * minIntervalMs: least time from the start of one run to the start of the
-   * next (minSyncPeriod). kube-proxy's BoundedFrequencyRunner takes a token at
-   * each start from a bucket refilled once per minInterval, so a run longer
-   * than minInterval is followed at once by the run requested meanwhile.
-   */
+  /** minIntervalMs: least time from the end of one run to the start of the next (minSyncPeriod). */
   minIntervalMs: number;
   /** maxIntervalMs: a run happens at least this long after the previous one ended (syncPeriod). */
   maxIntervalMs: number;
@@ -18,9 +13,9 @@ export interface SyncRunnerOptions {
 
 /**
  * SyncRunner is kube-proxy's bounded-frequency runner: requests coalesce, runs
- * never overlap, two runs start at least minInterval apart, and a run happens
- * at least maxInterval after the previous one ended even without requests.
- * All timing goes through the injected clock.
+ * never overlap, two runs are at least minInterval apart (end to start), and a
+ * run happens at least every maxInterval even without requests. All timing
+ * goes through the injected clock.
  */
 export class SyncRunner {
   readonly #opts: SyncRunnerOptions;
@@ -29,7 +24,6 @@ export class SyncRunner {
   #running: Promise<void> | null = null;
   #requested = false;
   #retryAt = Infinity;
-  #lastStart = -Infinity;
   #lastEnd = -Infinity;
   #started = false;
   #stopped = false;
@@ -81,8 +75,8 @@ export class SyncRunner {
   #nextDue(): number {
     const { minIntervalMs, maxIntervalMs } = this.#opts;
     let due = this.#lastEnd === -Infinity ? Infinity : this.#lastEnd + maxIntervalMs;
-    if (this.#requested) due = Math.min(due, this.#lastStart + minIntervalMs);
-    if (this.#retryAt !== Infinity) due = Math.min(due, Math.max(this.#retryAt, this.#lastStart + minIntervalMs));
+    if (this.#requested) due = Math.min(due, this.#lastEnd + minIntervalMs);
+    if (this.#retryAt !== Infinity) due = Math.min(due, Math.max(this.#retryAt, this.#lastEnd + minIntervalMs));
     return due;
   }
 
@@ -112,7 +106,6 @@ export class SyncRunner {
     this.#requested = false;
     this.#retryAt = Infinity;
     const clock = this.#opts.clock;
-    this.#lastStart = clock.monotonic();
     this.#running = (async () => {
       try {
         await this.#opts.run();
