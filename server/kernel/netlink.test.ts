@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { ExecFn } from './exec.ts';
 import { FakeNetlink } from './netlink-fake.ts';
-import { createNetlink, NetlinkBatch, NetlinkBatchError, parseLinkTable } from './netlink.ts';
+import { createNetlink, NetlinkBatch, NetlinkBatchError } from './netlink.ts';
+import { parseLinkTable } from './netif.ts';
 
 const IP_J = JSON.stringify([
   { ifindex: 1, ifname: 'lo', addr_info: [{ family: 'inet', local: '127.0.0.1', prefixlen: 8 }] },

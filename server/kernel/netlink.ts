@@ -1,7 +1,7 @@
 import { errorMessage, NetlinkError } from '../errors.ts';
-import { canonicalIP, type IPFamily } from '../proxy/ip.ts';
+import { canonicalIP } from '../proxy/ip.ts';
 import { execFile, type ExecFn } from './exec.ts';
-import type { InterfaceAddress } from './netif.ts';
+import { ipAddrShow, type LinkTable } from './netif.ts';
 
 /**
  * Links and addresses through iproute2: one `ip -j addr show` lists every link
@@ -10,8 +10,7 @@ import type { InterfaceAddress } from './netif.ts';
  * treats packets to them as local and hands them to IPVS.
  */
 
-/** LinkTable maps each link name to its addresses (a link without addresses maps to []). */
-export type LinkTable = Map<string, InterfaceAddress[]>;
+export type { LinkTable };
 
 /** Netlink is kproxy's boundary to links and addresses. Implementations: below and FakeNetlink. */
 export interface Netlink {
@@ -78,47 +77,11 @@ export class NetlinkBatch {
   }
 }
 
-interface IpJsonLink {
-  ifname?: unknown;
-  addr_info?: { family?: unknown; local?: unknown; prefixlen?: unknown }[];
-}
-
-/** parseLinkTable reads `ip -j addr show`, keeping links that have no address. */
-export function parseLinkTable(text: string): LinkTable {
-  let links: unknown;
-  try {
-    links = JSON.parse(text);
-  } catch (err) {
-    throw new NetlinkError('`ip -j addr show` printed invalid JSON', { cause: err });
-  }
-  if (!Array.isArray(links)) throw new NetlinkError('`ip -j addr show` did not print a list of links');
-  const out: LinkTable = new Map();
-  for (const link of links as IpJsonLink[]) {
-    if (typeof link?.ifname !== 'string') continue;
-    const addrs: InterfaceAddress[] = [];
-    for (const a of Array.isArray(link.addr_info) ? link.addr_info : []) {
-      const family: IPFamily | null = a?.family === 'inet' ? 'IPv4' : a?.family === 'inet6' ? 'IPv6' : null;
-      const address = canonicalIP(a?.local);
-      if (!family || !address || typeof a.prefixlen !== 'number') continue;
-      addrs.push({ ifname: link.ifname, family, address, prefixLength: a.prefixlen });
-    }
-    out.set(link.ifname, addrs);
-  }
-  return out;
-}
-
 /** createNetlink returns the iproute2-backed Netlink of the namespace the process runs in. */
 export function createNetlink(exec: ExecFn = execFile): Netlink {
   return {
-    async show() {
-      let res;
-      try {
-        res = await exec('ip', ['-j', 'addr', 'show'], { timeoutMs: 10_000 });
-      } catch (err) {
-        throw new NetlinkError(`cannot list links (ip -j addr show): ${errorMessage(err)}`, { cause: err });
-      }
-      if (res.code !== 0) throw new NetlinkError(`ip -j addr show failed (exit ${res.code}): ${res.stderr.trim()}`);
-      return parseLinkTable(res.stdout);
+    show() {
+      return ipAddrShow(exec);
     },
     async batch(commands) {
       let res;
