@@ -1,5 +1,5 @@
 import { IptablesParseError } from '../../errors.ts';
-import { isBuiltinChain, ruleTarget, type ChainLine, type CommandLine } from '../../kernel/iptables-save-parser.ts';
+import { isBuiltinChain, ruleTarget, splitArgs, type ChainLine, type CommandLine } from '../../kernel/iptables-save-parser.ts';
 import { kernelTables, type KernelChain, type KernelRule, type KernelTables } from '../kernel-view.ts';
 import type { Yield } from '../yield.ts';
 import { forEachIptablesEntry } from './chunks.ts';
@@ -75,7 +75,9 @@ class Interner {
  * IntendedIptables is what kproxy believes the kernel holds in its own
  * chains: the restore inputs of successful syncs applied in order, as
  * iptables-restore --noflush applies them (a declared chain is created or
- * flushed, -A appends, -X deletes; chains never declared are not kproxy's).
+ * flushed, -A appends, -I inserts at its position, -D removes the rule at
+ * its position or the first identical one, -F flushes, -X deletes; chains
+ * never declared are not kproxy's).
  * A full sync declares every chain kproxy owns, so it starts over. Inputs are
  * kept as text and parsed only when the dashboard asks (intended()), so syncs
  * pay nothing but a reference.
@@ -158,22 +160,49 @@ function applyEntry(tables: MutableTables, tableName: string, e: ChainLine | Com
     t.chains.set(e.name, { name: e.name, builtin: isBuiltinChain(tableName, e.name), policy: e.policy, packets: 0, bytes: 0, rules: [] });
     return;
   }
+  const chain = e.chain === '' ? undefined : t.chains.get(e.chain);
   switch (e.op) {
-    case 'A': {
-      const chain = t.chains.get(e.chain);
+    case 'A':
       if (chain) chain.rules.push({ spec: e.spec, target: intern.get(ruleTarget(e.args)), packets: 0, bytes: 0 });
+      break;
+    case 'I':
+      // "-I CHAIN [n] rule" puts the rule at position n (1 when omitted), as iptables does.
+      if (chain) chain.rules.splice(Math.min(Math.max(e.position, 1), chain.rules.length + 1) - 1, 0, { spec: e.spec, target: intern.get(ruleTarget(e.args)), packets: 0, bytes: 0 });
+      break;
+    case 'D': {
+      // "-D CHAIN n" removes rule n; "-D CHAIN rule" the first identical rule. The
+      // input was accepted, so the rule existed; partial syncs edit the shared chains this way.
+      if (!chain) break;
+      const at = e.position > 0 ? e.position - 1 : findRule(chain.rules, e);
+      if (at >= 0 && at < chain.rules.length) chain.rules.splice(at, 1);
       break;
     }
     case 'X':
       if (e.chain) t.chains.delete(e.chain);
       break;
-    case 'F': {
-      const chain = t.chains.get(e.chain);
+    case 'F':
       if (chain) chain.rules = [];
       break;
-    }
     default:
-      // kproxy's inputs only declare chains, append and delete; anything else leaves the model as is.
+      // kproxy's inputs declare chains, append, insert, delete rules and chains; anything else leaves the model as is.
       break;
   }
+}
+
+/**
+ * findRule returns the index of the first rule identical to e's, or -1.
+ * iptables compares the parsed rule, not its text: the same words quoted
+ * differently are the same rule, so words are compared when the text differs.
+ */
+function findRule(rules: readonly KernelRule[], e: CommandLine): number {
+  const exact = rules.findIndex((r) => r.spec === e.spec);
+  if (exact >= 0) return exact;
+  const want = e.args.join('\u0000');
+  return rules.findIndex((r) => {
+    try {
+      return splitArgs(r.spec).join('\u0000') === want;
+    } catch {
+      return false; // unbalanced quotes: never written by kproxy, so not the rule asked for
+    }
+  });
 }
