@@ -1,3 +1,4 @@
+import { testConfig } from '../../config/testing.ts';
 import { FakeClock } from '../../clock-fake.ts';
 import type { ProxyConfig } from '../../config/types.ts';
 import { FakeIptables } from '../../kernel/iptables-fake.ts';
@@ -15,41 +16,7 @@ import { createIptablesBackend, SYSCTL_ROUTE_LOCALNET, SYSCTL_TCP_BE_LIBERAL, ty
  * wired to the fake kernel.
  */
 
-type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? (T[K] extends unknown[] ? T[K] : DeepPartial<T[K]>) : T[K] };
-
-/** testConfig returns kube-proxy's iptables-mode defaults with overrides. */
-export function testConfig(over: DeepPartial<ProxyConfig> = {}): ProxyConfig {
-  const base: ProxyConfig = {
-    mode: 'iptables',
-    hostnameOverride: '',
-    bindAddress: '0.0.0.0',
-    healthzBindAddress: '0.0.0.0:10256',
-    metricsBindAddress: '127.0.0.1:10249',
-    bindAddressHardFail: false,
-    clusterCIDRs: [],
-    detectLocalMode: 'ClusterCIDR',
-    detectLocal: { bridgeInterface: '', interfaceNamePrefix: '' },
-    nodePortAddresses: [],
-    configSyncPeriodMs: 900_000,
-    oomScoreAdj: -999,
-    clientConnection: { kubeconfig: '', qps: 5, burst: 10, contentType: 'application/vnd.kubernetes.protobuf', acceptContentTypes: '' },
-    iptables: { masqueradeAll: false, masqueradeBit: 14, localhostNodePorts: true, syncPeriodMs: 30_000, minSyncPeriodMs: 1_000 },
-    nftables: { masqueradeAll: false, masqueradeBit: 14, syncPeriodMs: 30_000, minSyncPeriodMs: 1_000 },
-    ipvs: { scheduler: '', excludeCIDRs: [], strictARP: false, syncPeriodMs: 30_000, minSyncPeriodMs: 0, tcpTimeoutMs: 0, tcpFinTimeoutMs: 0, udpTimeoutMs: 0 },
-    conntrack: { maxPerCore: 32768, min: 131072, tcpEstablishedTimeoutMs: 86_400_000, tcpCloseWaitTimeoutMs: 3_600_000, tcpBeLiberal: false, udpTimeoutMs: 0, udpStreamTimeoutMs: 0 },
-    featureGates: {},
-    logging: { verbosity: 0, format: 'text' },
-  };
-  return merge(base, over) as ProxyConfig;
-}
-
-function merge(a: unknown, b: unknown): unknown {
-  if (b === undefined) return a;
-  if (Array.isArray(b) || b === null || typeof b !== 'object' || typeof a !== 'object' || a === null) return b;
-  const out: Record<string, unknown> = { ...(a as Record<string, unknown>) };
-  for (const [k, v] of Object.entries(b)) out[k] = merge((a as Record<string, unknown>)[k], v);
-  return out;
-}
+export { testConfig };
 
 /** stateFromObjects feeds objects to a fresh ProxyState and marks the sources synced. */
 export function stateFromObjects(nodeName: string, objects: readonly (Service | EndpointSlice | Node)[], clock = new FakeClock()): ProxyState {
