@@ -99,7 +99,7 @@ function table(head: string[], rows: (string | number)[][]): string {
 export function renderMarkdown(r: Results): string {
   const m = r.machine;
   const parts: string[] = [];
-  parts.push(`### kproxy benchmark (${r.mode}), ${r.startedAt.slice(0, 16).replace('T', ' ')} UTC`);
+  parts.push(`### kproxy benchmark (${r.mode}${r.only ? `, only ${r.only.join(', ')}` : ''}), ${r.startedAt.slice(0, 16).replace('T', ' ')} UTC`);
   parts.push(
     `Machine: ${m.cores} cores (${m.cpu}), ${m.memoryGiB} GiB, Linux ${m.kernel}; ${m.iptables.legacy}, ${m.iptables.nft}; ` +
       `\`--iptables-flavor auto\` in a fresh namespace: **${m.autoFlavor.flavor}** (${m.autoFlavor.why}); Node.js ${m.node}; kproxy ${m.commit}${m.dirty ? ' (with uncommitted changes)' : ''}. Run took ${Math.round(r.durationS / 60)} min.`,

@@ -95,4 +95,6 @@ export interface Results {
   readonly memoryVariants: (MemoryOnly & { size: Size; flavor: Flavor })[];
   targets: TargetResult[];
   readonly notes: string[];
+  /** only: the parts measured when the run was limited to some (run.ts --only). */
+  readonly only?: string[];
 }

@@ -6,6 +6,8 @@
  *   npm run bench -- --quick        a few minutes: 1k/10k services, both flavours for full syncs
  *   npm run bench                   the full size: 1k/10k/30k × 2/10 endpoints, 3 runs each
  *   options: --flavor nft|legacy|both  --runs N  --out DIR  --docs (rewrite docs/performance.md's table)
+ *            --only full,partial,churn,dashboard,dataplane,memory,leak (some parts; daemons are
+ *            still started at the sizes those parts need, one full-sync run each unless `full` is listed)
  *
  * Writes results/<date>-<mode>.json and .md (test/bench/results/ by default).
  */
@@ -33,8 +35,15 @@ const { values: opts } = parseArgs({
     runs: { type: 'string' },
     out: { type: 'string', default: join(import.meta.dirname, 'results') },
     docs: { type: 'boolean', default: false },
+    only: { type: 'string' },
   },
 });
+const PARTS = ['full', 'partial', 'churn', 'dashboard', 'dataplane', 'memory', 'leak'] as const;
+type Part = (typeof PARTS)[number];
+const only = opts.only ? new Set(opts.only.split(',').map((x) => x.trim())) : null;
+for (const x of only ?? []) if (!PARTS.includes(x as Part)) throw new Error(`--only: unknown part "${x}" (parts: ${PARTS.join(', ')})`);
+/** want: the part is measured in this run. */
+const want = (part: Part) => !only || only.has(part);
 const quick = opts.quick!;
 const flavors: Flavor[] = opts.flavor === 'both' ? ['nft', 'legacy'] : [opts.flavor as Flavor];
 const ROOT = join(import.meta.dirname, '..', '..');
@@ -74,6 +83,17 @@ const plan = quick
       extrasFlavors: flavors,
     };
 if (opts.runs) for (const f of plan.full) f.runs = Number(opts.runs);
+const MEMORY_SIZE = S(10_000, 10);
+if (!want('full')) {
+  // Keep only the sizes a wanted part runs on (memory: the full sync's own memory at the target size), once each.
+  const hosts = (size: Size) =>
+    (want('partial') && plan.partialAt.some((s) => same(s, size))) ||
+    (want('churn') && same(plan.churnAt, size)) ||
+    (want('dashboard') && same(plan.dashboardAt, size)) ||
+    (want('dataplane') && plan.dataPlaneAt.some((s) => same(s, size))) ||
+    (want('memory') && same(MEMORY_SIZE, size));
+  plan.full = plan.full.filter((f) => hosts(f.size)).map((f) => ({ ...f, runs: opts.runs ? Number(opts.runs) : 1 }));
+}
 
 function log(msg: string): void {
   process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
@@ -146,7 +166,7 @@ async function main(): Promise<Results> {
   preflight();
   mkdirSync(scratch, { recursive: true });
   const startedAt = new Date();
-  log(`mode ${quick ? 'quick' : 'full'}, flavours ${flavors.join(', ')}; scratch ${scratch}`);
+  log(`mode ${quick ? 'quick' : 'full'}${only ? ` (only ${[...only].join(', ')})` : ''}, flavours ${flavors.join(', ')}; scratch ${scratch}`);
   const results: Results = {
     mode: quick ? 'quick' : 'full',
     startedAt: startedAt.toISOString(),
@@ -160,7 +180,8 @@ async function main(): Promise<Results> {
     leak: null,
     memoryVariants: [],
     targets: [],
-    notes: [],
+    notes: only ? [`Only these parts were measured: ${[...only].join(', ')}; full syncs ran only to host them.`] : [],
+    ...(only ? { only: [...only] } : {}),
   };
   log(`machine: ${results.machine.cores} cores, kernel ${results.machine.kernel}, auto flavour ${results.machine.autoFlavor.flavor}`);
 
@@ -171,10 +192,10 @@ async function main(): Promise<Results> {
       results.fullSync.push(entry);
       for (let run = 1; run <= step.runs; run++) {
         const extras = run === 1 && plan.extrasFlavors.includes(flavor);
-        const doDataPlane = extras && plan.dataPlaneAt.some((s) => same(s, step.size));
-        const doPartial = extras && plan.partialAt.some((s) => same(s, step.size));
-        const doChurn = extras && same(plan.churnAt, step.size);
-        const doDashboard = extras && same(plan.dashboardAt, step.size);
+        const doDataPlane = extras && want('dataplane') && plan.dataPlaneAt.some((s) => same(s, step.size));
+        const doPartial = extras && want('partial') && plan.partialAt.some((s) => same(s, step.size));
+        const doChurn = extras && want('churn') && same(plan.churnAt, step.size);
+        const doDashboard = extras && want('dashboard') && same(plan.dashboardAt, step.size);
         let dp: DataPlane | null = null;
         let noRules: ConnectTimes | null = null;
         log(`full sync ${sizeName(step.size)} ${flavor}, run ${run}/${step.runs}`);
@@ -224,8 +245,8 @@ async function main(): Promise<Results> {
     }
   }
 
-  const memSize = S(10_000, 10);
-  const variants = [
+  const memSize = MEMORY_SIZE;
+  const variants = !want('memory') ? [] : [
     { what: 'no metrics listener (hence no dashboard)', metrics: false },
     { what: 'node --max-semi-space-size=8 (V8 young generation capped at 8 MiB per semi-space)', nodeArgs: ['--max-semi-space-size=8'] },
   ];
@@ -238,11 +259,13 @@ async function main(): Promise<Results> {
     }
   }
 
-  log(`leak check: ${plan.leak.syncs} syncs in process at ${sizeName(plan.leak.size)}`);
-  try {
-    results.leak = runLeak(plan.leak.size, plan.leak.syncs);
-  } catch (err) {
-    results.notes.push(`leak check failed: ${err instanceof Error ? err.message : String(err)}`);
+  if (want('leak')) {
+    log(`leak check: ${plan.leak.syncs} syncs in process at ${sizeName(plan.leak.size)}`);
+    try {
+      results.leak = runLeak(plan.leak.size, plan.leak.syncs);
+    } catch (err) {
+      results.notes.push(`leak check failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
   }
   results.durationS = (Date.now() - startedAt.getTime()) / 1000;
   results.targets = evaluateTargets(results);
@@ -252,7 +275,7 @@ async function main(): Promise<Results> {
 function write(results: Results): void {
   mkdirSync(opts.out!, { recursive: true });
   const stamp = results.startedAt.replace(/[:]/g, '').replace(/\.\d+Z$/, 'Z');
-  const base = join(opts.out!, `${stamp}-${results.mode}`);
+  const base = join(opts.out!, `${stamp}-${results.mode}${results.only ? `-only-${results.only.join('-')}` : ''}`);
   const md = renderMarkdown(results);
   writeFileSync(`${base}.json`, JSON.stringify(results, null, 1) + '\n');
   writeFileSync(`${base}.md`, md);
