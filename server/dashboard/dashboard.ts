@@ -1,6 +1,6 @@
 import type { Clock, TimerHandle } from '../clock.ts';
 import type { ProxyConfig } from '../config/types.ts';
-import { errorMessage } from '../errors.ts';
+import { ConntrackError, errorMessage } from '../errors.ts';
 import { describeRef, type RecordedEvent } from '../events/event-recorder.ts';
 import type { Logger } from '../log.ts';
 import type { BackendSyncResult, CleanupResult } from '../proxy/backend.ts';
@@ -8,11 +8,11 @@ import type { ProxyState } from '../proxy/proxy-state.ts';
 import type { SyncObserver, SyncRecord, SyncTrigger } from '../proxy/sync-loop.ts';
 import type { SourceStatus } from '../sources/source.ts';
 import { KPROXY_VERSION } from '../version.ts';
-import type { ConntrackCounter } from './conntrack.ts';
 import { KernelReader } from './kernel-reader.ts';
 import type { KernelViewProvider } from './kernel-view.ts';
-import type { ActionResult, Counts, EventEntry, Health, Overview, ServerMessage, ServiceDetail, ServiceSummary, SyncEntry, Viewer } from './protocol.ts';
+import type { ActionResult, ConntrackInfo, Counts, EventEntry, Health, Overview, ServerMessage, ServiceConntrack, ServiceDetail, ServiceSummary, SyncEntry, Viewer } from './protocol.ts';
 import { ServiceCatalog, type ServiceModel } from './service-catalog.ts';
+import { conntrackInfo, countServiceConntrack, type DashboardConntrack } from './service-conntrack.ts';
 import { detailShape, serviceDetail, watchedCounters } from './service-detail.ts';
 import { StreamHub, type HubSocket, type StreamClient, type StreamHubOptions } from './stream-hub.ts';
 import { SyncHistory } from './sync-history.ts';
@@ -46,7 +46,10 @@ export interface RecentEvents {
 export interface DashboardOptions {
   daemon: DashboardDaemon;
   provider: KernelViewProvider;
-  conntrack: ConntrackCounter;
+  /** conntrack: the daemon's conntrack counts (ConntrackSetup.counts); null when the run has none. */
+  conntrack: DashboardConntrack | null;
+  /** conntrackSimulated: --dry-run's in-memory conntrack table and /proc. */
+  conntrackSimulated?: boolean;
   backendDescription: string;
   events?: RecentEvents;
   /** health: the node servers' health (late-bound: they start after the dashboard is built). */
@@ -95,6 +98,7 @@ export class Dashboard {
   #unsubscribe: (() => void)[] = [];
   #lastAction: ActionResult | null = null;
   #lastSnapshot = { bytes: 0, ms: 0 };
+  #conntrack: ConntrackInfo | null = null;
   /** #shapes: per watching client, the shape of the page it was last sent (see detailShape). */
   readonly #shapes = new WeakMap<StreamClient, string>();
 
@@ -227,7 +231,7 @@ export class Dashboard {
       health: this.#o.health?.() ?? null,
       paused: d.loop.paused,
       counts: this.counts(),
-      conntrack: this.#o.conntrack.last,
+      conntrack: this.#conntrack,
       kernel: this.reader.status(),
       stream: { clients: this.hub.size, slowClientsDropped: this.hub.slowDropped, lastSnapshotBytes: this.#lastSnapshot.bytes, lastSnapshotMs: this.#lastSnapshot.ms },
       syncPeriodMs: config.mode === 'ipvs' ? config.ipvs.syncPeriodMs : config.mode === 'nftables' ? config.nftables.syncPeriodMs : config.iptables.syncPeriodMs,
@@ -266,6 +270,31 @@ export class Dashboard {
     });
   }
 
+  /**
+   * serviceConntrack counts the tracked flows to each frontend of a service
+   * (see service-conntrack.ts); null for a service this node does not have.
+   * It throws RateLimitedError when the counter's queue is full, and
+   * ConntrackError when this run has no conntrack counts.
+   */
+  async serviceConntrack(key: string): Promise<ServiceConntrack | null> {
+    const ports = this.#ensureCatalog().ports(key);
+    if (!ports) return null;
+    if (!this.#o.conntrack) throw new ConntrackError(`conntrack counts are not available in this run (service ${key})`);
+    return countServiceConntrack({ counter: this.#o.conntrack, service: key, ports, simulated: this.#o.conntrackSimulated ?? false, logger: this.#log });
+  }
+
+  /** readConntrack refreshes the Overview's node counts (two /proc files, cached by the counter) and returns them. */
+  async readConntrack(): Promise<ConntrackInfo | null> {
+    if (!this.#o.conntrack) return null;
+    try {
+      this.#conntrack = conntrackInfo(await this.#o.conntrack.node());
+    } catch (err) {
+      // node() reports unreadable files in its result; a throw here is a bug. The Overview keeps the last counts.
+      this.#log.error('reading the conntrack counts failed', { err: errorMessage(err) });
+    }
+    return this.#conntrack;
+  }
+
   // ------------------------------------------------------------ live stream
 
   /** connect registers a WebSocket and sends it the snapshot; null when the hub is full. */
@@ -275,7 +304,7 @@ export class Dashboard {
     this.#sendSnapshot(c);
     this.#startTimer();
     // Conntrack's two files read in microseconds; then the kernel, whose counters message carries both.
-    void this.#o.conntrack.read().then(() => this.#refreshKernel());
+    void this.readConntrack().then(() => this.#refreshKernel());
     return c;
   }
 
@@ -349,7 +378,7 @@ export class Dashboard {
   }
 
   async #tick(): Promise<void> {
-    await this.#o.conntrack.read();
+    await this.readConntrack();
     // A read sends counters when it finishes (onRead); when the rate limit skips it, send them now.
     if (this.reader.due) await this.#refreshKernel();
     else this.#sendCounters();

@@ -47,6 +47,33 @@ export interface ConntrackInfo {
   readonly error?: string;
 }
 
+/** ConntrackFrontend is one way into a service port whose tracked flows were counted on request. */
+export interface ConntrackFrontend {
+  readonly kind: 'clusterIP' | 'externalIP' | 'loadBalancerIP';
+  /** portName: the service port's name ("" for an unnamed port). */
+  readonly portName: string;
+  readonly vip: string;
+  readonly port: number;
+  readonly protocol: string;
+  /** count: flows whose original destination is vip:port over protocol; null when the listing failed. */
+  readonly count: number | null;
+  /** at: when the listing the count comes from ran (epoch ms); null when it failed. */
+  readonly at: number | null;
+  /** cached: the count comes from a listing of the last few seconds (one listing per frontend per 5 s). */
+  readonly cached: boolean;
+  readonly error?: { readonly code: string; readonly message: string };
+}
+
+/** ServiceConntrack answers GET /api/v1/services/:ns/:name/conntrack. */
+export interface ServiceConntrack {
+  readonly service: string;
+  /** simulated: --dry-run, the table is kproxy's in-memory one (empty: every count is 0). */
+  readonly simulated: boolean;
+  readonly frontends: readonly ConntrackFrontend[];
+  /** notCounted: frontends left out because one request counts at most MAX_CONNTRACK_FRONTENDS. */
+  readonly notCounted: number;
+}
+
 /** KernelStatus says how fresh the dashboard's copy of the kernel is. */
 export interface KernelStatus {
   readonly kind: KernelKind;

@@ -5,7 +5,6 @@ import type { LoadedConfiguration } from '../config/load.ts';
 import { packageRoot } from '../config/package-root.ts';
 import { errorMessage, FlagInvalidError, InsecureBindError } from '../errors.ts';
 import type { MetricsAppPlugin } from '../http/app.ts';
-import { procSysctl, type Sysctl } from '../kernel/sysctl.ts';
 import type { Logger } from '../log.ts';
 import type { ProxyHealth } from '../proxy/healthcheck/proxy-health.ts';
 import { loadKubeConfig } from '../sources/k8s/kubeconfig.ts';
@@ -13,7 +12,6 @@ import { DashboardActions } from './actions.ts';
 import { ApiAccessReviewer, type AccessReviewer } from './auth/access-review.ts';
 import { DashboardAuth } from './auth/auth.ts';
 import { isLoopbackBind } from './auth/request-checks.ts';
-import { ConntrackCounter } from './conntrack.ts';
 import { Dashboard } from './dashboard.ts';
 import { dashboardPlugins } from './http/plugin.ts';
 import { kernelViewFor } from './kernel-view-for.ts';
@@ -60,7 +58,6 @@ export interface SetupDashboardOptions {
   health: () => Health | null;
   /** reviewer overrides delegated auth (tests); default: the API server when the source is Kubernetes. */
   reviewer?: AccessReviewer | null;
-  sysctl?: Sysctl;
   webRoot?: string;
 }
 
@@ -95,7 +92,9 @@ export async function setupDashboard(opts: SetupDashboardOptions): Promise<Dashb
   const dashboard = new Dashboard({
     daemon,
     provider,
-    conntrack: new ConntrackCounter({ sysctl: opts.sysctl ?? procSysctl(), clock: daemon.clock }),
+    // One reader of the conntrack counts per daemon: the metrics' gauges and the dashboard share its cache.
+    conntrack: assembled.conntrack?.counts ?? null,
+    conntrackSimulated: assembled.conntrack?.simulated ?? false,
     backendDescription: assembled.backendDescription,
     events: assembled.memoryEvents,
     health: opts.health,

@@ -5,18 +5,19 @@ import type { RunOptions } from '../config/types.ts';
 import { Daemon } from '../daemon.ts';
 import { MemoryEventRecorder } from '../events/memory-event-recorder.ts';
 import { buildMetricsApp } from '../http/app.ts';
+import { Conntrack, type ConntrackRunner } from '../kernel/conntrack.ts';
+import { FakeConntrack } from '../kernel/conntrack-fake.ts';
 import { FakeIptables } from '../kernel/iptables-fake.ts';
 import { FakeSysctl } from '../kernel/sysctl-fake.ts';
 import { MemoryLog } from '../log.ts';
 import type { EndpointSlice, Node, Service } from '../proxy/kube-objects.ts';
+import { ConntrackCounts, type ConntrackCountsOptions } from '../proxy/conntrack/counts.ts';
 import { harness, objectsFromYaml, testConfig } from '../proxy/iptables/testing.ts';
 import type { ChangeHandlers } from '../proxy/proxy-state.ts';
 import type { Source, SourceStatus } from '../sources/source.ts';
 import { DashboardActions } from './actions.ts';
 import type { AccessReviewer } from './auth/access-review.ts';
 import { DashboardAuth } from './auth/auth.ts';
-import { SYSCTL_CONNTRACK_COUNT, SYSCTL_CONNTRACK_MAX } from './conntrack.ts';
-import { ConntrackCounter } from './conntrack.ts';
 import { Dashboard } from './dashboard.ts';
 import { dashboardPlugins } from './http/plugin.ts';
 import { IptablesView } from './iptables/view.ts';
@@ -72,6 +73,8 @@ export interface TestDashboardOptions {
   webRoot?: string;
   /** mode: the backend under the dashboard (default iptables); "ipvs" runs IPVS mode over its fakes. */
   mode?: 'iptables' | 'ipvs';
+  /** conntrack: the counter's runner (default: an empty FakeConntrack) and its limits. */
+  conntrack?: { runner?: ConntrackRunner } & Partial<Pick<ConntrackCountsOptions, 'maxQueued' | 'serviceIntervalMs'>>;
 }
 
 /** TestDashboard is a daemon over the fake kernel with its dashboard on a metrics app (not listening). */
@@ -81,6 +84,10 @@ export interface TestDashboard {
   kernel: FakeIptables;
   /** ipvs: the IPVS mode's fakes (mode "ipvs" only). */
   ipvs: IpvsHarness | null;
+  /** conntrack: the fake conntrack table the counts list (unless options.conntrack.runner replaced it). */
+  conntrack: FakeConntrack;
+  /** sysctl: the fake /proc the node counts read (nf_conntrack_count 1234, nf_conntrack_max 262144). */
+  sysctl: FakeSysctl;
   daemon: Daemon;
   source: MemorySource;
   events: MemoryEventRecorder;
@@ -120,11 +127,15 @@ export async function testDashboard(opts: TestDashboardOptions = {}): Promise<Te
   const provider = ipvs
     ? new IpvsView({ backend: ipvs.backend, simulated: true, clock, pause: noYield })
     : new IptablesView({ runner: kernel, simulated: true, skipped: h.backend.metrics.skippedServicePorts, pause: noYield });
-  const sysctl = new FakeSysctl({ [SYSCTL_CONNTRACK_COUNT]: '1234', [SYSCTL_CONNTRACK_MAX]: '262144' });
+  const sysctl = new FakeSysctl({ 'net/netfilter/nf_conntrack_count': '1234', 'net/netfilter/nf_conntrack_max': '262144' });
+  const table = new FakeConntrack();
+  const { runner, ...limits } = opts.conntrack ?? {};
+  const counts = new ConntrackCounts({ conntrack: new Conntrack(runner ?? table), sysctl, clock, family: 'IPv4', ...limits });
   const dashboard = new Dashboard({
     daemon,
     provider,
-    conntrack: new ConntrackCounter({ sysctl, clock }),
+    conntrack: counts,
+    conntrackSimulated: true,
     backendDescription: ipvs ? 'ipvs (scheduler rr, iptables nft, simulated kernel)' : 'iptables (nft, simulated kernel)',
     events,
     health: () => ({ healthy: true, lastUpdated: clock.now(), nodeEligible: true }),
@@ -150,6 +161,8 @@ export async function testDashboard(opts: TestDashboardOptions = {}): Promise<Te
     clock,
     kernel,
     ipvs,
+    conntrack: table,
+    sysctl,
     daemon,
     source,
     events,

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import { errorMessage, isKproxyError, RateLimitedError } from '../../errors.ts';
 import { configzDocument } from '../../http/configz.ts';
 import type { DashboardActions } from '../actions.ts';
 import type { DashboardAuth, Permission } from '../auth/auth.ts';
@@ -42,6 +43,9 @@ const rowsQuery = {
   },
 } as const;
 
+/** CONNTRACK_RETRY_AFTER_S: a refused count may be retried after this long (the counter's queue drains by then). */
+const CONNTRACK_RETRY_AFTER_S = 5;
+
 /** ROWS_CACHE: filtered views of tables kept between page requests (a scroll asks for many pages). */
 const ROWS_CACHE = 8;
 
@@ -80,6 +84,29 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
     if (!detail) return reply.code(404).send({ error: { code: 'KPROXY_ERR_NOT_FOUND', message: `no service ${namespace}/${name} on this node` } });
     return reply.type('application/json').send(JSON.stringify(detail));
   });
+
+  // Counting walks the kernel's conntrack table per frontend: rate-limited by the counter (429), never on a sync's path.
+  app.get(
+    '/services/:namespace/:name/conntrack',
+    { schema: { params: nsName, response: { 200: anyObject, 404: anyObject, 429: anyObject, 503: anyObject } } },
+    async (req, reply) => {
+      const { namespace, name } = req.params as { namespace: string; name: string };
+      const key = `${namespace}/${name}`;
+      try {
+        const counts = await dashboard.serviceConntrack(key);
+        if (!counts) return reply.code(404).send({ error: { code: 'KPROXY_ERR_NOT_FOUND', message: `no service ${key} on this node` } });
+        return counts;
+      } catch (err) {
+        if (err instanceof RateLimitedError) {
+          reply.header('retry-after', String(CONNTRACK_RETRY_AFTER_S));
+          return reply.code(429).send({ error: { code: err.code, message: `too many conntrack counts are running on this node; try again in a few seconds (${err.message})` } });
+        }
+        // No counter in this run, or a bug: the caller sees why; a failed listing never lands here (it is that frontend's error).
+        dashboard.daemon.logger.error('counting conntrack entries failed', { service: key, err: errorMessage(err) });
+        return reply.code(503).send({ error: { code: isKproxyError(err) ? err.code : 'KPROXY_ERR_CONNTRACK', message: errorMessage(err) } });
+      }
+    },
+  );
 
   const kernel = async (): Promise<KernelTables | null> => {
     if (!dashboard.reader.tables) await dashboard.reader.refresh();
@@ -143,7 +170,7 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
   app.get('/drift', { schema: { response: json } }, async () => dashboard.reader.drift.report(Infinity));
   app.get('/syncs', { schema: { response: json } }, async () => ({ syncs: dashboard.history.entries(), failures: dashboard.history.failures }));
   app.get('/events', { schema: { response: json } }, async () => ({ events: dashboard.recentEvents(500) }));
-  app.get('/conntrack', { schema: { response: json } }, async () => ({ conntrack: dashboard.overview().conntrack }));
+  app.get('/conntrack', { schema: { response: json } }, async () => ({ conntrack: await dashboard.readConntrack() }));
   app.get('/config', { schema: { response: json } }, async () => ({
     node: dashboard.daemon.nodeName,
     mode: dashboard.provider.kind,

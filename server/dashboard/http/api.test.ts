@@ -3,7 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeAccessReviewer } from '../auth/access-review-fake.ts';
-import type { ActionResult, RowsPage, ServiceDetail, ServiceSummary } from '../protocol.ts';
+import { flushMicrotasks } from '../../clock-fake.ts';
+import type { ConntrackRunner } from '../../kernel/conntrack.ts';
+import { FakeConntrack, natFlow } from '../../kernel/conntrack-fake.ts';
+import type { ActionResult, RowsPage, ServiceConntrack, ServiceDetail, ServiceSummary } from '../protocol.ts';
 import { testDashboard, type TestDashboard } from '../testing.ts';
 
 const HOST = { host: 'localhost:10249' };
@@ -16,7 +19,7 @@ describe('dashboard API (/api/v1)', () => {
 
   it('refuses every API route without the token, with a WWW-Authenticate challenge', async () => {
     t = await testDashboard({ token: TOKEN });
-    for (const url of ['/api/v1/status', '/api/v1/services', '/api/v1/services/shop/frontend', '/api/v1/tables', '/api/v1/syncs', '/api/v1/restore-input/last']) {
+    for (const url of ['/api/v1/status', '/api/v1/services', '/api/v1/services/shop/frontend', '/api/v1/services/shop/frontend/conntrack', '/api/v1/tables', '/api/v1/syncs', '/api/v1/restore-input/last']) {
       const res = await t.app.inject({ url, headers: HOST });
       expect(res.statusCode, url).toBe(401);
       expect(res.headers['www-authenticate']).toMatch(/^Bearer/);
@@ -272,3 +275,125 @@ describe('dashboard delegated auth (TokenReview + SubjectAccessReview)', () => {
 function splitSpec(spec: string): string[] {
   return [...spec.matchAll(/"([^"]*)"|(\S+)/g)].map((m) => m[1] ?? m[2]);
 }
+
+/** GatedRunner holds every conntrack listing until release(): a count that is still running. */
+class GatedRunner implements ConntrackRunner {
+  readonly table = new FakeConntrack();
+  listings = 0;
+  release: () => void = () => {};
+  readonly #gate = new Promise<void>((r) => (this.release = r));
+  run(args: readonly string[]) {
+    return this.table.run(args);
+  }
+  async stream(args: readonly string[], onLine: (line: string) => boolean | void) {
+    this.listings++;
+    await this.#gate;
+    return this.table.stream(args, onLine);
+  }
+}
+
+describe('conntrack counts in the dashboard API', () => {
+  let t: TestDashboard;
+  afterEach(async () => t?.close());
+  const get = (url: string) => t.app.inject({ url, headers: AUTH });
+
+  it('reads the node total and limit through the daemon\'s one conntrack counter', async () => {
+    t = await testDashboard({ token: TOKEN });
+    expect((await get('/api/v1/conntrack')).json().conntrack).toEqual({ count: 1234, max: 262144, readAt: t.clock.now() });
+    t.sysctl.values.delete('net/netfilter/nf_conntrack_count');
+    await t.settle(1000);
+    const unreadable = (await get('/api/v1/conntrack')).json().conntrack;
+    expect(unreadable).toMatchObject({ count: null, max: 262144 });
+    expect(unreadable.error).toMatch(/cannot read sysctl net\/netfilter\/nf_conntrack_count/);
+    // The Overview carries the same reading.
+    expect((await get('/api/v1/status')).json().overview.conntrack).toEqual(unreadable);
+  });
+
+  it('counts the flows to each frontend of a service (cluster IP and LB IP with the port), cached for 5 s', async () => {
+    t = await testDashboard({ token: TOKEN });
+    const tcp = { protocol: 'tcp' as const, endpoint: '10.244.0.31', targetPort: 8443 };
+    t.conntrack.add(
+      natFlow({ ...tcp, client: '10.0.0.2', clientPort: 40001, vip: '10.96.10.30', port: 443 }),
+      natFlow({ ...tcp, client: '10.0.0.3', clientPort: 40002, vip: '10.96.10.30', port: 443 }),
+      natFlow({ ...tcp, client: '198.51.100.7', clientPort: 40003, vip: '192.0.2.10', port: 443 }),
+      // Not this service's frontends: another port, another protocol, another address.
+      natFlow({ ...tcp, client: '10.0.0.2', clientPort: 40004, vip: '10.96.10.30', port: 80 }),
+      natFlow({ protocol: 'udp', client: '10.0.0.2', clientPort: 40005, vip: '10.96.10.30', port: 443, endpoint: '10.244.0.31' }),
+      natFlow({ ...tcp, client: '10.0.0.2', clientPort: 40006, vip: '10.96.10.10', port: 443 }),
+    );
+    const res = await get('/api/v1/services/shop/web/conntrack');
+    expect(res.statusCode).toBe(200);
+    const at = t.clock.now();
+    expect(res.json()).toEqual({
+      service: 'shop/web',
+      simulated: true,
+      notCounted: 0,
+      frontends: [
+        { kind: 'clusterIP', portName: 'https', vip: '10.96.10.30', port: 443, protocol: 'TCP', count: 2, at, cached: false },
+        { kind: 'loadBalancerIP', portName: 'https', vip: '192.0.2.10', port: 443, protocol: 'TCP', count: 1, at, cached: false },
+      ],
+    } satisfies ServiceConntrack);
+    expect(t.conntrack.calls).toEqual([
+      ['-L', '-f', 'ipv4', '-p', 'tcp', '--orig-dst', '10.96.10.30', '--orig-port-dst', '443'],
+      ['-L', '-f', 'ipv4', '-p', 'tcp', '--orig-dst', '192.0.2.10', '--orig-port-dst', '443'],
+    ]);
+
+    t.conntrack.add(natFlow({ ...tcp, client: '10.0.0.4', clientPort: 40007, vip: '10.96.10.30', port: 443 }));
+    await t.settle(4999);
+    const cached = (await get('/api/v1/services/shop/web/conntrack')).json() as ServiceConntrack;
+    expect(cached.frontends.map((f) => [f.count, f.cached, f.at])).toEqual([[2, true, at], [1, true, at]]);
+    expect(t.conntrack.calls).toHaveLength(2);
+    await t.settle(1);
+    const fresh = (await get('/api/v1/services/shop/web/conntrack')).json() as ServiceConntrack;
+    expect(fresh.frontends.map((f) => [f.count, f.cached])).toEqual([[3, false], [1, false]]);
+
+    // External IPs count too (shop/partner-api has 192.0.2.20).
+    const partner = (await get('/api/v1/services/shop/partner-api/conntrack')).json() as ServiceConntrack;
+    expect(partner.frontends.map((f) => `${f.kind} ${f.vip}:${f.port}/${f.protocol}`)).toEqual(['clusterIP 10.96.10.40:8080/TCP', 'externalIP 192.0.2.20:8080/TCP']);
+  });
+
+  it('answers 404 for a service this node does not have, before listing anything', async () => {
+    t = await testDashboard({ token: TOKEN });
+    const res = await get('/api/v1/services/shop/nope/conntrack');
+    expect(res.statusCode).toBe(404);
+    expect(res.json().error).toEqual({ code: 'KPROXY_ERR_NOT_FOUND', message: 'no service shop/nope on this node' });
+    expect(t.conntrack.calls).toEqual([]);
+  });
+
+  it('answers 429 with Retry-After while the counter\'s queue is full, and counts again once it drained', async () => {
+    const runner = new GatedRunner();
+    t = await testDashboard({ token: TOKEN, conntrack: { runner, maxQueued: 1 } });
+    const first = get('/api/v1/services/shop/frontend/conntrack');
+    for (let i = 0; i < 20 && runner.listings === 0; i++) await flushMicrotasks();
+    expect(runner.listings).toBe(1);
+    const refused = await get('/api/v1/services/shop/cache/conntrack');
+    expect(refused.statusCode).toBe(429);
+    expect(refused.headers['retry-after']).toBe('5');
+    expect(refused.json().error.code).toBe('KPROXY_ERR_RATE_LIMITED');
+    expect(refused.json().error.message).toMatch(/^too many conntrack counts are running on this node; try again in a few seconds/);
+    runner.release();
+    expect(((await first).json() as ServiceConntrack).frontends).toMatchObject([{ vip: '10.96.10.10', port: 80, count: 0 }]);
+    expect((await get('/api/v1/services/shop/cache/conntrack')).statusCode).toBe(200);
+  });
+
+  it('shows a failed listing as that frontend\'s error, logs it and counts it; the other frontends still count', async () => {
+    t = await testDashboard({ token: TOKEN });
+    t.conntrack.add(natFlow({ protocol: 'tcp', client: '10.0.0.2', clientPort: 1, vip: '192.0.2.10', port: 443, endpoint: '10.244.0.31' }));
+    t.conntrack.onCall = (args) => {
+      if (args.includes('10.96.10.30')) throw new Error('conntrack v1.4.7 (conntrack-tools): Operation failed: Operation not permitted');
+    };
+    const res = await get('/api/v1/services/shop/web/conntrack');
+    expect(res.statusCode).toBe(200);
+    const [cluster, lb] = (res.json() as ServiceConntrack).frontends;
+    expect(cluster).toMatchObject({ vip: '10.96.10.30', count: null, at: null, cached: false, error: { code: 'KPROXY_ERR_CONNTRACK' } });
+    expect(cluster.error!.message).toContain('Operation not permitted');
+    expect(lb).toMatchObject({ vip: '192.0.2.10', count: 1 });
+    expect(t.log.lines('warn').some((l) => /counting conntrack entries failed service=shop\/web frontend=10\.96\.10\.30:443\/TCP .*Operation not permitted/.test(l))).toBe(true);
+
+    t.conntrack.onCall = null;
+    t.conntrack.missing = true;
+    await t.settle(5000);
+    const missing = (await get('/api/v1/services/shop/web/conntrack')).json() as ServiceConntrack;
+    expect(missing.frontends.map((f) => f.error?.code)).toEqual(['KPROXY_ERR_COMMAND_NOT_FOUND', 'KPROXY_ERR_COMMAND_NOT_FOUND']);
+  });
+});

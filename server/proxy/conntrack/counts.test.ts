@@ -74,8 +74,10 @@ describe('ConntrackCounts', () => {
       throw new Error('conntrack: Operation not permitted');
     };
     await expect(counts.countForService('10.96.0.10', 53, 'UDP')).rejects.toThrow('Operation not permitted');
+    expect(counts.listingErrorsTotal).toBe(1);
     table.onCall = null;
     expect((await counts.countForService('10.96.0.10', 53, 'UDP')).count).toBe(5);
+    expect(counts.listingErrorsTotal).toBe(1);
   });
 
   it('reads the node total and limit from /proc, at most once a second, and says null when unreadable', async () => {
@@ -87,6 +89,9 @@ describe('ConntrackCounts', () => {
     clock.advance(1);
     expect((await counts.node()).entries).toBe(8);
     const none = new ConntrackCounts({ conntrack: new Conntrack(new FakeConntrack()), sysctl: new FakeSysctl(), clock, family: 'IPv4' });
-    expect(await none.node()).toMatchObject({ entries: null, max: null });
+    const unreadable = await none.node();
+    expect(unreadable).toMatchObject({ entries: null, max: null });
+    // The reason travels with the nulls: the dashboard shows it.
+    expect(unreadable.error).toMatch(/cannot read sysctl net\/netfilter\/nf_conntrack_count/);
   });
 });

@@ -1,5 +1,5 @@
 import type { Clock } from '../../clock.ts';
-import { ConntrackError, RateLimitedError } from '../../errors.ts';
+import { ConntrackError, errorMessage, RateLimitedError } from '../../errors.ts';
 import type { Conntrack, ConntrackProtocol } from '../../kernel/conntrack.ts';
 import type { Sysctl } from '../../kernel/sysctl.ts';
 import { canonicalIP, ipFamilyOf, type IPFamily } from '../ip.ts';
@@ -10,6 +10,8 @@ export interface NodeConntrackCounts {
   readonly max: number | null;
   /** at: epoch ms of the reading. */
   readonly at: number;
+  /** error: why a count is null (the first file that could not be read). */
+  readonly error?: string;
 }
 
 /** ServiceConntrackCount is the number of flows to one service frontend. */
@@ -66,6 +68,7 @@ export class ConntrackCounts {
   /** #chain serialises listings: each walks the kernel table, so two at once only compete. */
   #chain: Promise<unknown> = Promise.resolve();
   #queued = 0;
+  #listingErrors = 0;
 
   constructor(opts: ConntrackCountsOptions) {
     this.#o = { serviceIntervalMs: 5_000, nodeIntervalMs: 1_000, maxCached: 1024, maxQueued: 8, ...opts };
@@ -78,7 +81,8 @@ export class ConntrackCounts {
     this.#nodeInflight ??= (async () => {
       try {
         const [entries, max] = await Promise.all([this.#readInt('net/netfilter/nf_conntrack_count'), this.#readInt('net/netfilter/nf_conntrack_max')]);
-        const value = { entries, max, at: clock.now() };
+        const error = entries.error ?? max.error;
+        const value: NodeConntrackCounts = { entries: entries.value, max: max.value, at: clock.now(), ...(error ? { error } : {}) };
         this.#node = { value, atMono: clock.monotonic() };
         return value;
       } finally {
@@ -86,6 +90,11 @@ export class ConntrackCounts {
       }
     })();
     return this.#nodeInflight;
+  }
+
+  /** listingErrorsTotal: per-frontend listings that failed (kproxy_conntrack_count_errors_total). */
+  get listingErrorsTotal(): number {
+    return this.#listingErrors;
   }
 
   /**
@@ -117,8 +126,10 @@ export class ConntrackCounts {
       while (this.#cache.size > this.#o.maxCached) this.#cache.delete(this.#cache.keys().next().value!);
       return { vip: ip, port, protocol: p, count, at: entry.at, cached: false };
     });
-    // The chain must go on after a failed listing; the failure reaches this caller only.
-    this.#chain = job.catch(() => {});
+    // The chain must go on after a failed listing; the failure reaches the callers, and the metric counts it.
+    this.#chain = job.catch(() => {
+      this.#listingErrors++;
+    });
     const tracked = job.finally(() => {
       this.#queued--;
       this.#inflight.delete(key);
@@ -127,13 +138,15 @@ export class ConntrackCounts {
     return tracked;
   }
 
-  async #readInt(name: string): Promise<number | null> {
+  async #readInt(name: string): Promise<{ value: number | null; error?: string }> {
+    let text: string;
     try {
-      const n = Number.parseInt(await this.#o.sysctl.read(name), 10);
-      return Number.isNaN(n) ? null : n;
-    } catch {
-      // No nf_conntrack module (or no /proc/sys): the counts are unknown, shown as such.
-      return null;
+      text = await this.#o.sysctl.read(name);
+    } catch (err) {
+      // No nf_conntrack module (or no /proc/sys): the counts are unknown, shown as such with the reason.
+      return { value: null, error: errorMessage(err) };
     }
+    const n = Number.parseInt(text, 10);
+    return Number.isNaN(n) ? { value: null, error: `${name} holds ${JSON.stringify(text.trim().slice(0, 40))}, not a number` } : { value: n };
   }
 }

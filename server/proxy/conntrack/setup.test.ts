@@ -53,6 +53,7 @@ describe('ConntrackSetup', () => {
     expect(sample(text, 'kproxy_conntrack_max')).toBe('kproxy_conntrack_max 65536');
     expect(sample(text, 'kproxy_conntrack_cleanup_enabled')).toBe('kproxy_conntrack_cleanup_enabled 1');
     expect(sample(text, 'kproxy_conntrack_cleanup_errors_total')).toBe('kproxy_conntrack_cleanup_errors_total 0');
+    expect(sample(text, 'kproxy_conntrack_count_errors_total')).toBe('kproxy_conntrack_count_errors_total 0');
     expect(text).not.toContain('kubeproxy_conntrack_reconciler_deleted_entries_total{');
 
     state.onService(null, syslogService());
@@ -67,6 +68,16 @@ describe('ConntrackSetup', () => {
     text = await metrics.render();
     expect(sample(text, 'kubeproxy_conntrack_reconciler_deleted_entries_total')).toBe('kubeproxy_conntrack_reconciler_deleted_entries_total{ip_family="IPv4"} 2');
     expect(sample(text, 'kubeproxy_conntrack_reconciler_sync_duration_seconds_count')).toBe('kubeproxy_conntrack_reconciler_sync_duration_seconds_count{ip_family="IPv4"} 2');
+  });
+
+  it('counts failed per-frontend listings in kproxy_conntrack_count_errors_total', async () => {
+    const { table, ct, metrics } = setup();
+    ct.attachMetrics(metrics);
+    table.onCall = () => {
+      throw new Error('conntrack v1.4.7 (conntrack-tools): Operation failed: Operation not permitted');
+    };
+    await expect(ct.counts.countForService('10.96.0.10', 53, 'UDP')).rejects.toThrow('Operation not permitted');
+    expect(sample(await metrics.render(), 'kproxy_conntrack_count_errors_total')).toBe('kproxy_conntrack_count_errors_total 1');
   });
 
   it('shows unknown counts as NaN and a disabled cleaner as 0', async () => {

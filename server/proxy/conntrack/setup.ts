@@ -113,7 +113,7 @@ export class ConntrackSetup {
   async view(): Promise<ConntrackView> {
     const node = await this.counts.node();
     const s = this.cleaner.status();
-    return { entries: node.entries, max: node.max, cleanupEnabled: s.enabled, cleanupPending: s.pending, cleanupErrorsTotal: s.errorsTotal };
+    return { entries: node.entries, max: node.max, cleanupEnabled: s.enabled, cleanupPending: s.pending, cleanupErrorsTotal: s.errorsTotal, countErrorsTotal: this.counts.listingErrorsTotal };
   }
 
   /** attachMetrics feeds kube-proxy's reconciler metrics from every cleanup pass and publishes the conntrack gauges. */

@@ -24,6 +24,8 @@ export interface ConntrackView {
   readonly cleanupEnabled: boolean;
   readonly cleanupPending: number;
   readonly cleanupErrorsTotal: number;
+  /** countErrorsTotal: per-frontend counts (the dashboard's "Count conntrack entries") whose listing failed. */
+  readonly countErrorsTotal: number;
 }
 
 export interface KproxyMetricsOptions {
@@ -222,6 +224,16 @@ export class KproxyMetrics {
         const v = await view();
         this.reset();
         this.inc(v?.cleanupErrorsTotal ?? 0);
+      },
+    });
+    new Counter({
+      name: 'kproxy_conntrack_count_errors_total',
+      help: 'Failed conntrack listings that count the flows of one service frontend (dashboard and API, on request)',
+      registers,
+      async collect() {
+        const v = await view();
+        this.reset();
+        this.inc(v?.countErrorsTotal ?? 0);
       },
     });
   }
