@@ -59,6 +59,8 @@ export interface DashboardOptions {
   countersIntervalMs?: number;
   /** kernelMinIntervalMs: at most one kernel read this often (default 5 s). */
   kernelMinIntervalMs?: number;
+  /** idleReleaseMs: with no client and no request for this long, the parsed tables are dropped (default 60 s). */
+  idleReleaseMs?: number;
   hub?: Omit<StreamHubOptions, 'logger'>;
 }
 
@@ -94,6 +96,8 @@ export class Dashboard {
   #pending: PendingSync[] = [];
   #flushing = false;
   #timer: TimerHandle | null = null;
+  #idleTimer: TimerHandle | null = null;
+  #lastUse = 0;
   #stopped = false;
   #unsubscribe: (() => void)[] = [];
   #lastAction: ActionResult | null = null;
@@ -260,11 +264,13 @@ export class Dashboard {
   async detail(key: string): Promise<ServiceDetail | null> {
     const catalog = this.#ensureCatalog();
     if (!catalog.ports(key)) return null;
+    this.touch();
     const intended = await this.provider.intended();
     const missing = new Set(this.reader.drift.report(Infinity).findings.filter((f) => f.kind === 'missing-chain').map((f) => `${f.table}/${f.chain}`));
     return serviceDetail(key, catalog, this.#model, this.provider, {
       kernel: this.reader.tables,
-      kernelReadAt: this.reader.readAt,
+      // Released tables (an idle dashboard) leave the read's time behind: the page comes from what kproxy wrote.
+      kernelReadAt: this.reader.tables ? this.reader.readAt : null,
       intended,
       missing: (t, c) => missing.has(`${t}/${c}`),
     });
@@ -301,6 +307,7 @@ export class Dashboard {
   connect(socket: HubSocket, viewer: Viewer, remote: string): StreamClient | null {
     const c = this.hub.add(socket, viewer, remote);
     if (!c) return null;
+    this.touch();
     this.#sendSnapshot(c);
     this.#startTimer();
     // Conntrack's two files read in microseconds; then the kernel, whose counters message carries both.
@@ -319,6 +326,33 @@ export class Dashboard {
 
   disconnect(c: StreamClient): void {
     this.hub.remove(c);
+    this.touch();
+  }
+
+  /**
+   * touch notes a look at the kernel's tables or kproxy's (a client, a Service
+   * page, a REST read). Parsed, they are the dashboard's biggest holding (at
+   * 10,000 services × 10 endpoints about 140 MB each for the kernel's read and
+   * for what kproxy wrote): once no client is connected and nothing asked for
+   * idleReleaseMs, both are dropped and built again on the next look.
+   */
+  touch(): void {
+    const clock = this.daemon.clock;
+    const limit = this.#o.idleReleaseMs ?? 60_000;
+    this.#lastUse = clock.monotonic();
+    if (this.#idleTimer || this.#stopped) return;
+    const check = () => {
+      this.#idleTimer = null;
+      if (this.#stopped) return;
+      const idle = clock.monotonic() - this.#lastUse;
+      // Clients watching, a recent look, or a read in progress (its result would come right back): later.
+      if (this.hub.size > 0 || idle < limit || !this.reader.release()) {
+        this.#idleTimer = clock.setTimeout(check, idle < limit ? limit - idle : limit);
+        return;
+      }
+      this.#log.debug('dashboard idle: dropped the parsed tables until the next look', { idleMs: Math.round(idle) });
+    };
+    this.#idleTimer = clock.setTimeout(check, limit);
   }
 
   /** receive handles one client message (ClientMessage); anything else is ignored. */
@@ -419,6 +453,8 @@ export class Dashboard {
     this.#stopped = true;
     if (this.#timer) this.daemon.clock.clearTimeout(this.#timer);
     this.#timer = null;
+    if (this.#idleTimer) this.daemon.clock.clearTimeout(this.#idleTimer);
+    this.#idleTimer = null;
     for (const u of this.#unsubscribe) u();
     this.hub.closeAll();
   }

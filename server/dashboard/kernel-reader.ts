@@ -30,6 +30,8 @@ export class KernelReader {
   readonly #o: Required<KernelReaderOptions>;
   readonly drift = new DriftTracker();
   #tables: KernelTables | null = null;
+  /** #counts: the last read's size, kept when its tables are released. */
+  #counts = { rules: 0, chains: 0 };
   #readAt: number | null = null;
   #readMs: number | null = null;
   #nextAllowed = 0;
@@ -77,6 +79,7 @@ export class KernelReader {
     try {
       const tables = await provider.read();
       this.#tables = tables;
+      this.#counts = { rules: tables.ruleCount, chains: tables.chainCount };
       this.#readAt = clock.now();
       this.#error = null;
       const intended = await provider.intended();
@@ -95,6 +98,18 @@ export class KernelReader {
     for (const fn of this.#listeners) fn();
   }
 
+  /**
+   * release drops the last read's tables (its size, time and drift stay), so an
+   * idle dashboard does not hold a copy of every rule; the next refresh reads again.
+   * Not while a read is running: its result would come back right after.
+   */
+  release(): boolean {
+    if (this.#reading) return false;
+    this.#tables = null;
+    this.#o.provider.release();
+    return true;
+  }
+
   status(): KernelStatus {
     const p = this.#o.provider;
     return {
@@ -102,8 +117,8 @@ export class KernelReader {
       simulated: p.simulated,
       readAt: this.#readAt,
       readMs: this.#readMs,
-      rules: this.#tables?.ruleCount ?? 0,
-      chains: this.#tables?.chainCount ?? 0,
+      rules: this.#counts.rules,
+      chains: this.#counts.chains,
       driftCount: this.drift.count,
       ...(this.#error ? { error: this.#error } : {}),
     };

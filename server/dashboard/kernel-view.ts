@@ -115,6 +115,8 @@ export interface KernelViewProvider {
   noteSync(record: SyncRecord, result: BackendSyncResult): void;
   /** noteCleanup: kproxy removed all its objects; intended() is empty until the next sync. */
   noteCleanup(): void;
+  /** release drops what intended() built (nobody has looked for a while); the next call builds it again. */
+  release(): void;
   /** ruleKey makes a listed rule and the written one compare equal when the kernel means the same thing. */
   ruleKey(table: string, rule: KernelRule): string;
   /** ownsChain: the name is in kproxy's namespace, so a chain kproxy did not write is drift. */

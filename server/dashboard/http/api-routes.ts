@@ -109,6 +109,7 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
   );
 
   const kernel = async (): Promise<KernelTables | null> => {
+    dashboard.touch();
     if (!dashboard.reader.tables) await dashboard.reader.refresh();
     else void dashboard.reader.refresh();
     return dashboard.reader.tables;
@@ -187,6 +188,7 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
       let body: string | null = null;
       let file = '';
       if (which === 'intended') {
+        dashboard.touch();
         const tables = await dashboard.provider.intended();
         if (tables) {
           body = dashboard.provider.formatIntended(tables);

@@ -33,7 +33,7 @@ export interface IptablesViewOptions {
   logger?: Logger;
 }
 
-/** MAX_PENDING_BYTES: unapplied restore inputs kept before they are applied in the background. */
+/** MAX_PENDING_BYTES: partial restore inputs kept as they came before they are folded into one text. */
 const MAX_PENDING_BYTES = 16 * 1024 * 1024;
 
 /** quoteWord renders one rule word as iptables-save would (quoted when it holds a space). */
@@ -94,11 +94,11 @@ export class IptablesView implements KernelViewProvider {
     const input: RestoreInput = { seq: record.seq, at: record.finishedAt, full: result.full, text: result.batch };
     if (record.ok) {
       this.#intended.accepted(result.batch, result.full);
-      // Partial inputs pile up between full syncs when nobody looks: fold them in, off the sync's path.
-      if (this.#intended.pendingBytes > MAX_PENDING_BYTES) {
-        this.#intended.tables(this.#pause).catch((err) => {
+      // Partial inputs pile up between full syncs: fold them into one text, off the sync's path.
+      if (this.#intended.partialBytes > MAX_PENDING_BYTES) {
+        this.#intended.compact(this.#pause).catch((err) => {
           // Only drift and the "as written" views suffer; the next full sync starts the record over.
-          this.#log.error('applying restore inputs to the dashboard\'s record failed', { err: errorMessage(err) });
+          this.#log.error('folding restore inputs into the dashboard\'s record failed', { err: errorMessage(err) });
         });
       }
       // Names of services gone since the previous full sync fall out of the memo.
@@ -111,6 +111,15 @@ export class IptablesView implements KernelViewProvider {
 
   noteCleanup(): void {
     this.#intended.cleared();
+  }
+
+  release(): void {
+    this.#intended.release();
+  }
+
+  /** holdsIntended: what kproxy wrote is parsed in memory (not released). */
+  get holdsIntended(): boolean {
+    return this.#intended.hasTables;
   }
 
   ruleKey(_table: string, rule: KernelRule): string {

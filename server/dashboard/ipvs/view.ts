@@ -153,6 +153,12 @@ export class IpvsView implements KernelViewProvider {
     // Nothing to do: the backend's cleanup() already planned an empty kernel (a new planned version).
   }
 
+  release(): void {
+    // The planned objects stay with the backend; only the dashboard's tables built from them go.
+    this.#built = null;
+    this.#iptables.release();
+  }
+
   ruleKey(table: string, rule: KernelRule): string {
     return table === 'nat' || table === 'filter' ? iptablesRuleKey(rule.spec) : rule.spec;
   }
