@@ -75,6 +75,17 @@ describe.skipIf(!tiers().browser.ok)('dashboard in the browser', () => {
     await shot('service');
   });
 
+  it("counts a service's conntrack entries on request (the dry run's simulated table holds none)", async () => {
+    await page.getByRole('button', { name: 'Count conntrack entries' }).click();
+    const rows = page.getByTestId('conntrack-counts').locator('tbody tr');
+    await expect.poll(() => rows.count()).toBe(1);
+    const cells = (await rows.first().locator('td').allTextContents()).map((c) => c.trim());
+    expect(cells).toEqual(['10.96.10.10:80/TCP', 'cluster IP · http', '0', 'just now']);
+    expect(await page.getByTestId('conntrack').textContent()).toContain("--dry-run: the table is kproxy's simulated one");
+    expect(await page.getByTestId('conntrack').getByRole('alert').count()).toBe(0);
+    await shot('service-conntrack');
+  });
+
   it('resyncs from the Actions page and the new sync arrives live on the Syncs page', async () => {
     await page.getByRole('link', { name: 'Syncs' }).click();
     const rows = page.getByTestId('syncs').locator('tbody tr');

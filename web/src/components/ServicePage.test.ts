@@ -1,6 +1,8 @@
 import '@testing-library/svelte/vitest';
-import { render, screen, within } from '@testing-library/svelte';
+import { fireEvent, render, screen, waitFor, within } from '@testing-library/svelte';
 import { describe, expect, it } from 'vitest';
+import { Api } from '../lib/api.ts';
+import type { ServiceConntrack } from '../lib/protocol.ts';
 import { detail, ipvsPort } from '../testing/fixtures.ts';
 import ServicePage from './ServicePage.svelte';
 
@@ -96,5 +98,86 @@ describe('Service page in IPVS mode', () => {
     render(ServicePage, { props: { serviceKey: 'shop/web', detail: { key: 'shop/web', detail: detail() }, counters: null, now: 1_060_000 } });
     expect(screen.queryByTestId('virtual-server')).toBeNull();
     expect(screen.getByText(/Chains and rules/)).toBeTruthy();
+  });
+});
+
+describe('Service page conntrack count', () => {
+  const counts: ServiceConntrack = {
+    service: 'shop/web',
+    simulated: false,
+    notCounted: 0,
+    frontends: [
+      { kind: 'clusterIP', portName: 'https', vip: '10.96.10.30', port: 443, protocol: 'TCP', count: 1520, at: 1_058_000, cached: false },
+      { kind: 'loadBalancerIP', portName: 'https', vip: '192.0.2.10', port: 443, protocol: 'TCP', count: null, at: null, cached: false, error: { code: 'KPROXY_ERR_CONNTRACK', message: 'listing conntrack flows failed (exit 1)' } },
+    ],
+  };
+  /** server answers the conntrack route with the given responses in turn, and records the URLs asked. */
+  function server(...answers: { status: number; body: unknown }[]) {
+    const urls: string[] = [];
+    const api = new Api(() => 'tok', async (url) => {
+      urls.push(url);
+      const a = answers.shift()!;
+      return new Response(JSON.stringify(a.body), { status: a.status });
+    });
+    return { api, urls };
+  }
+  const page = (api: Api | null, serviceKey = 'shop/web') =>
+    render(ServicePage, { props: { serviceKey, detail: { key: serviceKey, detail: detail() }, counters: null, now: 1_060_000, api } });
+  const cells = (row: Element) => [...row.children].map((c) => c.textContent?.replace(/\s+/g, ' ').trim());
+
+  it('counts on request only, and shows each frontend with its count, age, and error', async () => {
+    const { api, urls } = server({ status: 200, body: counts });
+    page(api);
+    expect(urls).toEqual([]);
+    expect(screen.queryByTestId('conntrack-counts')).toBeNull();
+    await fireEvent.click(screen.getByRole('button', { name: 'Count conntrack entries' }));
+    await waitFor(() => expect(screen.getByTestId('conntrack-counts')).toBeTruthy());
+    expect(urls).toEqual(['api/v1/services/shop/web/conntrack']);
+    const rows = within(screen.getByTestId('conntrack-counts')).getAllByRole('row').slice(1).map(cells);
+    expect(rows).toEqual([
+      ['10.96.10.30:443/TCP', 'cluster IP · https', '1,520', '2 s ago'],
+      ['192.0.2.10:443/TCP', 'load balancer IP · https', '–', 'listing conntrack flows failed (exit 1) [KPROXY_ERR_CONNTRACK]'],
+    ]);
+    expect(screen.queryByRole('alert')).toBeNull();
+  });
+
+  it('says when the node refused the count (429) and keeps the last counts; a later count succeeds', async () => {
+    const { api } = server(
+      { status: 200, body: { ...counts, frontends: [counts.frontends[0]] } },
+      { status: 429, body: { error: { code: 'KPROXY_ERR_RATE_LIMITED', message: 'too many conntrack counts are running on this node; try again in a few seconds' } } },
+      { status: 200, body: { ...counts, simulated: true, notCounted: 3, frontends: [{ ...counts.frontends[0], count: 0, cached: true }] } },
+    );
+    page(api);
+    const button = screen.getByRole('button', { name: 'Count conntrack entries' });
+    await fireEvent.click(button);
+    await waitFor(() => expect(screen.getByTestId('conntrack-counts')).toBeTruthy());
+    await fireEvent.click(button);
+    await waitFor(() => expect(screen.getByRole('alert').textContent).toBe('Rate limited: too many conntrack counts are running on this node; try again in a few seconds'));
+    expect(cells(within(screen.getByTestId('conntrack-counts')).getAllByRole('row')[1])[2]).toBe('1,520');
+    await fireEvent.click(button);
+    await waitFor(() => expect(cells(within(screen.getByTestId('conntrack-counts')).getAllByRole('row')[1]).slice(2)).toEqual(['0', '2 s ago (cached)']));
+    expect(screen.queryByRole('alert')).toBeNull();
+    expect(screen.getByText(/3 more frontends not counted/)).toBeTruthy();
+    expect(screen.getByText(/--dry-run: the table is kproxy's simulated one/)).toBeTruthy();
+  });
+
+  it('shows a failed request as an error, and has no button without an API', async () => {
+    const { api } = server({ status: 503, body: { error: { code: 'KPROXY_ERR_CONNTRACK', message: 'conntrack counts are not available in this run (service shop/web)' } } });
+    const { unmount } = page(api);
+    await fireEvent.click(screen.getByRole('button', { name: 'Count conntrack entries' }));
+    await waitFor(() => expect(screen.getByRole('alert').textContent).toBe('Counting failed: conntrack counts are not available in this run (service shop/web)'));
+    unmount();
+    page(null);
+    expect(screen.queryByTestId('conntrack')).toBeNull();
+  });
+
+  it('forgets the counts when the page shows another service', async () => {
+    const { api, urls } = server({ status: 200, body: counts });
+    const { rerender } = page(api);
+    await fireEvent.click(screen.getByRole('button', { name: 'Count conntrack entries' }));
+    await waitFor(() => expect(screen.getByTestId('conntrack-counts')).toBeTruthy());
+    await rerender({ serviceKey: 'shop/api', detail: { key: 'shop/api', detail: detail() } });
+    expect(screen.queryByTestId('conntrack-counts')).toBeNull();
+    expect(urls).toHaveLength(1);
   });
 });
