@@ -132,6 +132,9 @@ export async function fullSyncRun(o: FullSyncOptions): Promise<FullSyncRun> {
 /** MemoryOnly is a daemon's memory with a part of it switched off (the metrics listener, hence the dashboard). */
 export interface MemoryOnly {
   readonly what: string;
+  /** syncMs / buildMs: the first sync's total and kproxy's own part (what a V8 flag may cost). */
+  readonly syncMs?: number;
+  readonly buildMs?: number;
   readonly rssAtSyncMiB: number;
   readonly peakRssMiB: number;
   readonly steadyRssMiB: number;
@@ -158,6 +161,8 @@ export async function memoryVariant(
     const afterGc = d.stats();
     return {
       what: o.what,
+      syncMs: first.ms,
+      buildMs: first.buildMs,
       rssAtSyncMiB: atSync.rss / MiB,
       peakRssMiB: steady.peakRss / MiB,
       steadyRssMiB: steady.rss / MiB,

@@ -161,8 +161,17 @@ export function renderMarkdown(r: Results): string {
   if (r.memoryVariants?.length) {
     parts.push(
       table(
-        ['size', 'flavour', 'variant', 'RSS at end of full sync', 'peak RSS', 'steady RSS', 'RSS after a full GC'],
-        r.memoryVariants.map((v) => [sizeName(v.size), v.flavor, v.what, fmt(v.rssAtSyncMiB, 'MiB'), fmt(v.peakRssMiB, 'MiB'), fmt(v.steadyRssMiB, 'MiB'), fmt(v.afterGcRssMiB, 'MiB')]),
+        ['size', 'flavour', 'variant', 'full sync (build)', 'RSS at end of full sync', 'peak RSS', 'steady RSS', 'RSS after a full GC'],
+        r.memoryVariants.map((v) => [
+          sizeName(v.size),
+          v.flavor,
+          v.what,
+          v.syncMs === undefined ? '–' : `${fmt(v.syncMs, 'ms')} (${fmt(v.buildMs ?? NaN, 'ms')})`,
+          fmt(v.rssAtSyncMiB, 'MiB'),
+          fmt(v.peakRssMiB, 'MiB'),
+          fmt(v.steadyRssMiB, 'MiB'),
+          fmt(v.afterGcRssMiB, 'MiB'),
+        ]),
       ),
     );
   }

@@ -249,6 +249,7 @@ async function main(): Promise<Results> {
   const variants = !want('memory') ? [] : [
     { what: 'no metrics listener (hence no dashboard)', metrics: false },
     { what: 'node --max-semi-space-size=8 (V8 young generation capped at 8 MiB per semi-space)', nodeArgs: ['--max-semi-space-size=8'] },
+    { what: 'node --max-semi-space-size=16 (V8 young generation capped at 16 MiB per semi-space)', nodeArgs: ['--max-semi-space-size=16'] },
   ];
   for (const v of variants) {
     log(`memory at ${sizeName(memSize)} ${flavors[0]}: ${v.what}`);
