@@ -11,7 +11,7 @@ import { createInterface } from 'node:readline';
 import WebSocket from 'ws';
 
 type Command =
-  | { id: number; op: 'get'; url: string }
+  | { id: number; op: 'get'; url: string; token?: string }
   | { id: number; op: 'ws'; url: string }
   | { id: number; op: 'ws-close' }
   | { id: number; op: 'connect'; host: string; port: number; count: number }
@@ -20,9 +20,10 @@ type Command =
 const out = (o: object) => process.stdout.write(JSON.stringify(o) + '\n');
 let socket: WebSocket | null = null;
 
-async function get(url: string): Promise<object> {
+/** get fetches url; token: a bearer token (the dashboard requires one when kproxy reads a cluster). */
+async function get(url: string, token?: string): Promise<object> {
   const t0 = performance.now();
-  const res = await fetch(url);
+  const res = await fetch(url, token ? { headers: { authorization: `Bearer ${token}` } } : {});
   const body = await res.text();
   return { status: res.status, body, ms: performance.now() - t0, bytes: Buffer.byteLength(body) };
 }
@@ -88,7 +89,7 @@ function listen(port: number): Promise<object> {
 async function run(c: Command): Promise<object> {
   switch (c.op) {
     case 'get':
-      return get(c.url);
+      return get(c.url, c.token);
     case 'ws':
       return openWs(c.url);
     case 'ws-close':

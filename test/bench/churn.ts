@@ -1,6 +1,7 @@
 /**
  * churn measures network programming latency under a steady stream of
- * endpoint changes through the file source: `rate` EndpointSlice updates per
+ * endpoint changes through the file source (or, api-churn.ts, through the
+ * Kubernetes API): `rate` EndpointSlice updates per
  * second for `seconds`, round-robin over the churn targets, each stamped with
  * the endpoints controller's last-change-trigger-time annotation (ms). The
  * daemon records, per sync, the largest latency it programmed (finishedAt -
@@ -30,7 +31,7 @@ export interface ChurnResult {
   readonly failedSyncs: number;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** ChurnSyncRow is the part of a dashboard sync history row attribution needs. */
 export interface ChurnSyncRow {
@@ -67,23 +68,45 @@ export function attributeLatencies(written: readonly number[], rows: readonly Ch
   return out;
 }
 
-export async function measureChurn(ctx: RunContext, c: SyntheticCluster, m: ManifestDir, rate: number, seconds: number): Promise<ChurnResult> {
-  const targets = [...m.churn.keys()];
+/** ChurnTimer is the time the churn schedule runs on (real, or a fake in unit tests). */
+export interface ChurnTimer {
+  now(): number;
+  sleep(ms: number): Promise<void>;
+}
+
+const realTimer: ChurnTimer = { now: () => Date.now(), sleep };
+
+/**
+ * driveChurn makes `rate` changes per second for `seconds`: change i is due
+ * at start + i/rate s (late ones go at once, never skipped), write(i, at)
+ * makes it, stamped `at`; returns the write times in order. Both sources use
+ * it: the file source's driver here, the API source's in api-churn-driver.ts.
+ */
+export async function driveChurn(rate: number, seconds: number, write: (i: number, at: number) => void, timer: ChurnTimer = realTimer): Promise<number[]> {
+  const written: number[] = [];
+  const t0 = timer.now();
+  const n = Math.round(rate * seconds);
+  for (let i = 0; i < n; i++) {
+    const wait = t0 + (i * 1000) / rate - timer.now();
+    if (wait > 0) await timer.sleep(wait);
+    const at = timer.now();
+    write(i, at);
+    written.push(at);
+  }
+  return written;
+}
+
+/**
+ * measureChurnWith runs drive (which makes the changes and returns their
+ * times, epoch ms, in order) against the daemon of ctx and attributes each
+ * change's latency from the daemon's sync history.
+ */
+export async function measureChurnWith(ctx: RunContext, rate: number, seconds: number, drive: () => Promise<readonly number[]>): Promise<ChurnResult> {
   const metricsBefore = metricValue(await ctx.agent.get(`${METRICS}/metrics`), 'kubeproxy_network_programming_duration_seconds_count');
   const seqBefore = ctx.daemon.lastSeq;
   const cpu0 = ctx.daemon.stats().cpuSelf;
-  const written: number[] = [];
   const t0 = Date.now();
-  const n = Math.round(rate * seconds);
-  for (let i = 0; i < n; i++) {
-    const due = t0 + (i * 1000) / rate;
-    const wait = due - Date.now();
-    if (wait > 0) await sleep(wait);
-    const at = Date.now();
-    const index = targets[i % targets.length];
-    writeSlice(m, index, movedSlice(c, index, at));
-    written.push(at);
-  }
+  const written = await drive();
   const wall = (Date.now() - t0) / 1000;
   const cpu1 = ctx.daemon.stats().cpuSelf;
   await sleep(3000); // the last changes' syncs
@@ -102,4 +125,15 @@ export async function measureChurn(ctx: RunContext, c: SyntheticCluster, m: Mani
     cpuShare: (cpu1 - cpu0) / wall,
     failedSyncs: rows.filter((r) => !r.ok).length,
   };
+}
+
+/** measureChurn drives the churn through the file source: each change rewrites one churn target's slice file. */
+export async function measureChurn(ctx: RunContext, c: SyntheticCluster, m: ManifestDir, rate: number, seconds: number): Promise<ChurnResult> {
+  const targets = [...m.churn.keys()];
+  return measureChurnWith(ctx, rate, seconds, () =>
+    driveChurn(rate, seconds, (i, at) => {
+      const index = targets[i % targets.length];
+      writeSlice(m, index, movedSlice(c, index, at));
+    }),
+  );
 }

@@ -58,7 +58,8 @@ export function killAll(): void {
   children.clear();
 }
 
-function track(c: ChildProcess): ChildProcess {
+/** track keeps a process this benchmark started, so killAll() ends it (the API churn driver uses it too). */
+export function track(c: ChildProcess): ChildProcess {
   children.add(c);
   c.on('exit', () => children.delete(c));
   return c;
@@ -86,7 +87,11 @@ export class Agent {
   #next = 1;
   readonly #waiting = new Map<number, (v: Record<string, unknown>) => void>();
 
-  constructor(ns: string) {
+  /** token: the dashboard's bearer token, sent with every GET (the Kubernetes source turns dashboard auth on). */
+  readonly #token: string | undefined;
+
+  constructor(ns: string, token?: string) {
+    this.#token = token;
     this.child = track(spawnInNetns(ns, process.execPath, [AGENT], { cwd: ROOT }));
     this.child.stderr!.on('data', (b: Buffer) => process.stderr.write(`[agent ${ns}] ${b}`));
     createInterface({ input: this.child.stdout! }).on('line', (line) => {
@@ -111,7 +116,7 @@ export class Agent {
   }
 
   async get(url: string): Promise<string> {
-    const r = await this.call({ op: 'get', url });
+    const r = await this.call({ op: 'get', url, ...(this.#token ? { token: this.#token } : {}) });
     if (r.status !== 200) throw new Error(`GET ${url}: ${String(r.status)} ${String(r.body).slice(0, 200)}`);
     return r.body as string;
   }
@@ -124,7 +129,9 @@ export class Agent {
 
 export interface DaemonOptions {
   ns: string;
-  manifests: string;
+  /** manifests: the file source's folder (--source file:DIR); kubeconfig instead: the Kubernetes source. */
+  manifests?: string;
+  kubeconfig?: string;
   flavor: 'nft' | 'legacy' | 'auto';
   nodeName: string;
   clusterCIDR: string;
@@ -157,7 +164,7 @@ export class Daemon {
       join(import.meta.dirname, 'gc-signal.ts'),
       ...(o.nodeArgs ?? []),
       o.entry ?? join(ROOT, 'server', 'cli.ts'),
-      `--source=file:${o.manifests}`,
+      o.kubeconfig ? `--kubeconfig=${o.kubeconfig}` : `--source=file:${o.manifests}`,
       `--hostname-override=${o.nodeName}`,
       `--cluster-cidr=${o.clusterCIDR}`,
       `--iptables-flavor=${o.flavor}`,

@@ -53,14 +53,23 @@ export function evaluateTargets(r: Results): TargetResult[] {
       note: `kernel floor for any change at this size ${fmt(part!.kernelFloorMs ?? NaN, 'ms')}; file written → rules in the kernel (file source debounce included): ${fmtSummary(e2e, 'ms')}`,
     });
   }
-  const churn = r.churn.find((c) => same(c.size, TEN_K_10) && c.flavor === flavor) ?? r.churn.find((c) => c.flavor === flavor);
+  // Judged through the Kubernetes API (the production path, no file debounce) when measured; the file source is shown beside it.
+  const churnOf = (source: 'file' | 'api') => {
+    const mine = r.churn.filter((c) => c.flavor === flavor && (c.source ?? 'file') === source);
+    return mine.find((c) => same(c.size, TEN_K_10)) ?? mine[0];
+  };
+  const churnApi = churnOf('api');
+  const churnFile = churnOf('file');
+  const churn = churnApi ?? churnFile;
   if (churn) {
     const limit = churn.minSyncPeriodMs + 1000;
+    const measured = (c: NonNullable<typeof churn>) => `${p(c.latencyMs)}, max ${fmt(c.latencyMs.max)} ms (${c.attributed}/${c.changes} changes)`;
     out.push({
       name: `Network programming latency at ${sizeName(churn.size)} (${flavor}), ${churn.rate} updates/s`,
       target: `p99 ≤ minSyncPeriod + 1 s = ${limit} ms`,
-      measured: `${p(churn.latencyMs)}, max ${fmt(churn.latencyMs.max)} ms (${churn.attributed}/${churn.changes} changes)`,
+      measured: churnApi ? `through the Kubernetes API: ${measured(churnApi)}` : measured(churn),
       met: churn.latencyMs.p99 <= limit,
+      ...(churnApi && churnFile ? { note: `through the file source (its debounce included): ${measured(churnFile)}` } : {}),
     });
   }
   if (f10?.runs.length) {
@@ -193,13 +202,15 @@ export function renderMarkdown(r: Results): string {
   }
 
   if (r.churn.length) {
-    parts.push('#### Network programming latency under churn (EndpointSlice updates through the file source)');
+    parts.push('#### Network programming latency under churn (EndpointSlice updates)');
+    parts.push('*file*: each update rewrites a slice file (the file source debounces 250 ms, up to 500 ms under continuous writes). *Kubernetes API*: kproxy runs with `--kubeconfig` against the fake API server in its namespace, each update is an API write its EndpointSlice watch delivers (client-node informers, as in a cluster).');
     parts.push(
       table(
-        ['size', 'flavour', 'updates/s', 'duration', 'latency p50', 'p90', 'p99', 'max', 'syncs', 'sync duration p50 / p99', 'kproxy CPU'],
+        ['size', 'flavour', 'source', 'updates/s', 'duration', 'latency p50', 'p90', 'p99', 'max', 'syncs', 'sync duration p50 / p99', 'kproxy CPU'],
         r.churn.map((c) => [
           sizeName(c.size),
           c.flavor,
+          c.source === 'api' ? 'Kubernetes API' : 'file',
           c.rate,
           `${c.seconds} s`,
           fmt(c.latencyMs.p50, 'ms'),

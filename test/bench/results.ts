@@ -2,6 +2,7 @@
  * results: the shape of a benchmark run's JSON (test/bench/results/*.json),
  * what run.ts fills in and report.ts renders.
  */
+import type { ApiChurnResult } from './api-churn.ts';
 import type { ChurnResult } from './churn.ts';
 import type { ConnectTimes } from './dataplane.ts';
 import type { FullSyncRun, MemoryOnly } from './full-sync.ts';
@@ -32,10 +33,12 @@ export interface PartialResult {
   readonly kernelFloorMs: number;
 }
 
-export interface ChurnEntry extends ChurnResult {
+export interface ChurnEntry extends ChurnResult, Partial<Pick<ApiChurnResult, 'firstSyncMs' | 'startToSyncedMs' | 'apiLists' | 'apiWatches'>> {
   readonly size: Size;
   readonly flavor: Flavor;
   readonly minSyncPeriodMs: number;
+  /** source: the path the changes took, the file source or the Kubernetes API (api-churn.ts); older results: file. */
+  readonly source?: 'file' | 'api';
 }
 
 export interface DataPlaneResult {

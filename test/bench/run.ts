@@ -15,6 +15,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { apiChurnRun } from './api-churn.ts';
 import { measureChurn } from './churn.ts';
 import { generateCluster, POD_CIDR, type SyntheticCluster } from './cluster.ts';
 import { killAll } from './daemon.ts';
@@ -48,6 +49,9 @@ const quick = opts.quick!;
 const flavors: Flavor[] = opts.flavor === 'both' ? ['nft', 'legacy'] : [opts.flavor as Flavor];
 const ROOT = join(import.meta.dirname, '..', '..');
 const MIN_SYNC_PERIOD_MS = 1000; // kproxy's default, what the daemons run with
+const NODE_IP = '10.250.0.2';
+/** CHURN_TARGETS: services whose slices the churn drivers edit (file source and API alike). */
+const CHURN_TARGETS = 100;
 
 const S = (services: number, endpoints: number): Size => ({ services, endpoints });
 const same = (a: Size, b: Size) => a.services === b.services && a.endpoints === b.endpoints;
@@ -118,8 +122,8 @@ function clusterFor(size: Size): { cluster: SyntheticCluster; manifests: Manifes
   let c = clusters.get(key);
   if (!c) {
     const t0 = performance.now();
-    const cluster = generateCluster({ services: size.services, endpointsPerService: size.endpoints, nodeName: NODE_NAME, nodeIP: '10.250.0.2' });
-    const manifests = writeManifests(cluster, join(scratch, key), 100);
+    const cluster = generateCluster({ services: size.services, endpointsPerService: size.endpoints, nodeName: NODE_NAME, nodeIP: NODE_IP });
+    const manifests = writeManifests(cluster, join(scratch, key), CHURN_TARGETS);
     writeProbe(manifests.dir);
     c = { cluster, manifests };
     clusters.set(key, c);
@@ -223,8 +227,8 @@ async function main(): Promise<Results> {
                 results.partial.push({ size: step.size, flavor, samples, kernelFloorMs: kernelFloorMs(ctx.ns, flavor) });
               }
               if (doChurn) {
-                log(`  churn: 50 updates/s for ${plan.churnSeconds} s`);
-                results.churn.push({ size: step.size, flavor, minSyncPeriodMs: MIN_SYNC_PERIOD_MS, ...(await measureChurn(ctx, c.cluster, c.manifests, 50, plan.churnSeconds)) });
+                log(`  churn: 50 updates/s for ${plan.churnSeconds} s through the file source`);
+                results.churn.push({ size: step.size, flavor, minSyncPeriodMs: MIN_SYNC_PERIOD_MS, source: 'file', ...(await measureChurn(ctx, c.cluster, c.manifests, 50, plan.churnSeconds)) });
               }
               if (doDashboard) {
                 log('  dashboard: snapshot and deltas');
@@ -242,6 +246,21 @@ async function main(): Promise<Results> {
           (dp as DataPlane | null)?.close();
         }
       }
+    }
+  }
+
+  // Churn through the Kubernetes source (the production path) needs a daemon of its own: --kubeconfig, fake API server.
+  for (const flavor of want('churn') ? plan.extrasFlavors : []) {
+    log(`churn through the Kubernetes API at ${sizeName(plan.churnAt)} ${flavor}: 50 updates/s for ${plan.churnSeconds} s`);
+    try {
+      const r = await apiChurnRun({ size: plan.churnAt, flavor, clusterCIDR: POD_CIDR, nodeIP: NODE_IP, churnTargets: CHURN_TARGETS, rate: 50, seconds: plan.churnSeconds, timeoutMs: 1_800_000 });
+      results.churn.push({ size: plan.churnAt, flavor, minSyncPeriodMs: MIN_SYNC_PERIOD_MS, source: 'api', ...r });
+      log(`  first sync ${Math.round(r.firstSyncMs)} ms (spawn → synced ${Math.round(r.startToSyncedMs)} ms); latency p50 ${Math.round(r.latencyMs.p50)} / p99 ${Math.round(r.latencyMs.p99)} ms`);
+      if (r.apiLists || r.apiWatches) results.notes.push(`churn through the API (${flavor}): the fake API server got ${r.apiLists} lists and ${r.apiWatches} watches during the churn (a relist or watch restart is in the numbers)`);
+    } catch (err) {
+      const msg = err instanceof Error ? err.message : String(err);
+      log(`  FAILED: ${msg}`);
+      results.notes.push(`churn through the API at ${sizeName(plan.churnAt)} ${flavor} failed: ${msg}`);
     }
   }
 
