@@ -267,8 +267,8 @@ async function main(): Promise<Results> {
   const memSize = MEMORY_SIZE;
   const variants = !want('memory') ? [] : [
     { what: 'no metrics listener (hence no dashboard)', metrics: false },
+    { what: "V8's defaults (without the shipped --max-semi-space-size=16: the young generation grows to 128 MiB)", nodeArgs: [] },
     { what: 'node --max-semi-space-size=8 (V8 young generation capped at 8 MiB per semi-space)', nodeArgs: ['--max-semi-space-size=8'] },
-    { what: 'node --max-semi-space-size=16 (V8 young generation capped at 16 MiB per semi-space)', nodeArgs: ['--max-semi-space-size=16'] },
   ];
   for (const v of variants) {
     log(`memory at ${sizeName(memSize)} ${flavors[0]}: ${v.what}`);
