@@ -115,6 +115,41 @@ describe('IntendedIptables', () => {
     expect(m.partialBytes).toBe(0);
   });
 
+  it('deflates a big base in the background and builds the same tables from it', async () => {
+    const lines = ['*nat', ':KUBE-SERVICES - [0:0]'];
+    for (let i = 0; i < 5000; i++) lines.push(`:KUBE-SVC-${String(i).padStart(16, '0')} - [0:0]`);
+    for (let i = 0; i < 5000; i++) lines.push(`-A KUBE-SERVICES -d 10.96.${i >> 8}.${i & 255}/32 -p tcp -m tcp --dport 80 -m comment --comment "ns/svc-${i}:http cluster IP" -j KUBE-SVC-${String(i).padStart(16, '0')}`);
+    lines.push('COMMIT', '');
+    const big = lines.join('\n');
+    const plain = new IntendedIptables();
+    plain.accepted(big, true);
+    const want = await formatTables((await plain.tables(noYield))!, noYield);
+
+    const m = new IntendedIptables();
+    m.accepted(big, true);
+    await m.packed();
+    expect(m.packedBase).toBe(true);
+    expect(m.baseBytes).toBeLessThan(big.length / 5);
+    expect(await formatTables((await m.tables(noYield))!, noYield)).toBe(want);
+    // Released, the tables come back from the deflated base and the partial inputs after it.
+    m.accepted(`*nat\n-D KUBE-SERVICES 1\nCOMMIT\n`, false);
+    m.release();
+    const after = (await m.tables(noYield))!.tables.get('nat')!.chains.get('KUBE-SERVICES')!;
+    expect(after.rules).toHaveLength(4999);
+    expect(after.rules[0]!.spec).toContain('svc-1:http');
+    // A compaction writes a new base, deflated again.
+    await m.compact(noYield);
+    await m.packed();
+    expect(m.packedBase).toBe(true);
+    expect(m.partialBytes).toBe(0);
+    expect((await m.tables(noYield))!.tables.get('nat')!.chains.get('KUBE-SERVICES')!.rules).toHaveLength(4999);
+    // A small base is not worth a thread.
+    const small = new IntendedIptables();
+    small.accepted(full, true);
+    await small.packed();
+    expect(small.packedBase).toBe(false);
+  });
+
   it('keeps a full input that arrives while it compacts, and the partials after it', async () => {
     const m = new IntendedIptables();
     m.accepted(full, true);

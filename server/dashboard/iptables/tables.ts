@@ -1,3 +1,5 @@
+import { promisify } from 'node:util';
+import { deflate, inflate } from 'node:zlib';
 import { IptablesParseError } from '../../errors.ts';
 import { isBuiltinChain, ruleTarget, splitArgs, type ChainLine, type CommandLine } from '../../kernel/iptables-save-parser.ts';
 import { kernelTables, type KernelChain, type KernelRule, type KernelTables } from '../kernel-view.ts';
@@ -84,11 +86,16 @@ class Interner {
  * record starts over; partial inputs follow it. Syncs pay nothing but a
  * reference. The tables are built only when the dashboard asks (tables())
  * and can be dropped again when nobody looks (release()): at 10,000 services
- * × 10 endpoints they take about 140 MB, the text about 34 MB. When partial
- * inputs pile up, compact() folds them into a new base text.
+ * × 10 endpoints they take about 140 MB, the text about 34 MB, and the
+ * base text is deflated in the background (zlib on libuv's threads, off the
+ * event loop) to a few MB. When partial inputs pile up, compact() folds them
+ * into a new base text.
  */
 export class IntendedIptables {
   #base: string | null = null;
+  /** #packed: the base deflated (then #base is null); #packing: the deflate in flight. */
+  #packed: Buffer | null = null;
+  #packing: Promise<void> | null = null;
   readonly #partials: string[] = [];
   #partialBytes = 0;
   readonly #intern = new Interner();
@@ -112,6 +119,20 @@ export class IntendedIptables {
     return this.#version;
   }
 
+  /** baseBytes: the base as kept (deflated or not); packedBase: it is deflated. */
+  get baseBytes(): number {
+    return this.#packed?.length ?? this.#base?.length ?? 0;
+  }
+
+  get packedBase(): boolean {
+    return this.#packed !== null;
+  }
+
+  /** packed resolves once the base in hand is deflated (or found too small to bother). */
+  async packed(): Promise<void> {
+    while (this.#packing) await this.#packing;
+  }
+
   /** hasTables: the parsed tables are in memory (someone asked since the last release()). */
   get hasTables(): boolean {
     return this.#tables !== null;
@@ -125,7 +146,7 @@ export class IntendedIptables {
 
   /** accepted records an input the kernel accepted; a full one replaces everything before it. */
   accepted(input: string, full: boolean): void {
-    if (full || this.#base === null) {
+    if (full || (this.#base === null && this.#packed === null)) {
       // A partial input with no base before it (a cleanup, then a partial sync) applies to empty tables.
       if (full) this.#rebase(input);
       else {
@@ -142,6 +163,7 @@ export class IntendedIptables {
 
   #rebase(base: string): void {
     this.#base = base;
+    this.#packed = null;
     this.#partials.length = 0;
     this.#partialBytes = 0;
     this.#tables = null;
@@ -149,6 +171,7 @@ export class IntendedIptables {
     this.#built = null;
     this.#builtVersion = -1;
     this.#generation++;
+    this.#pack();
   }
 
   /** tables applies what is pending and returns the result (null before any input). */
@@ -192,6 +215,8 @@ export class IntendedIptables {
       // A full input arrived meanwhile: it is the new base, this text is obsolete.
       if (generation === this.#generation) {
         this.#base = text;
+        this.#packed = null;
+        this.#pack();
         const rest = this.#partials.splice(0, folded);
         for (const input of rest) this.#partialBytes -= input.length;
         this.#applied = 0;
@@ -201,6 +226,28 @@ export class IntendedIptables {
     this.#applying = job.finally(() => (this.#applying = null));
     await this.#applying;
     if (!keep) this.release();
+  }
+
+  /** #pack deflates a base worth it, unless a new base replaced it meanwhile. */
+  #pack(): void {
+    const text = this.#base;
+    if (text === null || text.length < PACK_MIN_CHARS) return;
+    const generation = this.#generation;
+    const job = (async () => {
+      try {
+        const packed = await deflateAsync(Buffer.from(text, 'utf8'), { level: 1 });
+        if (generation === this.#generation && this.#base === text) {
+          this.#packed = packed;
+          this.#base = null;
+        }
+      } catch {
+        // Out of memory in zlib, at worst: the base stays as text, which costs memory but loses nothing.
+      }
+    })();
+    this.#packing = job.finally(() => {
+      if (this.#packing === tracked) this.#packing = null;
+    });
+    const tracked = this.#packing;
   }
 
   async #apply(pause: Yield): Promise<KernelTables> {
@@ -214,7 +261,9 @@ export class IntendedIptables {
       const target = this.#tables;
       const apply = (input: string) => forEachIptablesEntry(input, (t, e) => applyEntry(target, t, e, this.#intern), pause);
       if (this.#applied < 0) {
-        if (this.#base) await apply(this.#base);
+        const base = this.#base ?? (this.#packed ? (await inflateAsync(this.#packed)).toString('utf8') : null);
+        if (generation !== this.#generation) continue;
+        if (base) await apply(base);
         if (generation !== this.#generation) continue;
         this.#applied = 0;
       }
@@ -232,6 +281,12 @@ export class IntendedIptables {
     }
   }
 }
+
+const deflateAsync = promisify(deflate);
+const inflateAsync = promisify(inflate);
+
+/** PACK_MIN_CHARS: a base shorter than this stays text (a small node's rules: not worth a thread). */
+const PACK_MIN_CHARS = 256 * 1024;
 
 /** FORMAT_CHUNK: rules written between two yields. */
 const FORMAT_CHUNK = 5000;
