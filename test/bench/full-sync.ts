@@ -40,6 +40,12 @@ export interface FullSyncRun {
   /** afterGc: then after a full garbage collection: the live heap, and what RSS stays. */
   readonly afterGcRssMiB: number;
   readonly afterGcHeapMiB: number;
+  /**
+   * afterWork: memory once the measurements on the running daemon (then: partial
+   * syncs, churn, dashboard) are over and it idled a few seconds: what a node that
+   * has seen changes holds, rather than one fresh from its first sync.
+   */
+  afterWork?: { readonly rssMiB: number; readonly peakRssMiB: number; readonly afterGcRssMiB: number; readonly afterGcHeapMiB: number };
 }
 
 /** RunContext is handed to extra measurements made on a daemon after its first sync. */
@@ -120,7 +126,16 @@ export async function fullSyncRun(o: FullSyncOptions): Promise<FullSyncRun> {
       afterGcRssMiB: afterGc.rss / MiB,
       afterGcHeapMiB: metricValue(metricsAfterGc, 'nodejs_heap_size_used_bytes') / MiB,
     };
-    if (o.then) await o.then({ ns, daemon: d, agent, first });
+    if (o.then) {
+      await o.then({ ns, daemon: d, agent, first });
+      // The dashboard drops its parsed tables after a minute without viewers; the sample waits past that.
+      await new Promise((r) => setTimeout(r, 65_000));
+      const idle = d.stats();
+      await d.collectGarbage();
+      const gced = d.stats();
+      const heap = metricValue(await agent.get(`${METRICS}/metrics`), 'nodejs_heap_size_used_bytes') / MiB;
+      run.afterWork = { rssMiB: idle.rss / MiB, peakRssMiB: gced.peakRss / MiB, afterGcRssMiB: gced.rss / MiB, afterGcHeapMiB: heap };
+    }
     return run;
   } finally {
     agent?.stop();

@@ -167,6 +167,17 @@ export function renderMarkdown(r: Results): string {
     ),
   );
 
+  const worked = r.fullSync.flatMap((f) => f.runs.filter((x) => x.afterWork).map((x) => ({ f, w: x.afterWork! })));
+  if (worked.length) {
+    parts.push('After the partial syncs, churn and dashboard measurements on the same daemon, 65 s idle (the dashboard has dropped its parsed tables):');
+    parts.push(
+      table(
+        ['size', 'flavour', 'RSS', 'peak RSS (whole life)', 'RSS after a full GC', 'live heap (after GC)'],
+        worked.map(({ f, w }) => [sizeName(f.size), f.flavor, fmt(w.rssMiB, 'MiB'), fmt(w.peakRssMiB, 'MiB'), fmt(w.afterGcRssMiB, 'MiB'), fmt(w.afterGcHeapMiB, 'MiB')]),
+      ),
+    );
+  }
+
   if (r.memoryVariants?.length) {
     parts.push(
       table(
