@@ -102,7 +102,12 @@ export async function driveChurn(rate: number, seconds: number, write: (i: numbe
  * change's latency from the daemon's sync history.
  */
 export async function measureChurnWith(ctx: RunContext, rate: number, seconds: number, drive: () => Promise<readonly number[]>): Promise<ChurnResult> {
-  const metricsBefore = metricValue(await ctx.agent.get(`${METRICS}/metrics`), 'kubeproxy_network_programming_duration_seconds_count');
+  // The histogram appears with its first observation (as kube-proxy's): absent counts as none yet.
+  const observations = (text: string) => {
+    const v = metricValue(text, 'kubeproxy_network_programming_duration_seconds_count');
+    return Number.isNaN(v) ? 0 : v;
+  };
+  const metricsBefore = observations(await ctx.agent.get(`${METRICS}/metrics`));
   const seqBefore = ctx.daemon.lastSeq;
   const cpu0 = ctx.daemon.stats().cpuSelf;
   const t0 = Date.now();
@@ -111,7 +116,7 @@ export async function measureChurnWith(ctx: RunContext, rate: number, seconds: n
   const cpu1 = ctx.daemon.stats().cpuSelf;
   await sleep(3000); // the last changes' syncs
   const rows = (await syncRows(ctx)).filter((r) => r.seq > seqBefore);
-  const metricsAfter = metricValue(await ctx.agent.get(`${METRICS}/metrics`), 'kubeproxy_network_programming_duration_seconds_count');
+  const metricsAfter = observations(await ctx.agent.get(`${METRICS}/metrics`));
   const latencies = attributeLatencies(written, rows);
   return {
     rate,
