@@ -216,7 +216,8 @@ async function main(): Promise<Results> {
                   noRules = await measureConnects(dp, plan.connects, false);
                 }
               : undefined,
-            then: async (ctx) => {
+            // Only a run with measurements on its daemon has an "after work" memory sample worth its 65 s wait.
+            then: !(doDataPlane || doPartial || doChurn || doDashboard) ? undefined : async (ctx) => {
               if (doDataPlane && dp && noRules) {
                 log(`  data plane: ${plan.connects} connects`);
                 results.dataPlane.push({ size: step.size, flavor, noRules, withRules: await measureConnects(dp, plan.connects) });
