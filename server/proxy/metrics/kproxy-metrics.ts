@@ -216,25 +216,18 @@ export class KproxyMetrics {
     gauge('kproxy_conntrack_max', 'Limit of tracked connections (nf_conntrack_max)', (v) => v.max);
     gauge('kproxy_conntrack_cleanup_enabled', 'Whether stale UDP conntrack entries are cleaned (0: the conntrack binary is missing)', (v) => (v.cleanupEnabled ? 1 : 0));
     gauge('kproxy_conntrack_cleanup_pending', 'Stale-entry deletions waiting for the next cleanup pass', (v) => v.cleanupPending);
-    new Counter({
-      name: 'kproxy_conntrack_cleanup_errors_total',
-      help: 'Failed conntrack deletions and listings of the stale-entry cleanup',
-      registers,
-      async collect() {
-        const v = await view();
-        this.reset();
-        this.inc(v?.cleanupErrorsTotal ?? 0);
-      },
-    });
-    new Counter({
-      name: 'kproxy_conntrack_count_errors_total',
-      help: 'Failed conntrack listings that count the flows of one service frontend (dashboard and API, on request)',
-      registers,
-      async collect() {
-        const v = await view();
-        this.reset();
-        this.inc(v?.countErrorsTotal ?? 0);
-      },
-    });
+    const counter = (name: string, help: string, pick: (v: ConntrackView) => number) =>
+      new Counter({
+        name,
+        help,
+        registers,
+        async collect() {
+          const v = await view();
+          this.reset();
+          this.inc(v ? pick(v) : 0);
+        },
+      });
+    counter('kproxy_conntrack_cleanup_errors_total', 'Failed conntrack deletions and listings of the stale-entry cleanup', (v) => v.cleanupErrorsTotal);
+    counter('kproxy_conntrack_count_errors_total', 'Failed conntrack listings that count the flows of one service frontend (dashboard and API, on request)', (v) => v.countErrorsTotal);
   }
 }
