@@ -1,10 +1,9 @@
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tiers } from '../tiers.ts';
-import { launchBrowser, ROOT, SCREENSHOTS, startDaemon, type Browser, type RunningDaemon } from './harness.ts';
+import { openDashboard, ROOT, SCREENSHOTS, type DashboardSession, type RunningDaemon } from './harness.ts';
 
 /**
  * The dashboard's IPVS view in headless Chromium against a real kproxy in
@@ -17,27 +16,23 @@ import { launchBrowser, ROOT, SCREENSHOTS, startDaemon, type Browser, type Runni
 const TOKEN = 'e2e-ipvs-dashboard-token-0123456789';
 
 describe.skipIf(!tiers().browser.ok)('dashboard in IPVS mode in the browser', () => {
+  let session: DashboardSession;
   let daemon: RunningDaemon;
-  let browser: Browser;
   let page: Page;
   let dir: string;
-  const errors: string[] = [];
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'kpt-ipvs-e2e-'));
-    // A copy of the example cluster: the test edits it to make an endpoint terminate.
-    cpSync(join(ROOT, 'deploy/examples'), join(dir, 'examples'), { recursive: true });
-    writeFileSync(join(dir, 'token'), `${TOKEN}\n`);
-    daemon = await startDaemon(['--proxy-mode', 'ipvs', '--source', `file:${join(dir, 'examples')}/`, '--dashboard-token-file', join(dir, 'token')]);
-    browser = await launchBrowser();
-    page = await browser.context.newPage();
-    page.on('pageerror', (e) => errors.push(e.message));
+    session = await openDashboard({
+      token: TOKEN,
+      // A copy of the example cluster: the test edits it to make an endpoint terminate.
+      prepare: (d) => cpSync(join(ROOT, 'deploy/examples'), join(d, 'examples'), { recursive: true }),
+      args: (d) => ['--proxy-mode', 'ipvs', '--source', `file:${join(d, 'examples')}/`],
+    });
+    ({ daemon, page, dir } = session);
   });
 
   afterAll(async () => {
-    await browser?.close();
-    await daemon?.stop();
-    rmSync(dir, { recursive: true, force: true });
+    await session?.close();
   });
 
   const shot = (name: string) => page.screenshot({ path: join(SCREENSHOTS, `dashboard-ipvs-${name}.png`), fullPage: true });
@@ -123,6 +118,6 @@ describe.skipIf(!tiers().browser.ok)('dashboard in IPVS mode in the browser', ()
   });
 
   it('ran without script errors in the page', () => {
-    expect(errors).toEqual([]);
+    expect(session.errors).toEqual([]);
   });
 });

@@ -1,10 +1,8 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tiers } from '../tiers.ts';
-import { launchBrowser, SCREENSHOTS, startDaemon, type Browser, type RunningDaemon } from './harness.ts';
+import { openDashboard, SCREENSHOTS, type Browser, type DashboardSession, type RunningDaemon } from './harness.ts';
 
 /**
  * The dashboard in headless Chromium against a real kproxy process (--dry-run
@@ -15,25 +13,18 @@ import { launchBrowser, SCREENSHOTS, startDaemon, type Browser, type RunningDaem
 const TOKEN = 'e2e-dashboard-token-0123456789';
 
 describe.skipIf(!tiers().browser.ok)('dashboard in the browser', () => {
+  let session: DashboardSession;
   let daemon: RunningDaemon;
   let browser: Browser;
   let page: Page;
-  let tokenDir: string;
-  const errors: string[] = [];
 
   beforeAll(async () => {
-    tokenDir = mkdtempSync(join(tmpdir(), 'kpt-token-'));
-    writeFileSync(join(tokenDir, 'token'), `${TOKEN}\n`);
-    daemon = await startDaemon(['--source', 'file:deploy/examples/', '--dashboard-token-file', join(tokenDir, 'token')]);
-    browser = await launchBrowser();
-    page = await browser.context.newPage();
-    page.on('pageerror', (e) => errors.push(e.message));
+    session = await openDashboard({ token: TOKEN, args: () => ['--source', 'file:deploy/examples/'] });
+    ({ daemon, browser, page } = session);
   });
 
   afterAll(async () => {
-    await browser?.close();
-    await daemon?.stop();
-    rmSync(tokenDir, { recursive: true, force: true });
+    await session?.close();
   });
 
   const shot = (name: string) => page.screenshot({ path: join(SCREENSHOTS, `dashboard-${name}.png`), fullPage: true });
@@ -128,6 +119,6 @@ describe.skipIf(!tiers().browser.ok)('dashboard in the browser', () => {
   });
 
   it('ran without script errors in the page', () => {
-    expect(errors).toEqual([]);
+    expect(session.errors).toEqual([]);
   });
 });

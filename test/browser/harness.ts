@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type BrowserContext } from 'playwright-core';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
 
 /** ROOT is the repository (the daemon runs from dist/, the manifests from deploy/). */
 export const ROOT = join(import.meta.dirname, '../..');
@@ -93,4 +93,46 @@ export async function launchBrowser(): Promise<Browser> {
       rmSync(profile, { recursive: true, force: true });
     },
   };
+}
+
+/** DashboardSession is a kproxy with a token-protected dashboard and one browser page, torn down by close(). */
+export interface DashboardSession {
+  readonly daemon: RunningDaemon;
+  readonly browser: Browser;
+  readonly page: Page;
+  /** dir: a private folder holding the token file (and whatever prepare put there). */
+  readonly dir: string;
+  /** errors: script errors the page raised. */
+  readonly errors: string[];
+  close(): Promise<void>;
+}
+
+/**
+ * openDashboard writes the token into a private folder, lets prepare fill it,
+ * starts kproxy with args(dir) and --dashboard-token-file, and opens a page in
+ * a fresh browser that records its script errors. Whatever started is removed
+ * again when a later step fails.
+ */
+export async function openDashboard(opts: { token: string; args: (dir: string) => string[]; prepare?: (dir: string) => void }): Promise<DashboardSession> {
+  const dir = mkdtempSync(join(tmpdir(), 'kpt-dashboard-e2e-'));
+  let daemon: RunningDaemon | null = null;
+  let browser: Browser | null = null;
+  const close = async () => {
+    await browser?.close();
+    await daemon?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    writeFileSync(join(dir, 'token'), `${opts.token}\n`);
+    opts.prepare?.(dir);
+    daemon = await startDaemon([...opts.args(dir), '--dashboard-token-file', join(dir, 'token')]);
+    browser = await launchBrowser();
+    const page = await browser.context.newPage();
+    const errors: string[] = [];
+    page.on('pageerror', (e) => errors.push(e.message));
+    return { daemon, browser, page, dir, errors, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
 }
