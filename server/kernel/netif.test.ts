@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ExecFn } from './exec.ts';
-import { hostInterfaces, parseIpAddrJson } from './netif.ts';
+import { hostInterfaces, parseLinkTable } from './netif.ts';
 
 // Trimmed `ip -j addr show` output (iproute2 6.1).
 const IP_JSON = JSON.stringify([
@@ -10,8 +10,12 @@ const IP_JSON = JSON.stringify([
 ]);
 
 describe('host interface addresses', () => {
-  it('reads ip -j addr show into canonical addresses per interface', () => {
-    expect(parseIpAddrJson(IP_JSON)).toEqual([
+  it('reads ip -j addr show into canonical addresses per interface', async () => {
+    const exec: ExecFn = async (cmd, args) => {
+      expect([cmd, ...args]).toEqual(['ip', '-j', 'addr', 'show']);
+      return { code: 0, stdout: IP_JSON, stderr: '' };
+    };
+    expect(await hostInterfaces(exec).addresses()).toEqual([
       { ifname: 'lo', family: 'IPv4', address: '127.0.0.1', prefixLength: 8 },
       { ifname: 'lo', family: 'IPv6', address: '::1', prefixLength: 128 },
       { ifname: 'eth0', family: 'IPv4', address: '10.0.0.10', prefixLength: 24 },
@@ -21,6 +25,6 @@ describe('host interface addresses', () => {
   it('reports a failing ip command as a KPROXY_ERR_NETLINK error', async () => {
     const exec: ExecFn = async () => ({ code: 1, stdout: '', stderr: 'Cannot open netlink socket' });
     await expect(hostInterfaces(exec).addresses()).rejects.toMatchObject({ code: 'KPROXY_ERR_NETLINK' });
-    expect(() => parseIpAddrJson('not json')).toThrow(/invalid JSON/);
+    expect(() => parseLinkTable('not json')).toThrow(/invalid JSON/);
   });
 });

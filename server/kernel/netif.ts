@@ -51,10 +51,6 @@ export function parseLinkTable(text: string): LinkTable {
   return out;
 }
 
-/** parseIpAddrJson reads `ip -j addr show` output as a flat list of addresses. */
-export function parseIpAddrJson(text: string): InterfaceAddress[] {
-  return [...parseLinkTable(text).values()].flat();
-}
 
 /** ipAddrShow runs `ip -j addr show` in this process's network namespace and returns its links. */
 export async function ipAddrShow(exec: ExecFn = execFile): Promise<LinkTable> {
@@ -72,6 +68,7 @@ export async function ipAddrShow(exec: ExecFn = execFile): Promise<LinkTable> {
 export function hostInterfaces(exec: ExecFn = execFile): NetInterfaces {
   return {
     async addresses() {
+      // Links in listing order, each link's addresses in order: one flat list.
       return [...(await ipAddrShow(exec)).values()].flat();
     },
   };
