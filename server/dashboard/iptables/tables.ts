@@ -146,32 +146,37 @@ export class IntendedIptables {
 
   /** accepted records an input the kernel accepted; a full one replaces everything before it. */
   accepted(input: string, full: boolean): void {
-    if (full || (this.#base === null && this.#packed === null)) {
-      // A partial input with no base before it (a cleanup, then a partial sync) applies to empty tables.
-      if (full) this.#rebase(input);
-      else {
-        this.#rebase('');
-        this.#partials.push(input);
-        this.#partialBytes += input.length;
-      }
-    } else {
+    if (full) this.#rebase(input);
+    else {
+      // A partial input with no base before it (no full sync recorded yet) applies to empty tables.
+      if (this.#base === null && this.#packed === null) this.#rebase('');
       this.#partials.push(input);
       this.#partialBytes += input.length;
     }
     this.#version++;
   }
 
+  /** #rebase starts the record over from base: the partial inputs and the parsed tables go. */
   #rebase(base: string): void {
-    this.#base = base;
-    this.#packed = null;
     this.#partials.length = 0;
     this.#partialBytes = 0;
+    this.#dropTables();
+    this.#generation++;
+    this.#setBase(base);
+  }
+
+  /** #setBase keeps base as the record's start, to be deflated in the background. */
+  #setBase(base: string): void {
+    this.#base = base;
+    this.#packed = null;
+    this.#pack();
+  }
+
+  #dropTables(): void {
     this.#tables = null;
     this.#applied = -1;
     this.#built = null;
     this.#builtVersion = -1;
-    this.#generation++;
-    this.#pack();
   }
 
   /** tables applies what is pending and returns the result (null before any input). */
@@ -189,10 +194,7 @@ export class IntendedIptables {
    */
   release(): boolean {
     if (this.#applying) return false;
-    this.#tables = null;
-    this.#applied = -1;
-    this.#built = null;
-    this.#builtVersion = -1;
+    this.#dropTables();
     return true;
   }
 
@@ -214,9 +216,7 @@ export class IntendedIptables {
       const text = await formatTables(tables, pause);
       // A full input arrived meanwhile: it is the new base, this text is obsolete.
       if (generation === this.#generation) {
-        this.#base = text;
-        this.#packed = null;
-        this.#pack();
+        this.#setBase(text);
         const rest = this.#partials.splice(0, folded);
         for (const input of rest) this.#partialBytes -= input.length;
         this.#applied = 0;
@@ -244,10 +244,10 @@ export class IntendedIptables {
         // Out of memory in zlib, at worst: the base stays as text, which costs memory but loses nothing.
       }
     })();
-    this.#packing = job.finally(() => {
-      if (this.#packing === tracked) this.#packing = null;
+    const packing: Promise<void> = job.finally(() => {
+      if (this.#packing === packing) this.#packing = null;
     });
-    const tracked = this.#packing;
+    this.#packing = packing;
   }
 
   async #apply(pause: Yield): Promise<KernelTables> {
