@@ -78,6 +78,21 @@ export function metricValue(text: string, name: string): number {
   return m ? Number(m[1]) : NaN;
 }
 
+/**
+ * memorySample waits (the daemon settles), reads its memory, collects its
+ * garbage and reads it again; the heap comes from /metrics when an agent can
+ * reach the listener (NaN without one).
+ */
+async function memorySample(d: Daemon, waitMs: number, agent: Agent | null) {
+  const heapMiB = async () => (agent ? metricValue(await agent.get(`${METRICS}/metrics`), 'nodejs_heap_size_used_bytes') / MiB : NaN);
+  await new Promise((r) => setTimeout(r, waitMs));
+  const before = d.stats();
+  const heapBefore = await heapMiB();
+  await d.collectGarbage();
+  const afterGc = d.stats();
+  return { before, heapBefore, afterGc, heapAfterGc: await heapMiB() };
+}
+
 export async function fullSyncRun(o: FullSyncOptions): Promise<FullSyncRun> {
   const ns = createNetns('node');
   let daemon: Daemon | null = null;
@@ -99,12 +114,7 @@ export async function fullSyncRun(o: FullSyncOptions): Promise<FullSyncRun> {
     const status = JSON.parse(await agent.get(`${METRICS}/api/v1/status`)) as { overview: { counts: { rulesByTable: Record<string, number> } } };
     const rules = Object.values(status.overview.counts.rulesByTable).reduce((a, b) => a + b, 0);
     const bare = replayFresh(o.flavor, input);
-    await new Promise((r) => setTimeout(r, o.settleMs ?? 5000));
-    const steady = d.stats();
-    const metrics = await agent.get(`${METRICS}/metrics`);
-    await d.collectGarbage();
-    const afterGc = d.stats();
-    const metricsAfterGc = await agent.get(`${METRICS}/metrics`);
+    const { before: steady, heapBefore, afterGc, heapAfterGc } = await memorySample(d, o.settleMs ?? 5000, agent);
     const run: FullSyncRun = {
       totalMs: first.ms,
       buildMs: first.buildMs,
@@ -121,20 +131,16 @@ export async function fullSyncRun(o: FullSyncOptions): Promise<FullSyncRun> {
       rssAtSyncMiB: atSync.rss / MiB,
       peakRssMiB: atSync.peakRss / MiB,
       steadyRssMiB: steady.rss / MiB,
-      steadyHeapMiB: metricValue(metrics, 'nodejs_heap_size_used_bytes') / MiB,
+      steadyHeapMiB: heapBefore,
       steadyPeakRssMiB: steady.peakRss / MiB,
       afterGcRssMiB: afterGc.rss / MiB,
-      afterGcHeapMiB: metricValue(metricsAfterGc, 'nodejs_heap_size_used_bytes') / MiB,
+      afterGcHeapMiB: heapAfterGc,
     };
     if (o.then) {
       await o.then({ ns, daemon: d, agent, first });
       // The dashboard drops its parsed tables after a minute without viewers; the sample waits past that.
-      await new Promise((r) => setTimeout(r, 65_000));
-      const idle = d.stats();
-      await d.collectGarbage();
-      const gced = d.stats();
-      const heap = metricValue(await agent.get(`${METRICS}/metrics`), 'nodejs_heap_size_used_bytes') / MiB;
-      run.afterWork = { rssMiB: idle.rss / MiB, peakRssMiB: gced.peakRss / MiB, afterGcRssMiB: gced.rss / MiB, afterGcHeapMiB: heap };
+      const w = await memorySample(d, 65_000, agent);
+      run.afterWork = { rssMiB: w.before.rss / MiB, peakRssMiB: w.afterGc.peakRss / MiB, afterGcRssMiB: w.afterGc.rss / MiB, afterGcHeapMiB: w.heapAfterGc };
     }
     return run;
   } finally {
@@ -170,10 +176,7 @@ export async function memoryVariant(
     const first = await d.nextSync(0, 1_800_000);
     if (!first.ok) throw new Error(`first sync failed: ${first.error}`);
     const atSync = d.stats();
-    await new Promise((r) => setTimeout(r, o.settleMs ?? 5000));
-    const steady = d.stats();
-    await d.collectGarbage();
-    const afterGc = d.stats();
+    const { before: steady, afterGc } = await memorySample(d, o.settleMs ?? 5000, null);
     return {
       what: o.what,
       syncMs: first.ms,
