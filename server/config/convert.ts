@@ -1,4 +1,4 @@
-import type { ProxyMode } from '../proxy/backend.ts';
+import { DEFAULT_PROXY_MODE, isProxyMode } from './modes.ts';
 import type { ProxyConfig } from './types.ts';
 import type { KubeProxyConfiguration } from './v1alpha1.ts';
 
@@ -11,7 +11,7 @@ import type { KubeProxyConfiguration } from './v1alpha1.ts';
  */
 export function toProxyConfig(c: KubeProxyConfiguration): ProxyConfig {
   return {
-    mode: (c.mode || 'iptables') as ProxyMode,
+    mode: isProxyMode(c.mode) ? c.mode : DEFAULT_PROXY_MODE,
     hostnameOverride: c.hostnameOverride,
     bindAddress: c.bindAddress,
     healthzBindAddress: c.healthzBindAddress,

@@ -1,4 +1,4 @@
-import { ipFamilyOf } from '../proxy/ip.ts';
+import { ipFamilyOf } from '../net/ip.ts';
 import { appendPortIfNeeded } from './host-port.ts';
 import { API_VERSION, KIND, type KubeProxyConfiguration, type KubeProxyConfigurationDocument } from './v1alpha1.ts';
 

@@ -1,5 +1,6 @@
 import type { RunOptions } from './types.ts';
-import { IPVS_SCHEDULERS, LOCAL_MODES, LOG_FORMATS, PROXY_MODES } from './validation.ts';
+import { IPVS_SCHEDULERS, PROXY_MODES } from './modes.ts';
+import { LOCAL_MODES, LOG_FORMATS } from './validation.ts';
 
 /**
  * The command line (../../../shared/DESIGN.md §4): kube-proxy's flag names and

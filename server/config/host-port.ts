@@ -1,4 +1,4 @@
-import { canonicalIP } from '../proxy/ip.ts';
+import { canonicalIP } from '../net/ip.ts';
 
 /**
  * splitHostPort splits "host:port" or "[v6]:port" like Go's net.SplitHostPort,

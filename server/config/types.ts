@@ -1,4 +1,4 @@
-import type { ProxyMode } from '../proxy/backend.ts';
+import type { ProxyMode } from './modes.ts';
 
 /**
  * ProxyConfig is kproxy's effective configuration: a KubeProxyConfiguration

@@ -1,5 +1,6 @@
-import { canonicalIP, parseCIDR } from '../proxy/ip.ts';
+import { canonicalIP, parseCIDR } from '../net/ip.ts';
 import { formatDuration } from './duration.ts';
+import { IPVS_SCHEDULERS, isProxyMode, NODE_PORT_ADDRESSES_PRIMARY, PROXY_MODES } from './modes.ts';
 import { supportedValues, type FieldError } from './field-error.ts';
 import { splitHostPort } from './host-port.ts';
 import type { KubeProxyConfiguration } from './v1alpha1.ts';
@@ -12,19 +13,9 @@ import type { KubeProxyConfiguration } from './v1alpha1.ts';
  * periods, and the ipvs section only in ipvs mode.
  */
 
-/** PROXY_MODES are the values `mode` accepts on Linux ("" means iptables). */
-export const PROXY_MODES = ['iptables', 'ipvs', 'nftables'] as const;
 /** LOCAL_MODES are the values `detectLocalMode` accepts ("" means ClusterCIDR). */
 export const LOCAL_MODES = ['ClusterCIDR', 'NodeCIDR', 'BridgeInterface', 'InterfaceNamePrefix'] as const;
-/**
- * IPVS_SCHEDULERS are the IPVS schedulers kproxy accepts ("" means rr): the ten
- * kube-proxy has always validated, plus the kernel's mh, fo and ovf, which
- * current kube-proxy passes through to the kernel.
- */
-export const IPVS_SCHEDULERS = ['rr', 'wrr', 'lc', 'wlc', 'lblc', 'lblcr', 'sh', 'dh', 'sed', 'nq', 'mh', 'fo', 'ovf'] as const;
 export const LOG_FORMATS = ['text', 'json'] as const;
-/** NODE_PORT_ADDRESSES_PRIMARY is the nodePortAddresses keyword for the Node's primary IPs. */
-export const NODE_PORT_ADDRESSES_PRIMARY = 'primary';
 
 const DUAL_STACK_PAIR = 'must be either a single CIDR or a dual-stack pair of CIDRs (e.g. 10.100.0.0/16,fde4:8dba:82e1::/48)';
 
@@ -75,7 +66,7 @@ export function validateKubeProxyConfiguration(c: KubeProxyConfiguration): Field
   }
   if (c.oomScoreAdj < -1000 || c.oomScoreAdj > 1000) invalid('oomScoreAdj', c.oomScoreAdj, 'must be within the range [-1000, 1000]');
 
-  if (c.mode !== '' && !(PROXY_MODES as readonly string[]).includes(c.mode)) {
+  if (c.mode !== '' && !isProxyMode(c.mode)) {
     invalid('mode', c.mode, `must be ${PROXY_MODES.join(', ')} or blank (blank means the best-available proxy [currently iptables])`);
   }
   atLeastZero('clientConnection.burst', c.clientConnection.burst);

@@ -1,5 +1,5 @@
 import { CommandNotFoundError } from '../errors.ts';
-import { canonicalIP, type IPFamily } from '../proxy/ip.ts';
+import { canonicalIP, type IPFamily } from '../net/ip.ts';
 import type { ConntrackRunner, ConntrackTuple, StreamOptions, StreamResult } from './conntrack.ts';
 import type { ExecResult } from './exec.ts';
 

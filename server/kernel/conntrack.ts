@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { CommandFailedError, CommandNotFoundError, CommandTimeoutError, ConntrackError } from '../errors.ts';
-import { canonicalIP, ipFamilyOf, type IPFamily } from '../proxy/ip.ts';
+import { canonicalIP, ipFamilyOf, type IPFamily } from '../net/ip.ts';
 import { execFile, type ExecFn, type ExecResult } from './exec.ts';
 
 /**

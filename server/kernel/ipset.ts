@@ -1,5 +1,5 @@
 import { errorMessage, IpsetError } from '../errors.ts';
-import { canonicalIP, parseCIDR } from '../proxy/ip.ts';
+import { canonicalIP, parseCIDR } from '../net/ip.ts';
 import { execFile, type ExecFn } from './exec.ts';
 
 /**

@@ -1,6 +1,6 @@
 import { recordCall, UNBOUNDED, type CallLogLimits } from './call-log.ts';
 import { CommandFailedError } from '../errors.ts';
-import type { IPFamily } from '../proxy/ip.ts';
+import type { IPFamily } from '../net/ip.ts';
 import { IptablesRestoreError, type IptablesFlavor, type IptablesRunner, type RestoreOptions, type SaveOptions } from './iptables.ts';
 import {
   BUILTIN_CHAINS,

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { CommandNotFoundError, IptablesFlavorError } from '../errors.ts';
-import type { IPFamily } from '../proxy/ip.ts';
+import type { IPFamily } from '../net/ip.ts';
 import { execFile, type ExecFn } from './exec.ts';
 import { iptablesBinaries, parseIptablesVersion, type IptablesFlavor } from './iptables.ts';
 

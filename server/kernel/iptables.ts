@@ -1,5 +1,5 @@
 import { CommandFailedError, RestoreFailedError, SaveFailedError } from '../errors.ts';
-import type { IPFamily } from '../proxy/ip.ts';
+import type { IPFamily } from '../net/ip.ts';
 import { execFile, type ExecFn, type ExecResult } from './exec.ts';
 
 /** IptablesFlavor: which kernel API the iptables binaries drive ("system" = the unsuffixed binaries). */

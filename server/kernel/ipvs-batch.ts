@@ -1,5 +1,5 @@
 import { IpvsError } from '../errors.ts';
-import { canonicalIP } from '../proxy/ip.ts';
+import { canonicalIP } from '../net/ip.ts';
 
 /**
  * The IPVS table as ipvsadm shows and takes it: virtual servers (a protocol,

@@ -1,5 +1,5 @@
 import { IpvsError } from '../errors.ts';
-import { canonicalIP, ipv4ToInt } from '../proxy/ip.ts';
+import { canonicalIP, compareIPs } from '../net/ip.ts';
 import {
   hostPort,
   parseIpvsCommand,
@@ -23,14 +23,6 @@ import {
 
 const PROTOCOL_NUMBER: Record<IpvsProtocol, number> = { TCP: 6, UDP: 17, SCTP: 132 };
 
-function compareAddress(a: string, b: string): number {
-  const v6a = a.includes(':');
-  const v6b = b.includes(':');
-  if (v6a !== v6b) return v6a ? 1 : -1;
-  if (!v6a) return ipv4ToInt(a) - ipv4ToInt(b);
-  return a < b ? -1 : a > b ? 1 : 0;
-}
-
 /**
  * compareServices orders virtual servers by protocol, address and port, the
  * keys ipvsadm sorts by. (ipvsadm 1.31 compares addresses by an int difference
@@ -38,12 +30,12 @@ function compareAddress(a: string, b: string): number {
  * depends on listing order.)
  */
 export function compareServices(a: IpvsVirtualServer, b: IpvsVirtualServer): number {
-  return PROTOCOL_NUMBER[a.protocol] - PROTOCOL_NUMBER[b.protocol] || compareAddress(a.address, b.address) || a.port - b.port;
+  return PROTOCOL_NUMBER[a.protocol] - PROTOCOL_NUMBER[b.protocol] || compareIPs(a.address, b.address) || a.port - b.port;
 }
 
 /** compareReals orders real servers as ipvsadm lists them (address, then port). */
 export function compareReals(a: Pick<IpvsRealServer, 'address' | 'port'>, b: Pick<IpvsRealServer, 'address' | 'port'>): number {
-  return compareAddress(a.address, b.address) || a.port - b.port;
+  return compareIPs(a.address, b.address) || a.port - b.port;
 }
 
 /** parseIpvsSave reads `ipvsadm -Sn` output (add commands only) into services. */

@@ -1,5 +1,5 @@
 import { errorMessage, NetlinkError } from '../errors.ts';
-import { canonicalIP, type IPFamily } from '../proxy/ip.ts';
+import { canonicalIP, type IPFamily } from '../net/ip.ts';
 import { execFile, type ExecFn } from './exec.ts';
 
 /** InterfaceAddress is one address assigned to a host interface. */

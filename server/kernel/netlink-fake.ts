@@ -1,5 +1,5 @@
 import { recordCall, UNBOUNDED, type CallLogLimits } from './call-log.ts';
-import { canonicalIP } from '../proxy/ip.ts';
+import { canonicalIP } from '../net/ip.ts';
 import type { InterfaceAddress } from './netif.ts';
 import { NetlinkBatchError, type LinkTable, type Netlink } from './netlink.ts';
 

@@ -1,5 +1,5 @@
 import { errorMessage, NetlinkError } from '../errors.ts';
-import { canonicalIP } from '../proxy/ip.ts';
+import { canonicalIP } from '../net/ip.ts';
 import { execFile, type ExecFn } from './exec.ts';
 import { ipAddrShow, type LinkTable } from './netif.ts';
 

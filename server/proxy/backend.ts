@@ -1,7 +1,6 @@
+import type { ProxyMode } from '../config/modes.ts';
 import type { KproxyError } from '../errors.ts';
 import type { StateCheckout } from './proxy-state.ts';
-
-export type ProxyMode = 'iptables' | 'nftables' | 'ipvs';
 
 /** BackendSyncInput is one sync's input: the wanted state, what changed, and whether it must be full. */
 export interface BackendSyncInput {

@@ -1,6 +1,6 @@
 import { EndpointSliceInvalidError } from '../errors.ts';
 import { endpointKey, type Endpoint } from './endpoint.ts';
-import { canonicalIP, ipFamilyOf, type IPFamily } from './ip.ts';
+import { canonicalIP, ipFamilyOf, type IPFamily } from '../net/ip.ts';
 import { LABEL_SERVICE_NAME, objectRef, type EndpointSlice } from './kube-objects.ts';
 import { PROTOCOLS, servicePortId, type Protocol } from './service-port.ts';
 

@@ -1,6 +1,6 @@
 import { sameEndpointList, type Endpoint } from './endpoint.ts';
 import { EndpointSliceCache, sliceInfoFromEndpointSlice } from './endpoint-slice-cache.ts';
-import type { IPFamily } from './ip.ts';
+import type { IPFamily } from '../net/ip.ts';
 import { ANNOTATION_LAST_CHANGE_TRIGGER_TIME, type EndpointSlice } from './kube-objects.ts';
 
 /** StaleEndpoint is a UDP/SCTP endpoint that stopped serving a service port: its conntrack entries must go. */

@@ -1,6 +1,6 @@
 import type { ProxyConfig } from '../config/types.ts';
 import { ConfigInvalidError } from '../errors.ts';
-import { parseCIDR, type IPFamily } from './ip.ts';
+import { parseCIDR, type IPFamily } from '../net/ip.ts';
 import type { NodeInfo } from './node-info.ts';
 
 /**

@@ -1,4 +1,4 @@
-import { canonicalIP, parseCIDR } from './ip.ts';
+import { canonicalIP, parseCIDR } from '../net/ip.ts';
 import { LABEL_TOPOLOGY_ZONE, TAINT_TO_BE_DELETED, type Node } from './kube-objects.ts';
 
 /** NodeInfo is what kproxy knows about its own Node. */

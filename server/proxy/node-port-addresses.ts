@@ -1,7 +1,6 @@
-import { cidrContains, parseCIDR, type CIDR, type IPFamily } from './ip.ts';
+import { NODE_PORT_ADDRESSES_PRIMARY } from '../config/modes.ts';
+import { cidrContains, compareIPs, isLoopbackIP, parseCIDR, type CIDR, type IPFamily } from '../net/ip.ts';
 
-/** NODE_PORT_ADDRESSES_PRIMARY is the --nodeport-addresses value meaning "the node's primary IPs". */
-export const NODE_PORT_ADDRESSES_PRIMARY = 'primary';
 
 /**
  * NodePortAddresses interprets --nodeport-addresses for one family, like
@@ -26,7 +25,7 @@ export class NodePortAddresses {
     this.family = family;
     let texts = values;
     if (values.length === 1 && values[0] === NODE_PORT_ADDRESSES_PRIMARY) {
-      const ip = primaryIPs.find((a) => (family === 'IPv6') === a.includes(':') && a !== '127.0.0.1' && a !== '::1');
+      const ip = primaryIPs.find((a) => (family === 'IPv6') === a.includes(':') && !isLoopbackIP(a));
       texts = ip ? [`${ip}/${family === 'IPv6' ? 128 : 32}`] : [];
     }
     const cidrs: CIDR[] = [];
@@ -70,17 +69,3 @@ export class NodePortAddresses {
   }
 }
 
-/** isLoopback: 127.0.0.0/8 or ::1. */
-export function isLoopback(ip: string): boolean {
-  return ip.startsWith('127.') || ip === '::1';
-}
-
-function compareIPs(a: string, b: string): number {
-  if (!a.includes(':') && !b.includes(':')) {
-    const pa = a.split('.').map(Number);
-    const pb = b.split('.').map(Number);
-    for (let i = 0; i < 4; i++) if (pa[i] !== pb[i]) return pa[i] - pb[i];
-    return 0;
-  }
-  return a < b ? -1 : a > b ? 1 : 0;
-}

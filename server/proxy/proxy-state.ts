@@ -1,7 +1,7 @@
 import type { Clock } from '../clock.ts';
 import type { Endpoint } from './endpoint.ts';
 import { EndpointsChangeTracker, type StaleEndpoint } from './endpoints-change-tracker.ts';
-import type { IPFamily } from './ip.ts';
+import type { IPFamily } from '../net/ip.ts';
 import { objectKey, objectRef, type EndpointSlice, type KubeObject, type Node, type Service } from './kube-objects.ts';
 import { nodeInfoFromNode, topologyChanged, unknownNode, type NodeInfo } from './node-info.ts';
 import { ServiceChangeTracker } from './service-change-tracker.ts';

@@ -1,4 +1,4 @@
-import type { IPFamily } from './ip.ts';
+import type { IPFamily } from '../net/ip.ts';
 import type { Service } from './kube-objects.ts';
 import { sameServicePort, servicePortsFromService, type ServicePort } from './service-port.ts';
 

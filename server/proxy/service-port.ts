@@ -1,5 +1,5 @@
 import { ServiceInvalidError } from '../errors.ts';
-import { canonicalIP, ipFamilyOf, parseCIDR, type IPFamily } from './ip.ts';
+import { canonicalIP, ipFamilyOf, parseCIDR, type IPFamily } from '../net/ip.ts';
 import { objectRef, type Service } from './kube-objects.ts';
 
 export type Protocol = 'TCP' | 'UDP' | 'SCTP';

@@ -1,5 +1,5 @@
-import { isIP } from 'node:net';
 import { parseHostPort } from '../../http/listen.ts';
+import { canonicalIP, isLoopbackIP } from '../../net/ip.ts';
 import { WS_SUBPROTOCOL, WS_TOKEN_PREFIX } from '../protocol.ts';
 
 /**
@@ -24,9 +24,8 @@ export function sameOrigin(origin: string | undefined, host: string | undefined)
 export function isLoopbackHost(host: string): boolean {
   const h = host.replace(/^\[|\]$/g, '').toLowerCase();
   if (h === 'localhost' || h.endsWith('.localhost')) return true;
-  if (isIP(h) === 4) return h.startsWith('127.');
-  if (isIP(h) === 6) return h === '::1' || h === '0:0:0:0:0:0:0:1' || h.startsWith('::ffff:127.');
-  return false;
+  const ip = canonicalIP(h);
+  return ip !== null && isLoopbackIP(ip);
 }
 
 /**

@@ -4,7 +4,7 @@ import { describeFilter, filterKey, type Conntrack, type ConntrackFilter } from 
 import type { Logger } from '../../log.ts';
 import type { BackendSyncResult } from '../backend.ts';
 import type { Endpoint } from '../endpoint.ts';
-import type { IPFamily } from '../ip.ts';
+import type { IPFamily } from '../../net/ip.ts';
 import type { StateCheckout } from '../proxy-state.ts';
 import type { ServicePort } from '../service-port.ts';
 import type { SyncObserver, SyncRecord } from '../sync-loop.ts';

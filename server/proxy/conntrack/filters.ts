@@ -1,7 +1,7 @@
 import { filterKey, type ConntrackFilter, type ConntrackFlow, type ConntrackProtocol } from '../../kernel/conntrack.ts';
 import type { Endpoint } from '../endpoint.ts';
 import type { StaleEndpoint } from '../endpoints-change-tracker.ts';
-import { ipFamilyOf, type IPFamily } from '../ip.ts';
+import { ipFamilyOf, type IPFamily } from '../../net/ip.ts';
 import type { ServicePort } from '../service-port.ts';
 
 /**

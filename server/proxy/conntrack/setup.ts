@@ -6,7 +6,7 @@ import { FakeConntrack } from '../../kernel/conntrack-fake.ts';
 import { procSysctl, type Sysctl } from '../../kernel/sysctl.ts';
 import { FakeSysctl } from '../../kernel/sysctl-fake.ts';
 import type { Logger } from '../../log.ts';
-import type { IPFamily } from '../ip.ts';
+import type { IPFamily } from '../../net/ip.ts';
 import type { ConntrackView } from '../metrics/kproxy-metrics.ts';
 import { ConntrackCleaner, type CleanupRun, type ConntrackCleanerOptions } from './cleaner.ts';
 import { ConntrackCounts } from './counts.ts';

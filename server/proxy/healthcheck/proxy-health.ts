@@ -1,5 +1,5 @@
 import type { Clock } from '../../clock.ts';
-import type { IPFamily } from '../ip.ts';
+import type { IPFamily } from '../../net/ip.ts';
 import type { NodeInfo } from '../node-info.ts';
 
 /** ProxierHealth is the health of the proxier of one IP family (kube-proxy's ProxierHealth). */

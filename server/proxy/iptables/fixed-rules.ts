@@ -8,6 +8,7 @@ import {
   KUBE_PROXY_FIREWALL,
   KUBE_SERVICES,
 } from './chain-names.ts';
+import { isLoopbackIP } from '../../net/ip.ts';
 import { comment, LineBuffer } from './restore-writer.ts';
 import { NFACCT_CT_STATE_INVALID, type BuildContext } from './rules.ts';
 
@@ -68,7 +69,7 @@ export function buildFixedRules(ctx: BuildContext): FixedRules {
     natTail.write('-A', KUBE_SERVICES, '-m', 'comment', '--comment', nodePortsComment, ...dest, '-j', KUBE_NODEPORTS);
   } else {
     for (const ip of ctx.nodePortIPs) {
-      const loopback = ip.startsWith('127.') || ip === '::1';
+      const loopback = isLoopbackIP(ip);
       if (loopback && ctx.family === 'IPv6') {
         warnings.push(`--nodeport-addresses includes localhost (${ip}) but localhost node ports are not supported on IPv6`);
         continue;

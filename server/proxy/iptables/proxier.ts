@@ -1,4 +1,5 @@
 import type { Clock } from '../../clock.ts';
+import { NODE_PORT_ADDRESSES_PRIMARY } from '../../config/modes.ts';
 import type { ProxyConfig } from '../../config/types.ts';
 import { errorMessage, KproxyError, RestoreFailedError, RuleBuildError, SyncFailedError } from '../../errors.ts';
 import { IptablesRestoreError, type IptablesRunner } from '../../kernel/iptables.ts';
@@ -8,9 +9,9 @@ import { ensureSysctl, sysctlInt, type Sysctl } from '../../kernel/sysctl.ts';
 import type { Logger } from '../../log.ts';
 import type { Backend, BackendSyncInput, BackendSyncResult, CleanupResult } from '../backend.ts';
 import type { Endpoint } from '../endpoint.ts';
-import type { IPFamily } from '../ip.ts';
+import type { IPFamily } from '../../net/ip.ts';
 import { localDetectorFor } from '../local-detector.ts';
-import { NodePortAddresses, NODE_PORT_ADDRESSES_PRIMARY } from '../node-port-addresses.ts';
+import { NodePortAddresses } from '../node-port-addresses.ts';
 import type { StateCheckout } from '../proxy-state.ts';
 import type { ServicePort } from '../service-port.ts';
 import { startCanaryMonitor } from './canary-monitor.ts';

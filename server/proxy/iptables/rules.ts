@@ -1,6 +1,6 @@
 import { RuleBuildError } from '../../errors.ts';
 import { endpointKey, type Endpoint } from '../endpoint.ts';
-import { canonicalIP, cidrContains, parseCIDR, type IPFamily } from '../ip.ts';
+import { canonicalIP, cidrContains, parseCIDR, type IPFamily } from '../../net/ip.ts';
 import type { LocalDetector } from '../local-detector.ts';
 import { externallyAccessible, hasSessionAffinity, PROTOCOLS, usesClusterEndpoints, usesLocalEndpoints, type ServicePort } from '../service-port.ts';
 import { categorizeEndpoints } from '../topology.ts';

@@ -1,7 +1,7 @@
 import { RuleBuildError } from '../../errors.ts';
 import { realServerKey, virtualServerKey, type IpvsProtocol, type IpvsRealServer, type IpvsVirtualServer } from '../../kernel/ipvs-batch.ts';
 import type { Endpoint } from '../endpoint.ts';
-import { canonicalIP, cidrContains, parseCIDR, type IPFamily } from '../ip.ts';
+import { canonicalIP, cidrContains, parseCIDR, type IPFamily } from '../../net/ip.ts';
 import { validateServicePort } from '../iptables/rules.ts';
 import { hasSessionAffinity, type ServicePort } from '../service-port.ts';
 import { categorizeEndpoints } from '../topology.ts';

@@ -4,7 +4,7 @@ import { FakeIpset } from '../../kernel/ipset-fake.ts';
 import { FakeIpvs } from '../../kernel/ipvs-fake.ts';
 import { FakeNetlink } from '../../kernel/netlink-fake.ts';
 import { MemoryLog, silentLogger } from '../../log.ts';
-import { parseCIDR } from '../ip.ts';
+import { parseCIDR } from '../../net/ip.ts';
 import { cleanupIptables } from '../iptables/cleanup.ts';
 import { stateFromObjects } from '../iptables/testing.ts';
 import { ep, makeService, makeSlice } from '../testing.ts';

@@ -5,7 +5,7 @@ import type { IpvsRunner } from '../../kernel/ipvs.ts';
 import { NetlinkBatch, type Netlink } from '../../kernel/netlink.ts';
 import type { Logger } from '../../log.ts';
 import type { CleanupResult } from '../backend.ts';
-import { cidrContains, type CIDR } from '../ip.ts';
+import { cidrContains, type CIDR } from '../../net/ip.ts';
 import { allSetNames, DUMMY_DEVICE } from './names.ts';
 
 export interface IpvsCleanupOptions {

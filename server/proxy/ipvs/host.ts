@@ -18,7 +18,7 @@ import { FakeSysctl } from '../../kernel/sysctl-fake.ts';
 import { procSysctl, type Sysctl } from '../../kernel/sysctl.ts';
 import type { Logger } from '../../log.ts';
 import type { CleanupResult } from '../backend.ts';
-import { parseCIDR, type CIDR, type IPFamily } from '../ip.ts';
+import { parseCIDR, type CIDR, type IPFamily } from '../../net/ip.ts';
 import { cleanupIptables } from '../iptables/cleanup.ts';
 import { cleanupIpvs } from './cleanup.ts';
 import { DUMMY_DEVICE } from './names.ts';

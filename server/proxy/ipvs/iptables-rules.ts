@@ -1,5 +1,5 @@
 import type { IptablesDump } from '../../kernel/iptables-save-parser.ts';
-import type { IPFamily } from '../ip.ts';
+import type { IPFamily } from '../../net/ip.ts';
 import { KUBE_EXTERNAL_SERVICES, KUBE_NODEPORTS, isServiceChainName } from '../iptables/chain-names.ts';
 import type { JumpRule } from '../iptables/jump-chains.ts';
 import type { LocalDetector } from '../local-detector.ts';

@@ -1,5 +1,5 @@
 import type { IpsetSpec, IpsetType } from '../../kernel/ipset.ts';
-import type { IPFamily } from '../ip.ts';
+import type { IPFamily } from '../../net/ip.ts';
 
 /**
  * kube-proxy's IPVS-mode names (pkg/proxy/ipvs/proxier.go and ipset.go): the

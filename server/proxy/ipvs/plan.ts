@@ -1,7 +1,7 @@
 import { IpsetBatch, type IpsetSet } from '../../kernel/ipset.ts';
 import { IpvsBatch, realServerKey, sameVirtualServer, virtualServerKey, type IpvsService } from '../../kernel/ipvs-batch.ts';
 import { NetlinkBatch } from '../../kernel/netlink.ts';
-import { cidrContains, type CIDR, type IPFamily } from '../ip.ts';
+import { cidrContains, type CIDR, type IPFamily } from '../../net/ip.ts';
 import type { WantedVirtualServer } from './builder.ts';
 import { gracefulTerminationNeeded, type Deletion, type DrainingRealServer, type GracefulTermination } from './graceful-termination.ts';
 import { DUMMY_DEVICE, IPSETS, setSpec, type SetKey } from './names.ts';

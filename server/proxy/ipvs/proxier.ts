@@ -12,7 +12,7 @@ import { ensureSysctl, type Sysctl } from '../../kernel/sysctl.ts';
 import type { Logger } from '../../log.ts';
 import type { Backend, BackendSyncInput, BackendSyncResult, CleanupResult } from '../backend.ts';
 import type { Endpoint } from '../endpoint.ts';
-import { cidrContains, parseCIDR, type CIDR, type IPFamily } from '../ip.ts';
+import { cidrContains, isLoopbackIP, parseCIDR, type CIDR, type IPFamily } from '../../net/ip.ts';
 import { startCanaryMonitor } from '../iptables/canary-monitor.ts';
 import { ensureJumpRules } from '../iptables/jump-chains.ts';
 import { extractLines } from '../iptables/restore-writer.ts';
@@ -235,12 +235,12 @@ class IpvsProxier implements IpvsBackend {
       for (const a of addrs) {
         all.push(a.address);
         // kube-proxy's isValidForSet: this family, no loopback, no IPv6 link-local.
-        if (a.family !== family || a.address.startsWith('127.') || a.address === '::1' || /^fe[89ab]/i.test(a.address)) continue;
+        if (a.family !== family || isLoopbackIP(a.address) || /^fe[89ab]/i.test(a.address)) continue;
         nodeAddresses.add(a.address);
       }
     }
     const npa = new NodePortAddresses(family, config.nodePortAddresses, state.node.addresses);
-    const nodePortIPs = npa.matchAll ? [...nodeAddresses] : npa.nodeIPs(all).filter((ip) => !ip.startsWith('127.') && ip !== '::1');
+    const nodePortIPs = npa.matchAll ? [...nodeAddresses] : npa.nodeIPs(all).filter((ip) => !isLoopbackIP(ip));
     return {
       family,
       nodeName: this.#o.nodeName,

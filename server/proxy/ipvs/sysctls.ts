@@ -1,4 +1,4 @@
-import { IPVS_SCHEDULERS } from '../../config/validation.ts';
+import { IPVS_SCHEDULERS } from '../../config/modes.ts';
 import { ConfigInvalidError } from '../../errors.ts';
 
 /** The sysctls kube-proxy's IPVS proxier sets in NewProxier. */

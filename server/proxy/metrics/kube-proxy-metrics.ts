@@ -1,7 +1,8 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { RestoreFailedError } from '../../errors.ts';
-import type { BackendSyncResult, ProxyMode } from '../backend.ts';
-import type { IPFamily } from '../ip.ts';
+import type { ProxyMode } from '../../config/modes.ts';
+import type { BackendSyncResult } from '../backend.ts';
+import type { IPFamily } from '../../net/ip.ts';
 import type { SyncRecord } from '../sync-loop.ts';
 import type { NoLocalEndpoints } from './no-local-endpoints.ts';
 

@@ -1,4 +1,10 @@
-import { isIPv4, isIPv6 } from 'node:net';
+/**
+ * IP and CIDR helpers, the bottom of kproxy's layers (docs/architecture.md):
+ * this module imports nothing, and every layer may import it. kube-proxy keeps
+ * the same helpers in k8s.io/utils/net. Addresses are compared and printed in
+ * their canonical text (Go's net.IP.String), so "10.0.0.01" and "10.0.0.1",
+ * or "::0:1" and "::1", are one address everywhere in kproxy.
+ */
 
 /** IPFamily is the address family a proxier instance programs. */
 export type IPFamily = 'IPv4' | 'IPv6';
@@ -7,17 +13,16 @@ export type IPFamily = 'IPv4' | 'IPv6';
  * canonicalIP returns the canonical text of an IP address, or null when the text
  * is not one. Like Kubernetes' ParseIPSloppy, IPv4 octets with leading zeros are
  * read as decimal ("010.0.0.1" is 10.0.0.1), because the API server accepted such
- * addresses before 1.30 and they may still be stored.
+ * addresses before 1.30 and they may still be stored. IPv6 zones ("fe80::1%eth0")
+ * are not addresses a Service can hold and are refused.
  */
 export function canonicalIP(text: unknown): string | null {
   if (typeof text !== 'string' || text.length === 0 || text.length > 45) return null;
-  const parts = text.split('.');
-  if (parts.length === 4 && parts.every((p) => /^\d{1,3}$/.test(p))) {
-    const octets = parts.map((p) => Number.parseInt(p, 10));
-    return octets.every((o) => o <= 255) ? octets.join('.') : null;
-  }
-  if (isIPv6(text)) return expandIPv6(text) ? compressIPv6(expandIPv6(text)!) : null;
-  return null;
+  const octets = ipv4Octets(text);
+  if (octets) return octets.join('.');
+  if (!text.includes(':')) return null;
+  const groups = expandIPv6(text);
+  return groups ? compressIPv6(groups) : null;
 }
 
 /** ipFamilyOf returns the family of a (canonical or sloppy) IP address, or null. */
@@ -47,16 +52,12 @@ export function parseCIDR(text: unknown): CIDR | null {
   const prefix = Number(prefixText);
   if (ip.includes('.')) {
     if (prefix > 32) return null;
-    const n = ipv4ToInt(ip) & (prefix === 0 ? 0 : (~0 << (32 - prefix)) >>> 0);
+    const n = ipv4ToInt(ip) & ipv4Mask(prefix);
     const net = intToIPv4(n >>> 0);
     return { family: 'IPv4', ip: net, prefix, text: `${net}/${prefix}` };
   }
   if (prefix > 128) return null;
-  const groups = expandIPv6(ip)!;
-  const masked = groups.map((g, i) => {
-    const bits = Math.max(0, Math.min(16, prefix - i * 16));
-    return bits === 16 ? g : bits === 0 ? 0 : g & ((0xffff << (16 - bits)) & 0xffff);
-  });
+  const masked = expandIPv6(ip)!.map((g, i) => g & ipv6GroupMask(prefix, i));
   const net = compressIPv6(masked);
   return { family: 'IPv6', ip: net, prefix, text: `${net}/${prefix}` };
 }
@@ -65,55 +66,111 @@ export function parseCIDR(text: unknown): CIDR | null {
 export function cidrContains(cidr: CIDR, ip: string): boolean {
   if (cidr.family === 'IPv4') {
     if (!ip.includes('.') || ip.includes(':')) return false;
-    const mask = cidr.prefix === 0 ? 0 : (~0 << (32 - cidr.prefix)) >>> 0;
-    return ((ipv4ToInt(ip) & mask) >>> 0) === ipv4ToInt(cidr.ip);
+    return ((ipv4ToInt(ip) & ipv4Mask(cidr.prefix)) >>> 0) === ipv4ToInt(cidr.ip);
   }
   const g = expandIPv6(ip);
   const n = expandIPv6(cidr.ip);
   if (!g || !n) return false;
   for (let i = 0; i < 8; i++) {
-    const bits = Math.max(0, Math.min(16, cidr.prefix - i * 16));
-    const mask = bits === 0 ? 0 : (0xffff << (16 - bits)) & 0xffff;
+    const mask = ipv6GroupMask(cidr.prefix, i);
     if ((g[i] & mask) !== (n[i] & mask)) return false;
   }
   return true;
 }
 
+/**
+ * isLoopbackIP reports whether a canonical address is the host's loopback:
+ * 127.0.0.0/8, ::1, or 127.0.0.0/8 mapped into IPv6 (::ffff:127.x.y.z), as
+ * Go's net.IP.IsLoopback.
+ */
+export function isLoopbackIP(ip: string): boolean {
+  if (ip.startsWith('127.')) return true;
+  if (ip === '::1') return true;
+  const groups = ip.includes(':') ? expandIPv6(ip) : null;
+  return groups !== null && groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff && groups[6] >>> 8 === 127;
+}
+
+/**
+ * compareIPs orders canonical addresses: IPv4 before IPv6, each by its
+ * numeric value (so 10.0.0.9 sorts before 10.0.0.10, as kernel listings and
+ * kube-proxy's sorted address sets do).
+ */
+export function compareIPs(a: string, b: string): number {
+  const v6a = a.includes(':');
+  const v6b = b.includes(':');
+  if (v6a !== v6b) return v6a ? 1 : -1;
+  if (!v6a) return ipv4ToInt(a) - ipv4ToInt(b);
+  const ga = expandIPv6(a);
+  const gb = expandIPv6(b);
+  if (!ga || !gb) return a < b ? -1 : a > b ? 1 : 0;
+  for (let i = 0; i < 8; i++) if (ga[i] !== gb[i]) return ga[i] - gb[i];
+  return 0;
+}
+
+/** ipv4ToInt returns a dotted-quad address as an unsigned 32-bit number. */
 export function ipv4ToInt(ip: string): number {
   const p = ip.split('.');
   return ((+p[0] << 24) | (+p[1] << 16) | (+p[2] << 8) | +p[3]) >>> 0;
 }
 
+/** intToIPv4 prints an unsigned 32-bit number as a dotted quad. */
 export function intToIPv4(n: number): string {
   return `${(n >>> 24) & 255}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
 }
 
+function ipv4Mask(prefix: number): number {
+  return prefix === 0 ? 0 : (~0 << (32 - prefix)) >>> 0;
+}
+
+function ipv6GroupMask(prefix: number, group: number): number {
+  const bits = Math.max(0, Math.min(16, prefix - group * 16));
+  return bits === 0 ? 0 : (0xffff << (16 - bits)) & 0xffff;
+}
+
+/** ipv4Octets reads four decimal octets (leading zeros allowed, ParseIPSloppy), or null. */
+function ipv4Octets(text: string): number[] | null {
+  const parts = text.split('.');
+  if (parts.length !== 4 || !parts.every((p) => /^\d{1,3}$/.test(p))) return null;
+  const octets = parts.map((p) => Number.parseInt(p, 10));
+  return octets.every((o) => o <= 255) ? octets : null;
+}
+
+/** expandIPv6 returns the 8 groups of an IPv6 address (with an optional dotted IPv4 tail), or null. */
 function expandIPv6(text: string): number[] | null {
   let head = text;
   let tail4: number[] = [];
   const lastColon = text.lastIndexOf(':');
   const maybeV4 = text.slice(lastColon + 1);
   if (maybeV4.includes('.')) {
-    if (!isIPv4(maybeV4)) return null;
+    // The embedded IPv4 tail is strict: no leading zeros (as Go and RFC 4291).
+    if (!/^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/.test(maybeV4)) return null;
     const n = ipv4ToInt(maybeV4);
     tail4 = [n >>> 16, n & 0xffff];
     head = text.slice(0, lastColon + 1) + '0';
   }
   const halves = head.split('::');
   if (halves.length > 2) return null;
-  const parse = (s: string) => (s === '' ? [] : s.split(':').map((h) => Number.parseInt(h, 16)));
+  const parse = (s: string): number[] | null => {
+    if (s === '') return [];
+    const hex = s.split(':');
+    if (!hex.every((h) => /^[0-9a-fA-F]{1,4}$/.test(h))) return null;
+    return hex.map((h) => Number.parseInt(h, 16));
+  };
   let groups: number[];
   if (halves.length === 2) {
     const a = parse(halves[0]);
     const b = parse(halves[1]);
+    if (!a || !b) return null;
     const fill = 8 - tail4.length - a.length - b.length + (tail4.length ? 1 : 0);
-    if (fill < 0) return null;
-    groups = [...a, ...new Array(fill).fill(0), ...b];
+    if (fill < 1) return null;
+    groups = [...a, ...new Array<number>(fill).fill(0), ...b];
   } else {
-    groups = parse(head);
+    const all = parse(head);
+    if (!all) return null;
+    groups = all;
   }
   if (tail4.length) groups = [...groups.slice(0, groups.length - 1), ...tail4];
-  if (groups.length !== 8 || groups.some((g) => Number.isNaN(g) || g < 0 || g > 0xffff)) return null;
+  if (groups.length !== 8) return null;
   return groups;
 }
 

@@ -1,0 +1,89 @@
+import { describe, expect, it } from 'vitest';
+import { canonicalIP, cidrContains, compareIPs, intToIPv4, ipFamilyOf, ipv4ToInt, isLoopbackIP, parseCIDR } from './ip.ts';
+
+describe('canonicalIP', () => {
+  it('prints IPv4 as a dotted quad and reads leading zeros as decimal, like ParseIPSloppy', () => {
+    expect(canonicalIP('10.0.0.1')).toBe('10.0.0.1');
+    expect(canonicalIP('010.000.0.01')).toBe('10.0.0.1');
+  });
+
+  it('prints IPv6 the way Go does: lower case, the longest zero run as ::, a single zero group kept', () => {
+    expect(canonicalIP('2001:DB8:0:0:0:0:0:1')).toBe('2001:db8::1');
+    expect(canonicalIP('0:0:0:0:0:0:0:1')).toBe('::1');
+    expect(canonicalIP('2001:db8:0:1:1:1:1:1')).toBe('2001:db8:0:1:1:1:1:1');
+    expect(canonicalIP('1:0:0:2:0:0:0:3')).toBe('1:0:0:2::3');
+    expect(canonicalIP('::')).toBe('::');
+  });
+
+  it('reads an IPv4 tail inside IPv6', () => {
+    expect(canonicalIP('::ffff:10.0.0.1')).toBe('::ffff:a00:1');
+    expect(canonicalIP('64:ff9b::192.0.2.33')).toBe('64:ff9b::c000:221');
+  });
+
+  it('refuses what is not an address', () => {
+    for (const bad of ['', '10.0.0', '10.0.0.256', '10.0.0.1.2', 'a.b.c.d', '1:2:3:4:5:6:7:8:9', '1::2::3', '12345::1', 'fe80::1%eth0', '::g', '1:2:3:4:5:6:7:8::', '::ffff:010.0.0.1', 'localhost', 'x'.repeat(46)]) {
+      expect(canonicalIP(bad), bad).toBeNull();
+    }
+    expect(canonicalIP(42)).toBeNull();
+    expect(canonicalIP(undefined)).toBeNull();
+  });
+});
+
+describe('ipFamilyOf', () => {
+  it('names the family of an address and null for anything else', () => {
+    expect(ipFamilyOf('10.0.0.1')).toBe('IPv4');
+    expect(ipFamilyOf('fd00::1')).toBe('IPv6');
+    expect(ipFamilyOf('10.0.0.0/8')).toBeNull();
+  });
+});
+
+describe('parseCIDR', () => {
+  it('clears host bits and prints the network as Go does', () => {
+    expect(parseCIDR('10.1.2.3/8')).toEqual({ family: 'IPv4', ip: '10.0.0.0', prefix: 8, text: '10.0.0.0/8' });
+    expect(parseCIDR('0.0.0.0/0')?.text).toBe('0.0.0.0/0');
+    expect(parseCIDR('192.168.1.77/32')?.text).toBe('192.168.1.77/32');
+    expect(parseCIDR('2001:db8:1:2:3::1/52')).toEqual({ family: 'IPv6', ip: '2001:db8:1::', prefix: 52, text: '2001:db8:1::/52' });
+    expect(parseCIDR('::/0')?.text).toBe('::/0');
+  });
+
+  it('refuses a bad address, a prefix out of range or no prefix', () => {
+    for (const bad of ['10.0.0.0', '10.0.0.0/33', '10.0.0.0/-1', '10.0.0.0/', 'fd00::/129', 'x/8', '10.0.0.0/8/8']) expect(parseCIDR(bad), bad).toBeNull();
+    expect(parseCIDR(null)).toBeNull();
+  });
+});
+
+describe('cidrContains', () => {
+  it('matches addresses of the CIDR family inside its prefix only', () => {
+    const v4 = parseCIDR('10.244.0.0/16')!;
+    expect(cidrContains(v4, '10.244.255.1')).toBe(true);
+    expect(cidrContains(v4, '10.245.0.1')).toBe(false);
+    expect(cidrContains(v4, 'fd00::1')).toBe(false);
+    expect(cidrContains(parseCIDR('0.0.0.0/0')!, '203.0.113.9')).toBe(true);
+    const v6 = parseCIDR('fd00:10::/60')!;
+    expect(cidrContains(v6, 'fd00:10:0:f::1')).toBe(true);
+    expect(cidrContains(v6, 'fd00:10:0:10::1')).toBe(false);
+    expect(cidrContains(v6, '10.0.0.1')).toBe(false);
+  });
+});
+
+describe('isLoopbackIP', () => {
+  it('is 127.0.0.0/8, ::1 and IPv4 loopback mapped into IPv6', () => {
+    for (const ip of ['127.0.0.1', '127.255.0.9', '::1', '::ffff:7f00:1']) expect(isLoopbackIP(ip), ip).toBe(true);
+    for (const ip of ['10.0.0.1', '128.0.0.1', '::', '::2', '::ffff:a00:1', 'fe80::1']) expect(isLoopbackIP(ip), ip).toBe(false);
+  });
+});
+
+describe('compareIPs', () => {
+  it('sorts IPv4 numerically, then IPv6 numerically', () => {
+    const sorted = ['fd00::10', '10.0.0.10', 'fd00::9', '10.0.0.9', '9.255.255.255', '192.0.2.1', '::1'].sort(compareIPs);
+    expect(sorted).toEqual(['9.255.255.255', '10.0.0.9', '10.0.0.10', '192.0.2.1', '::1', 'fd00::9', 'fd00::10']);
+    expect(compareIPs('10.0.0.1', '10.0.0.1')).toBe(0);
+  });
+});
+
+describe('ipv4ToInt and intToIPv4', () => {
+  it('round-trip the whole unsigned range', () => {
+    for (const ip of ['0.0.0.0', '10.0.0.1', '255.255.255.255', '128.0.0.0']) expect(intToIPv4(ipv4ToInt(ip))).toBe(ip);
+    expect(ipv4ToInt('255.255.255.255')).toBe(0xffffffff);
+  });
+});
