@@ -6,9 +6,15 @@
  */
 export class KproxyError extends Error {
   readonly code: string;
-  constructor(code: string, message: string, options?: { cause?: unknown }) {
+  /**
+   * statusCode is the HTTP status this error answers a request with (fastify
+   * reads the same name); 500 unless the catalogue says otherwise.
+   */
+  readonly statusCode: number;
+  constructor(code: string, message: string, options?: { cause?: unknown }, statusCode = 500) {
     super(message, options);
     this.code = code;
+    this.statusCode = statusCode;
     this.name = 'KproxyError';
   }
 }
@@ -36,11 +42,13 @@ export function errorMessage(err: unknown): string {
   return parts.join(': ');
 }
 
-function define(code: string) {
+/** define makes a catalogue entry: a class per code, with the HTTP status a request failing with it gets. */
+function define(code: string, statusCode = 500) {
   return class extends KproxyError {
     static readonly code = code;
+    static readonly statusCode = statusCode;
     constructor(message: string, options?: { cause?: unknown }) {
-      super(code, message, options);
+      super(code, message, options, statusCode);
     }
   };
 }
@@ -89,11 +97,22 @@ export const ProxyModeUnsupportedError = define('KPROXY_ERR_PROXY_MODE_UNSUPPORT
 export const ListenFailedError = define('KPROXY_ERR_LISTEN_FAILED');
 export const HealthCheckPortError = define('KPROXY_ERR_HEALTHCHECK_PORT');
 
-// --- dashboard and API
-export const AuthRequiredError = define('KPROXY_ERR_AUTH_REQUIRED');
-export const AuthFailedError = define('KPROXY_ERR_AUTH_FAILED');
-export const ForbiddenError = define('KPROXY_ERR_FORBIDDEN');
-export const OriginRejectedError = define('KPROXY_ERR_ORIGIN_REJECTED');
-export const RateLimitedError = define('KPROXY_ERR_RATE_LIMITED');
+// --- dashboard and API (the second argument is the HTTP status of a request that fails with it)
+export const AuthRequiredError = define('KPROXY_ERR_AUTH_REQUIRED', 401);
+export const AuthFailedError = define('KPROXY_ERR_AUTH_FAILED', 401);
+export const ForbiddenError = define('KPROXY_ERR_FORBIDDEN', 403);
+export const OriginRejectedError = define('KPROXY_ERR_ORIGIN_REJECTED', 403);
+export const RateLimitedError = define('KPROXY_ERR_RATE_LIMITED', 429);
 export const InsecureBindError = define('KPROXY_ERR_INSECURE_BIND');
 export const SlowClientError = define('KPROXY_ERR_SLOW_CLIENT');
+export const NotFoundError = define('KPROXY_ERR_NOT_FOUND', 404);
+export const TooManyClientsError = define('KPROXY_ERR_TOO_MANY_CLIENTS', 503);
+/** AuthUnavailableError: the API server could not be asked about a token (delegated auth fails closed). */
+export const AuthUnavailableError = define('KPROXY_ERR_AUTH_UNAVAILABLE', 503);
+/** RequestInvalidError: a request fastify refused (schema validation, bad JSON). */
+export const RequestInvalidError = define('KPROXY_ERR_REQUEST_INVALID', 400);
+export const RequestTooLargeError = define('KPROXY_ERR_REQUEST_TOO_LARGE', 413);
+export const MediaTypeUnsupportedError = define('KPROXY_ERR_MEDIA_TYPE_UNSUPPORTED', 415);
+export const MethodNotAllowedError = define('KPROXY_ERR_METHOD_NOT_ALLOWED', 405);
+/** InternalError: a thrown value that is not a catalogue error (a bug), as a request's answer. */
+export const InternalError = define('KPROXY_ERR_INTERNAL', 500);

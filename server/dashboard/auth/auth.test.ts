@@ -15,7 +15,7 @@ describe('DashboardAuth', () => {
     for (const c of [null, '', 'abc12', 'abc1234', 'ABC123']) {
       const r = await auth.check(c, 'view');
       expect(r.ok).toBe(false);
-      if (!r.ok) expect(r.status).toBe(401);
+      if (!r.ok) expect(r.error.statusCode).toBe(401);
     }
   });
 
@@ -32,7 +32,7 @@ describe('DashboardAuth', () => {
     const auth = new DashboardAuth({ token: null, reviewer: r, nodeName: 'node-a', clock });
     expect(await auth.check('t1', 'view')).toEqual({ ok: true, viewer: { authMode: 'delegated', user: 'alice', canAct: false } });
     const act = await auth.check('t1', 'act');
-    expect(act.ok === false && act.status).toBe(403);
+    expect(act.ok === false && act.error.statusCode).toBe(403);
     expect([r.tokenReviews, r.accessReviews]).toEqual([1, 2]);
     r.allow('alice', 'update');
     clock.advance(9_000);

@@ -1,13 +1,13 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Clock } from '../../clock.ts';
-import { AuthFailedError, AuthRequiredError, errorMessage, ForbiddenError, type KproxyError } from '../../errors.ts';
+import { AuthFailedError, AuthRequiredError, AuthUnavailableError, errorMessage, ForbiddenError, type KproxyError } from '../../errors.ts';
 import type { AuthMode, Viewer } from '../protocol.ts';
 import { dashboardAttributes, type AccessReviewer, type ReviewedUser } from './access-review.ts';
 
 export type Permission = 'view' | 'act';
 
-/** AuthOutcome: a viewer, or the HTTP status and error to answer with. */
-export type AuthOutcome = { readonly ok: true; readonly viewer: Viewer } | { readonly ok: false; readonly status: 401 | 403 | 503; readonly error: KproxyError };
+/** AuthOutcome: a viewer, or the catalogue error to answer with (its statusCode: 401, 403 or 503). */
+export type AuthOutcome = { readonly ok: true; readonly viewer: Viewer } | { readonly ok: false; readonly error: KproxyError };
 
 export interface DashboardAuthOptions {
   /** token: the static bearer token (--dashboard-token-file), or null. */
@@ -59,26 +59,26 @@ export class DashboardAuth {
   /** check authenticates a bearer credential (null: none presented) for a permission. */
   async check(credential: string | null, permission: Permission): Promise<AuthOutcome> {
     if (!this.enabled) return { ok: true, viewer: { authMode: 'off', user: ANONYMOUS_USER, canAct: true } };
-    if (!credential) return { ok: false, status: 401, error: new AuthRequiredError('the dashboard needs a bearer token (Authorization: Bearer …)') };
+    if (!credential) return { ok: false, error: new AuthRequiredError('the dashboard needs a bearer token (Authorization: Bearer …)') };
     if (this.#tokenDigest && timingSafeEqual(digest(credential), this.#tokenDigest)) {
       return { ok: true, viewer: { authMode: this.mode, user: TOKEN_USER, canAct: true } };
     }
     const reviewer = this.#o.reviewer;
-    if (!reviewer) return { ok: false, status: 401, error: new AuthFailedError('the bearer token is not the dashboard token') };
+    if (!reviewer) return { ok: false, error: new AuthFailedError('the bearer token is not the dashboard token') };
     try {
       const key = digest(credential).toString('hex');
       const user = await this.#user(reviewer, key, credential);
-      if (!user) return { ok: false, status: 401, error: new AuthFailedError('the API server did not authenticate the bearer token (TokenReview)') };
+      if (!user) return { ok: false, error: new AuthFailedError('the API server did not authenticate the bearer token (TokenReview)') };
       const [view, act] = await Promise.all([this.#allowed(reviewer, user, 'view'), this.#allowed(reviewer, user, 'act')]);
       const granted = permission === 'act' ? act : view;
       if (!granted) {
         const attrs = dashboardAttributes(this.#o.nodeName, permission);
-        return { ok: false, status: 403, error: new ForbiddenError(`user "${user.username}" may not ${attrs.verb} nodes/${attrs.subresource} ${attrs.name} (SubjectAccessReview)`) };
+        return { ok: false, error: new ForbiddenError(`user "${user.username}" may not ${attrs.verb} nodes/${attrs.subresource} ${attrs.name} (SubjectAccessReview)`) };
       }
       return { ok: true, viewer: { authMode: this.mode, user: user.username, canAct: act } };
     } catch (err) {
       // The API server could not be asked: refuse (never fail open) and say why.
-      return { ok: false, status: 503, error: new AuthFailedError(`cannot check the bearer token with the API server: ${errorMessage(err)}`, { cause: err }) };
+      return { ok: false, error: new AuthUnavailableError(`cannot check the bearer token with the API server: ${errorMessage(err)}`, { cause: err }) };
     }
   }
 

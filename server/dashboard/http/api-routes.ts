@@ -1,5 +1,5 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
-import { errorMessage, isKproxyError, RateLimitedError } from '../../errors.ts';
+import { NotFoundError, RateLimitedError } from '../../errors.ts';
 import { configzDocument } from '../../http/configz.ts';
 import type { DashboardActions } from '../actions.ts';
 import type { DashboardAuth, Permission } from '../auth/auth.ts';
@@ -46,6 +46,9 @@ const rowsQuery = {
 /** CONNTRACK_RETRY_AFTER_S: a refused count may be retried after this long (the counter's queue drains by then). */
 const CONNTRACK_RETRY_AFTER_S = 5;
 
+/** ACTION_BODY_LIMIT: bytes of an action's body (fastify answers 413 past it, before parsing). */
+const ACTION_BODY_LIMIT = 1024;
+
 /** ROWS_CACHE: filtered views of tables kept between page requests (a scroll asks for many pages). */
 const ROWS_CACHE = 8;
 
@@ -57,12 +60,15 @@ const ROWS_CACHE = 8;
 export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts) => {
   const { dashboard, actions, auth } = opts;
   app.decorateRequest('dashboardViewer', null);
-  app.addHook('onRequest', async (req, reply) => {
+  app.addHook('onRequest', async (req) => {
     const permission = req.routeOptions.config?.permission ?? 'view';
     // Reads are safe to answer to any origin's script only if it has the token; writes also need the same origin.
-    const viewer = await guard(req, reply, auth, permission, req.method !== 'GET' && req.method !== 'HEAD');
-    if (!viewer) return reply;
-    req.dashboardViewer = viewer;
+    req.dashboardViewer = await guard(req, auth, permission, req.method !== 'GET' && req.method !== 'HEAD');
+  });
+  // Answers carry the node's live state (and errors): never kept by a browser or a proxy.
+  app.addHook('onSend', async (_req, reply, payload) => {
+    reply.header('cache-control', 'no-store');
+    return payload;
   });
   const viewer = (req: FastifyRequest): Viewer => req.dashboardViewer!;
 
@@ -81,7 +87,7 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
   app.get('/services/:namespace/:name', { schema: { params: nsName, response: { 200: anyObject, 404: anyObject } } }, async (req, reply) => {
     const { namespace, name } = req.params as { namespace: string; name: string };
     const detail = await dashboard.detail(`${namespace}/${name}`);
-    if (!detail) return reply.code(404).send({ error: { code: 'KPROXY_ERR_NOT_FOUND', message: `no service ${namespace}/${name} on this node` } });
+    if (!detail) throw new NotFoundError(`no service ${namespace}/${name} on this node`);
     return reply.type('application/json').send(JSON.stringify(detail));
   });
 
@@ -94,16 +100,13 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
       const key = `${namespace}/${name}`;
       try {
         const counts = await dashboard.serviceConntrack(key);
-        if (!counts) return reply.code(404).send({ error: { code: 'KPROXY_ERR_NOT_FOUND', message: `no service ${key} on this node` } });
+        if (!counts) throw new NotFoundError(`no service ${key} on this node`);
         return counts;
       } catch (err) {
-        if (err instanceof RateLimitedError) {
-          reply.header('retry-after', String(CONNTRACK_RETRY_AFTER_S));
-          return reply.code(429).send({ error: { code: err.code, message: `too many conntrack counts are running on this node; try again in a few seconds (${err.message})` } });
-        }
-        // No counter in this run, or a bug: the caller sees why; a failed listing never lands here (it is that frontend's error).
-        dashboard.daemon.logger.error('counting conntrack entries failed', { service: key, err: errorMessage(err) });
-        return reply.code(503).send({ error: { code: isKproxyError(err) ? err.code : 'KPROXY_ERR_CONNTRACK', message: errorMessage(err) } });
+        // A failed listing never lands here (it is that frontend's error); anything else goes to the error handler.
+        if (!(err instanceof RateLimitedError)) throw err;
+        reply.header('retry-after', String(CONNTRACK_RETRY_AFTER_S));
+        throw new RateLimitedError(`too many conntrack counts are running on this node; try again in a few seconds (${err.message})`, { cause: err });
       }
     },
   );
@@ -144,7 +147,7 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
     const { table } = req.params as { table: string };
     const { offset, limit, q, drift } = req.query as { offset: number; limit: number; q: string; drift: boolean };
     const rows = await rowsOf(table, q, drift);
-    if (!rows) return reply.code(404).send({ error: { code: 'KPROXY_ERR_NOT_FOUND', message: `the kernel listing has no table ${table}` } });
+    if (!rows) throw new NotFoundError(`the kernel listing has no table ${table}`);
     const page: RowsPage = { table, readAt: dashboard.reader.readAt, total: rows.total, offset, rows: rows.page(offset, limit) };
     return reply.type('application/json').send(JSON.stringify(page));
   });
@@ -158,12 +161,12 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
         response: { 200: anyObject, 404: anyObject },
       },
     },
-    async (req, reply) => {
+    async (req) => {
       const { table, chain } = req.params as { table: string; chain: string };
       const { q, drift } = req.query as { q: string; drift: boolean };
       const rows = await rowsOf(table, q, drift);
       const row = rows?.chainRow(chain) ?? -1;
-      if (row < 0) return reply.code(404).send({ error: { code: 'KPROXY_ERR_NOT_FOUND', message: `no chain ${chain} in table ${table} (with this filter)` } });
+      if (row < 0) throw new NotFoundError(`no chain ${chain} in table ${table} (with this filter)`);
       return { table, chain, row };
     },
   );
@@ -201,7 +204,7 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
           file = `kproxy-${node}-sync-${input.seq}${which === 'failed' ? '-failed' : ''}.rules`;
         }
       }
-      if (body === null) return reply.code(404).send({ error: { code: 'KPROXY_ERR_NOT_FOUND', message: `no ${which} restore input yet` } });
+      if (body === null) throw new NotFoundError(`no ${which} restore input yet`);
       return reply.type('text/plain; charset=utf-8').header('content-disposition', `attachment; filename="${file}"`).send(body);
     },
   );
@@ -210,6 +213,8 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
     '/actions/:action',
     {
       config: { permission: 'act' },
+      // The only body an action takes is {"pause": true}: nothing bigger is read into memory.
+      bodyLimit: ACTION_BODY_LIMIT,
       schema: {
         params: { type: 'object', properties: { action: { type: 'string', enum: ['resync', 'cleanup', 'pause', 'resume'] } }, required: ['action'] },
         body: { anyOf: [{ type: 'null' }, { type: 'object', properties: { pause: { type: 'boolean' } }, additionalProperties: false }] },

@@ -267,7 +267,66 @@ describe('dashboard delegated auth (TokenReview + SubjectAccessReview)', () => {
     reviewer.users.set('carol-token', { username: 'carol', groups: [] });
     const res = await t.app.inject({ url: '/api/v1/status', headers: { ...HOST, authorization: 'Bearer carol-token' } });
     expect(res.statusCode).toBe(503);
-    expect(res.json().error.message).toMatch(/cannot check the bearer token with the API server: .*ECONNREFUSED/);
+    // The client learns the code, never the API server's address; the log has it.
+    expect(res.json().error.code).toBe('KPROXY_ERR_AUTH_UNAVAILABLE');
+    expect(res.body).not.toMatch(/10\.0\.0\.1|ECONNREFUSED/);
+    expect(t.log.lines('error').some((l) => /cannot check the bearer token with the API server: .*ECONNREFUSED 10\.0\.0\.1:6443/.test(l))).toBe(true);
+  });
+});
+
+describe('dashboard errors at the HTTP boundary', () => {
+  let t: TestDashboard;
+  afterEach(async () => t?.close());
+
+  it('answers a failure inside a route with its code and a generic message; the detail goes to the log', async () => {
+    t = await testDashboard({ token: TOKEN });
+    t.dashboard.detail = async () => {
+      throw new Error('EACCES: permission denied, open /etc/kproxy/secret (api.cluster.internal:6443)');
+    };
+    const res = await t.app.inject({ url: '/api/v1/services/shop/frontend', headers: AUTH });
+    expect(res.statusCode).toBe(500);
+    const { error } = res.json();
+    expect(error.code).toBe('KPROXY_ERR_INTERNAL');
+    expect(error.message).toMatch(/^kproxy could not answer this request \(KPROXY_ERR_INTERNAL\); the kproxy log on this node has the details \(request req-\d+\)$/);
+    expect(res.body).not.toMatch(/secret|6443|EACCES/);
+    const line = t.log.lines('error').find((l) => l.includes('dashboard request failed'))!;
+    expect(line).toMatch(/EACCES: permission denied, open \/etc\/kproxy\/secret .*code=KPROXY_ERR_INTERNAL method=GET url=\/api\/v1\/services\/shop\/frontend/);
+  });
+
+  it("gives fastify's own 400, 413 and 415 the dashboard's error shape", async () => {
+    t = await testDashboard({ token: TOKEN });
+    const invalid = await t.app.inject({ url: '/api/v1/tables/nat/rows?limit=100000', headers: AUTH });
+    expect(invalid.statusCode).toBe(400);
+    expect(invalid.json()).toEqual({ error: { code: 'KPROXY_ERR_REQUEST_INVALID', message: 'querystring/limit must be <= 2000' } });
+
+    const json = { ...AUTH, 'content-type': 'application/json' };
+    const badJson = await t.app.inject({ method: 'POST', url: '/api/v1/actions/pause', headers: json, payload: '{"pause":' });
+    expect(badJson.statusCode).toBe(400);
+    expect(badJson.json().error.code).toBe('KPROXY_ERR_REQUEST_INVALID');
+
+    const big = await t.app.inject({ method: 'POST', url: '/api/v1/actions/pause', headers: json, payload: JSON.stringify({ pause: true, pad: 'x'.repeat(2048) }) });
+    expect(big.statusCode).toBe(413);
+    expect(Object.keys(big.json())).toEqual(['error']);
+    expect(big.json().error.code).toBe('KPROXY_ERR_REQUEST_TOO_LARGE');
+
+    const xml = await t.app.inject({ method: 'POST', url: '/api/v1/actions/pause', headers: { ...AUTH, 'content-type': 'application/xml' }, payload: '<pause/>' });
+    expect(xml.statusCode).toBe(415);
+    expect(xml.json().error.code).toBe('KPROXY_ERR_MEDIA_TYPE_UNSUPPORTED');
+    expect(t.daemon.loop.paused).toBe(false);
+  });
+
+  it('marks every API answer, errors included, as not to be stored', async () => {
+    t = await testDashboard({ token: TOKEN });
+    for (const [url, headers, status] of [
+      ['/api/v1/status', AUTH, 200],
+      ['/api/v1/status', HOST, 401],
+      ['/api/v1/services/shop/nope', AUTH, 404],
+      ['/api/v1/restore-input/last', AUTH, 200],
+    ] as const) {
+      const res = await t.app.inject({ url, headers });
+      expect(res.statusCode, url).toBe(status);
+      expect(res.headers['cache-control'], url).toBe('no-store');
+    }
   });
 });
 

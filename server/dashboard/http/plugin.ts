@@ -8,6 +8,7 @@ import { offersDashboardProtocol } from '../auth/request-checks.ts';
 import type { Dashboard } from '../dashboard.ts';
 import { WS_SUBPROTOCOL } from '../protocol.ts';
 import { apiRoutes } from './api-routes.ts';
+import { dashboardErrorHandler } from './error-handler.ts';
 import { staticFilesPlugin } from './static-files.ts';
 import { wsRoute } from './ws-route.ts';
 
@@ -56,6 +57,8 @@ export function dashboardPlugins(options: DashboardPluginOptions): MetricsAppPlu
  */
 export const dashboardPlugin: FastifyPluginAsync<DashboardPluginOptions> = async (app, opts) => {
   app.addHook('onClose', async () => opts.dashboard.stop());
+  // Routes and hooks throw catalogue errors; this one handler answers them all (and fastify's own 400/413/415).
+  app.setErrorHandler(dashboardErrorHandler(opts.dashboard.daemon.logger.child('dashboard')));
   await app.register(staticFilesPlugin, { webRoot: opts.webRoot });
   await app.register(apiRoutes, { prefix: '/api/v1', dashboard: opts.dashboard, actions: opts.actions, auth: opts.auth });
   await app.register(wsRoute, { dashboard: opts.dashboard, auth: opts.auth, clock: opts.clock, pingIntervalMs: opts.pingIntervalMs });

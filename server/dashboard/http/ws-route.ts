@@ -1,6 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { WebSocket } from 'ws';
 import type { Clock, TimerHandle } from '../../clock.ts';
+import { TooManyClientsError } from '../../errors.ts';
 import type { DashboardAuth } from '../auth/auth.ts';
 import type { Dashboard } from '../dashboard.ts';
 import type { Viewer } from '../protocol.ts';
@@ -29,10 +30,9 @@ export const wsRoute: FastifyPluginAsync<WsRouteOptions> = async (app, opts) => 
     {
       websocket: true,
       schema: { querystring: { type: 'object', additionalProperties: false } },
-      preValidation: async (req, reply) => {
-        const viewer = await guard(req, reply, auth, 'view', true);
-        if (!viewer) return reply;
-        if (dashboard.hub.full) return reply.code(503).send({ error: { code: 'KPROXY_ERR_TOO_MANY_CLIENTS', message: 'too many dashboard connections; close another tab and retry' } });
+      preValidation: async (req) => {
+        const viewer = await guard(req, auth, 'view', true);
+        if (dashboard.hub.full) throw new TooManyClientsError('too many dashboard connections; close another tab and retry');
         viewers.set(req, viewer);
       },
     },
