@@ -1,6 +1,5 @@
-import { parseAllDocuments } from 'yaml';
-import { ManifestParseError } from '../../errors.ts';
 import type { KubeObject } from '../../proxy/kube-objects.ts';
+import { parseYamlStream } from './yaml-stream.ts';
 
 /** The kinds kproxy reads from manifests; anything else in a file is left alone. */
 export const MANIFEST_KINDS = ['Service', 'EndpointSlice', 'Node'] as const;
@@ -28,31 +27,13 @@ export interface ParsedManifest {
 }
 
 /**
- * parseManifest reads multi-document YAML or JSON (a single object, a List, or
- * a JSON array). It throws ManifestParseError with file:line:column when the
- * text is not valid, so the caller can keep the file's last good state.
+ * parseManifest reads a YAML stream of any extension (JSON documents are YAML
+ * too): single objects, Lists, JSON arrays. It throws ManifestParseError with
+ * file:line:column when the text is not valid, so the caller can keep the
+ * file's last good state.
  */
 export function parseManifest(file: string, text: string): ParsedManifest {
-  const docs: unknown[] = [];
-  if (file.endsWith('.json')) {
-    try {
-      docs.push(JSON.parse(text));
-    } catch (err) {
-      throw new ManifestParseError(`${file}: invalid JSON: ${(err as Error).message}`, { cause: err });
-    }
-  } else {
-    const parsed = parseAllDocuments(text, { prettyErrors: true, uniqueKeys: false });
-    const list = Array.isArray(parsed) ? parsed : [parsed];
-    for (const doc of list) {
-      const first = doc.errors[0];
-      if (first) {
-        const pos = first.linePos?.[0];
-        const where = pos ? `${file}:${pos.line}:${pos.col}` : file;
-        throw new ManifestParseError(`${where}: invalid YAML: ${first.message.split('\n')[0]}`, { cause: first });
-      }
-      docs.push(doc.toJS({ maxAliasCount: 100 }));
-    }
-  }
+  const docs = parseYamlStream(file, text);
   const objects: ManifestObject[] = [];
   const skipped: string[] = [];
   const visit = (doc: unknown, where: string) => {
