@@ -2,7 +2,7 @@
 import { assembleDaemon, type Assembled } from './assemble.ts';
 import { loadConfiguration, type LoadedConfiguration } from './config/load.ts';
 import { usage } from './config/flags.ts';
-import { errorMessage, isKproxyError, ListenFailedError } from './errors.ts';
+import { errorMessage, isKproxyError, ListenFailedError, SourceNotSyncedError } from './errors.ts';
 import { realClock } from './clock.ts';
 import { ApiEventSink } from './events/event-sink.ts';
 import { nodeReference, recordStarting } from './events/event-recorder.ts';
@@ -95,14 +95,26 @@ async function once(loaded: LoadedConfiguration, a: Assembled, logger: Logger): 
   try {
     rec = await a.daemon.once();
   } catch (err) {
-    logger.error(`sync failed: ${errorMessage(err)}`);
     await a.daemon.stop();
+    if (err instanceof SourceNotSyncedError) {
+      // Nothing was programmed: say so on stdout too, where a script reads --once's summary.
+      process.stdout.write(`kproxy: nothing synced, the kernel was not touched: ${errorMessage(err)}\n`);
+      return 1;
+    }
+    logger.error(`sync failed: ${errorMessage(err)}`);
     return 1;
   }
   await a.daemon.stop();
   if (a.dryRunKernel) process.stdout.write(await a.dryRunKernel.describe());
   process.stdout.write(onceSummary(loaded, a, rec) + '\n');
+  if (rec.ok) for (const line of skippedLines(a)) process.stdout.write(line + '\n');
   return rec.ok ? 0 : 1;
+}
+
+/** skippedLines lists what --once left out as invalid, one object a line (the rest was programmed). */
+export function skippedLines(a: Assembled): string[] {
+  // Each reason names its object ("Service ns/name: spec.ports[0].port …").
+  return [...a.daemon.state.invalid.values()].map((why) => `kproxy: skipped ${why}`);
 }
 
 /** onceSummary is --once's one line: what was programmed, where, how fast. */
@@ -112,7 +124,13 @@ export function onceSummary(loaded: LoadedConfiguration, a: Assembled, rec: Sync
   const tables = Object.entries(rec.rulesByTable)
     .map(([t, n]) => `${t} ${n}`)
     .join(', ');
-  const what = `${services} services (${rec.servicePorts} ports), ${rec.endpoints} endpoints, ${rules} rules${tables ? ` (${tables})` : ''}`;
+  const invalid = a.daemon.state.invalid.size;
+  const left = a.daemon.source.status().counters.objectsSkipped ?? 0;
+  const skipped = [
+    ...(invalid ? [`${invalid} invalid object${invalid === 1 ? '' : 's'} skipped (listed below)`] : []),
+    ...(left ? [`${left} manifest document${left === 1 ? '' : 's'} left out (see the warnings)`] : []),
+  ];
+  const what = `${services} services (${rec.servicePorts} ports), ${rec.endpoints} endpoints, ${rules} rules${tables ? ` (${tables})` : ''}${skipped.length ? `; ${skipped.join(', ')}` : ''}`;
   if (!rec.ok) return `kproxy: sync FAILED on node ${loaded.nodeName} with ${a.backendDescription}: ${rec.error?.message ?? 'unknown error'} [${rec.error?.code}]`;
   return `kproxy: synced ${a.backendDescription} on node ${loaded.nodeName} in ${Math.round(rec.durationMs)} ms: ${what}`;
 }

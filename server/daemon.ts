@@ -120,11 +120,16 @@ export class Daemon {
     await this.source.start(this.state);
   }
 
-  /** once reads the source, runs one full sync and returns its record; rules stay in place. */
+  /**
+   * once reads the source, runs one full sync and returns its record; rules stay
+   * in place. The source is read before the backend touches anything: a source
+   * that cannot be read completely (SourceNotSyncedError from start) leaves the
+   * host exactly as it was.
+   */
   async once(): Promise<SyncRecord> {
-    await this.backend.init?.();
     await this.source.start(this.state);
     await this.state.whenReady();
+    await this.backend.init?.();
     return this.loop.syncOnce();
   }
 

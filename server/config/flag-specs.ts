@@ -94,7 +94,7 @@ export const FLAG_SPECS: readonly FlagSpec[] = [
   f({ name: 'logging-format', kind: 'enum', values: LOG_FORMATS, arg: 'text|json', group: 'Process and logging', fields: ['logging.format'], help: 'log line format' }),
 
   // --- what to do
-  f({ name: 'once', kind: 'bool', group: 'Run modes', run: 'once', help: 'do one full sync, print a one-line summary and exit (0 on success); rules stay in place' }),
+  f({ name: 'once', kind: 'bool', group: 'Run modes', run: 'once', help: 'do one full sync, print a one-line summary and exit; rules stay in place. Exit 0 on success, also when invalid objects were skipped (each is listed, the rest is programmed); 1 when the sync failed, or when a source could not be read completely (nothing is touched)' }),
   f({ name: 'cleanup', kind: 'bool', group: 'Run modes', run: 'cleanup', help: 'remove every rule, chain, set and table kproxy or kube-proxy created (all modes), then exit' }),
   f({ name: 'dry-run', kind: 'bool', group: 'Run modes', run: 'dryRun', help: 'program a simulated kernel in memory instead of the host' }),
   f({ name: 'version', kind: 'bool', group: 'Run modes', run: 'version', help: "print kproxy's and Node's versions and exit" }),

@@ -6,6 +6,12 @@ export interface SourceStatus {
   /** description: where objects come from ("file:deploy/examples/", "https://10.0.0.1:6443"). */
   readonly description: string;
   readonly synced: boolean;
+  /**
+   * waitingFor: while not synced, what the source waits for, with the errors
+   * that hold it ("a.yaml:2:1: invalid YAML: …", "Services not listed yet: …");
+   * readiness, --once and the dashboard show it.
+   */
+  readonly waitingFor?: string;
   readonly objects: number;
   readonly lastError?: string;
   readonly lastErrorAt?: number;
@@ -16,7 +22,9 @@ export interface SourceStatus {
 /**
  * Source delivers Service, EndpointSlice and Node events for this node to the
  * change handlers. start() resolves once watching has begun (not necessarily
- * after the initial list; handlers.onSynced says that).
+ * after the initial list; handlers.onSynced says that). A source is synced
+ * only once everything it was pointed at has been read completely at least
+ * once; before that kproxy programs nothing.
  */
 export interface Source {
   start(handlers: ChangeHandlers): Promise<void>;

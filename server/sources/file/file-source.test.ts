@@ -1,4 +1,4 @@
-import { mkdtemp, rm, unlink, writeFile, rename } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, symlink, unlink, writeFile, rename } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -177,8 +177,139 @@ describe('FileSource', () => {
     expect(s.status().lastError).toMatch(/over the 400-byte limit/);
   });
 
-  it('fails clearly when the path does not exist', async () => {
-    await expect(source(join(dir, 'missing')).start(new Recorder())).rejects.toThrow(/manifest source .*missing cannot be read/);
+  it('reads a ConfigMap volume, whose keys are symbolic links into ..data', async () => {
+    // How the kubelet mounts a ConfigMap: ..data -> ..2026_01_01/, and each key a link through ..data.
+    await mkdir(join(dir, '..2026_01_01'));
+    await writeFile(join(dir, '..2026_01_01', 'services.yaml'), svc('web'));
+    await symlink('..2026_01_01', join(dir, '..data'));
+    await symlink('..data/services.yaml', join(dir, 'services.yaml'));
+    const r = new Recorder();
+    const s = source(dir);
+    await s.start(r);
+    expect(r.events).toEqual(['add Service web']);
+    expect(s.status()).toMatchObject({ synced: true, objects: 1 });
+  });
+});
+
+describe('FileSource at start: synced only once every file was read', () => {
+  it('a file that fails to parse holds the sync back, names file:line and the error, and is counted', async () => {
+    await writeFile(join(dir, 'good.yaml'), svc('web'));
+    await writeFile(join(dir, 'bad.yaml'), '{ broken\n');
+    const log = new MemoryLog();
+    const r = new Recorder();
+    const s = source(dir, log, true);
+    await s.start(r);
+    try {
+      // The good file's objects are delivered (as an informer's list), but the source is not synced: nothing is programmed.
+      expect(r.synced).toEqual([]);
+      expect(s.status()).toMatchObject({ synced: false, counters: { parseErrors: 1 } });
+      expect(s.status().waitingFor).toMatch(/bad\.yaml:\d+:\d+: invalid YAML/);
+      expect(s.status().lastError).toMatch(/bad\.yaml:\d+:\d+: invalid YAML.*nothing is synced until it can be read/);
+      expect(log.lines('error')).toHaveLength(1);
+      // Fixed: synced, and the fixed file's objects arrive.
+      await writeFile(join(dir, 'bad.yaml'), svc('api'));
+      await s.reloadNow();
+      expect(r.synced).toEqual(['Service', 'EndpointSlice', 'Node']);
+      expect(r.events).toEqual(['add Service web', 'add Service api']);
+      expect(s.status()).toMatchObject({ synced: true, objects: 2 });
+      expect(s.status().waitingFor).toBeUndefined();
+      expect(s.status().lastError).toBeUndefined();
+    } finally {
+      await s.stop();
+    }
+  });
+
+  it('without watching (--once), an incomplete first read throws SourceNotSyncedError naming the file and delivers nothing as synced', async () => {
+    await writeFile(join(dir, 'a.yaml'), '{ broken\n');
+    const r = new Recorder();
+    const err = await source(dir).start(r).then(() => null, (e: unknown) => e as Error & { code: string });
+    expect(err?.code).toBe('KPROXY_ERR_SOURCE_NOT_SYNCED');
+    expect(err?.message).toMatch(/could not be read completely: .*a\.yaml:2:1: invalid YAML/);
+    expect(r.synced).toEqual([]);
+  });
+
+  it('a path that is missing at start is the same case: it waits, and syncs when the path appears', async () => {
+    const { FakeClock } = await import('../../clock-fake.ts');
+    const clock = new FakeClock();
+    const path = join(dir, 'later');
+    const log = new MemoryLog();
+    const r = new Recorder();
+    const s = new FileSource({ path, nodeName: 'node-a', clock, logger: log.logger, pollMs: 5000 });
+    await s.start(r);
+    try {
+      expect(s.status()).toMatchObject({ synced: false, waitingFor: expect.stringMatching(/later cannot be read: ENOENT/) });
+      // The poll looks again; the same problem is not logged every time.
+      await clock.advanceAsync(5000);
+      await s.reloadNow();
+      expect(log.lines('error')).toHaveLength(1);
+      await mkdir(path);
+      await writeFile(join(path, 'a.yaml'), svc('web'));
+      await clock.advanceAsync(5000);
+      await waitFor(() => r.synced.length === 3, { what: 'the source to sync' });
+      expect(r.events).toEqual(['add Service web']);
+      expect(s.status().lastError).toBeUndefined();
+    } finally {
+      await s.stop();
+    }
+  });
+
+  it('an unreadable file (a link whose target is missing) holds the sync back', async () => {
+    await writeFile(join(dir, 'a.yaml'), svc('web'));
+    await symlink('gone.yaml', join(dir, 'b.yaml'));
+    const err = await source(dir).start(new Recorder()).then(() => null, (e: unknown) => e as Error);
+    expect(err?.message).toMatch(/b\.yaml cannot be read: ENOENT/);
+  });
+
+  it('an empty file is never read as "no objects" at start; "# nothing" is a legal empty file', async () => {
+    await writeFile(join(dir, 'a.yaml'), '');
+    const err = await source(dir).start(new Recorder()).then(() => null, (e: unknown) => e as Error);
+    expect(err?.message).toMatch(/a\.yaml is empty .*"# nothing"/);
+    await writeFile(join(dir, 'a.yaml'), '# nothing\n');
+    const s = source(dir);
+    await s.start(new Recorder());
+    expect(s.status()).toMatchObject({ synced: true, objects: 0 });
+  });
+
+  it('an empty folder is synced as an empty cluster, with a warning', async () => {
+    const log = new MemoryLog();
+    const s = source(dir, log);
+    await s.start(new Recorder());
+    expect(s.status()).toMatchObject({ synced: true, objects: 0 });
+    expect(log.lines('warn').join('\n')).toMatch(/no manifest files .* the cluster is empty/);
+  });
+});
+
+describe('FileSource after start', () => {
+  it('an edit to "# nothing" removes the file\'s objects; an empty write or a parse error keeps them', async () => {
+    const file = join(dir, 'a.yaml');
+    await writeFile(file, `${svc('web')}---\n${svc('api')}`);
+    const r = new Recorder();
+    const s = source(dir);
+    await s.start(r);
+    await writeFile(file, '{ broken\n');
+    await s.reloadNow();
+    await writeFile(file, '');
+    await s.reloadNow();
+    expect(r.events).toEqual(['add Service web', 'add Service api']);
+    await writeFile(file, '# nothing: this node serves no Services for now\n');
+    await s.reloadNow();
+    expect(r.events.slice(2).sort()).toEqual(['delete Service api', 'delete Service web']);
+    expect(s.status()).toMatchObject({ synced: true, objects: 0 });
+    expect(s.status().lastError).toBeUndefined();
+  });
+
+  it('a broken file is counted and logged once per version, not at every poll', async () => {
+    const { FakeClock } = await import('../../clock-fake.ts');
+    const clock = new FakeClock(Date.now() + 60_000); // file times are in the past: no "recently written" re-reads
+    const file = join(dir, 'a.yaml');
+    await writeFile(file, svc('web'));
+    const log = new MemoryLog();
+    const s = new FileSource({ path: dir, nodeName: 'node-a', clock, logger: log.logger, watch: false });
+    await s.start(new Recorder());
+    await writeFile(file, '{ broken\n');
+    for (let i = 0; i < 3; i++) await s.reloadNow();
+    expect(s.status().counters.parseErrors).toBe(1);
+    expect(log.lines('error')).toHaveLength(1);
   });
 });
 

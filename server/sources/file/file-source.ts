@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { watch, type FSWatcher } from 'node:fs';
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { lstat, readdir, readFile, stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Clock, TimerHandle } from '../../clock.ts';
-import { errorMessage, FileSourceError } from '../../errors.ts';
+import { errorMessage, SourceNotSyncedError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 import { LABEL_HEADLESS, LABEL_SERVICE_PROXY_NAME, type EndpointSlice, type KubeObject, type Node, type Service } from '../../proxy/kube-objects.ts';
 import type { ChangeHandlers } from '../../proxy/proxy-state.ts';
@@ -26,7 +26,10 @@ export interface FileSourceOptions {
   maxWaitMs?: number;
   /** maxFileBytes: larger files are refused (absurd sizes), keeping their last good state. */
   maxFileBytes?: number;
-  /** watch: follow edits (default true; --once reads once). */
+  /**
+   * watch: follow edits (default true). Without it (--once) start() is the only
+   * read, and it throws SourceNotSyncedError when that read is incomplete.
+   */
   watch?: boolean;
   /**
    * pollMs: also re-check the files this often (default 5 s). Change events can
@@ -40,6 +43,13 @@ const MANIFEST_FILE = /\.(ya?ml|json)$/i;
 /** RECENT_MS: files modified this recently are re-read even when their stat looks unchanged. */
 const RECENT_MS = 2000;
 
+/** Problem is why a file's current content is not used, remembered so an unchanged file is not read and reported again. */
+interface Problem {
+  readonly message: string;
+  /** fingerprint: the file as it was when it failed ("" when it could not even be stat'ed). */
+  readonly fingerprint: string;
+}
+
 interface FileState {
   /** objects: the file's last good objects by key. */
   objects: Map<string, ManifestObject>;
@@ -51,17 +61,27 @@ interface FileState {
 
 /**
  * FileSource reads Services, EndpointSlices and Nodes from a manifest file or a
- * folder of them and follows edits. Each file keeps its last good content: a
- * file that fails to parse, is refused, or is briefly empty (an editor or script
- * in the middle of writing it) changes nothing until it is valid again; deleting
- * the file removes its objects. Changes reach the handlers exactly as informer
- * events would (add, update with the previous object, delete).
+ * folder of them and follows edits. It is synced, as an informer after its
+ * first list, only once every manifest file it was pointed at has been read
+ * successfully: a path or file that is missing, unreadable, empty, too large or
+ * fails to parse at start holds kproxy back (nothing is programmed, readiness
+ * says why) until it is fixed, instead of counting as an empty cluster.
+ * After that each file keeps its last good content: a file that fails to parse,
+ * is refused, or is briefly empty (an editor or script in the middle of writing
+ * it) changes nothing until it is valid again; a file that says it holds nothing
+ * (`# nothing`) and a deleted file remove their objects. Changes reach the
+ * handlers exactly as informer events would (add, update with the previous
+ * object, delete).
  */
 export class FileSource implements Source {
   readonly #o: Required<FileSourceOptions>;
   readonly #root: string;
   #isDir = false;
   readonly #files = new Map<string, FileState>();
+  /** #problems: files whose current content is not used (never read, or a bad edit since), by path. */
+  readonly #problems = new Map<string, Problem>();
+  /** #rootProblem: the path itself cannot be listed (missing, unreadable). */
+  #rootProblem: string | undefined;
   /** #emitted: what handlers currently hold, by object key. */
   readonly #emitted = new Map<string, ManifestObject>();
   #handlers: ChangeHandlers | null = null;
@@ -72,11 +92,15 @@ export class FileSource implements Source {
   #pollTimer: TimerHandle | null = null;
   #reloading: Promise<void> | null = null;
   #again = false;
+  #watchStarted = false;
   #synced = false;
+  /** #announced: handlers were told the source is synced (once). */
+  #announced = false;
   #stopped = false;
   #lastError: string | undefined;
   #lastErrorAt: number | undefined;
-  readonly #counters = { reloads: 0, parseErrors: 0, objectsAdded: 0, objectsUpdated: 0, objectsDeleted: 0 };
+  #lastErrorFile: string | undefined;
+  readonly #counters = { reloads: 0, parseErrors: 0, readErrors: 0, objectsSkipped: 0, objectsAdded: 0, objectsUpdated: 0, objectsDeleted: 0 };
 
   constructor(opts: FileSourceOptions) {
     const debounceMs = opts.debounceMs ?? 250;
@@ -86,19 +110,11 @@ export class FileSource implements Source {
 
   async start(handlers: ChangeHandlers): Promise<void> {
     this.#handlers = handlers;
-    let st;
-    try {
-      st = await stat(this.#root);
-    } catch (err) {
-      throw new FileSourceError(`manifest source ${this.#o.path} cannot be read: ${errorMessage(err)}`, { cause: err });
-    }
-    this.#isDir = st.isDirectory();
-    if (this.#o.watch) this.#startWatching();
+    if (this.#o.watch) this.#schedulePoll();
     await this.#reload();
-    this.#synced = true;
-    handlers.onSynced('Service');
-    handlers.onSynced('EndpointSlice');
-    handlers.onSynced('Node');
+    if (!this.#synced && !this.#o.watch) {
+      throw new SourceNotSyncedError(`manifests from ${this.#o.path} could not be read completely: ${this.#waitingFor()}`);
+    }
   }
 
   async stop(): Promise<void> {
@@ -117,6 +133,7 @@ export class FileSource implements Source {
       kind: 'file',
       description: `file:${this.#o.path}`,
       synced: this.#synced,
+      ...(this.#synced ? {} : { waitingFor: this.#waitingFor() }),
       objects: this.#emitted.size,
       lastError: this.#lastError,
       lastErrorAt: this.#lastErrorAt,
@@ -129,21 +146,29 @@ export class FileSource implements Source {
     return this.#reload();
   }
 
+  /** #waitingFor says which files hold the first sync back, and why (the first few). */
+  #waitingFor(): string {
+    if (this.#rootProblem) return this.#rootProblem;
+    const problems = [...this.#problems.entries()].filter(([file]) => !this.#files.has(file)).map(([, p]) => p.message);
+    if (problems.length === 0) return `the first read of ${this.#o.path}`;
+    const more = problems.length > 3 ? ` (and ${problems.length - 3} more files)` : '';
+    return problems.slice(0, 3).join('; ') + more;
+  }
+
   #startWatching(): void {
     // Watch the folder (or the file's folder): editors replace files by renaming a
     // temporary file over them, which a watch on the file itself would lose.
     const dir = this.#isDir ? this.#root : dirname(this.#root);
     const only = this.#isDir ? null : basename(this.#root);
-    this.#schedulePoll();
     try {
       this.#watcher = watch(dir, { persistent: false }, (_event, name) => {
         // A single file: only its own name, and a ConfigMap's ..data swap, matter.
         if (only && name && name !== only && name !== '..data') return;
         this.#scheduleReload();
       });
-      this.#watcher.on('error', (err) => this.#fail(`watching ${dir} failed: ${errorMessage(err)}`));
+      this.#watcher.on('error', (err) => this.#fail(`watching ${dir} failed: ${errorMessage(err)}`, 'watch'));
     } catch (err) {
-      this.#fail(`watching ${dir} failed, edits will not be followed: ${errorMessage(err)}`);
+      this.#fail(`watching ${dir} failed, edits will not be followed: ${errorMessage(err)}`, 'watch');
     }
   }
 
@@ -167,10 +192,12 @@ export class FileSource implements Source {
     }, delay);
   }
 
-  #fail(message: string): void {
+  /** #fail records and logs a source error; `about` is the file (or 'root', 'watch') it concerns, so fixing that clears it. */
+  #fail(message: string, about: string, level: 'error' | 'warn' = 'error'): void {
     this.#lastError = message;
+    this.#lastErrorFile = about;
     this.#lastErrorAt = this.#o.clock.now();
-    this.#o.logger.error(message);
+    this.#o.logger[level](message);
   }
 
   async #reload(): Promise<void> {
@@ -184,7 +211,7 @@ export class FileSource implements Source {
         try {
           await this.#readAll();
         } catch (err) {
-          this.#fail(`reading manifests from ${this.#o.path} failed, keeping the last good state: ${errorMessage(err)}`);
+          this.#fail(`reading manifests from ${this.#o.path} failed, keeping the last good state: ${errorMessage(err)}`, 'root');
         }
       } while (this.#again);
     })();
@@ -195,25 +222,58 @@ export class FileSource implements Source {
     }
   }
 
-  async #listFiles(): Promise<string[]> {
-    if (!this.#isDir) {
+  /**
+   * #listFiles lists the manifest files the path stands for, or null when the
+   * path cannot be listed (that is a problem, never "no files": a missing
+   * folder must not delete every object).
+   */
+  async #listFiles(): Promise<string[] | null> {
+    let st;
+    try {
+      st = await stat(this.#root);
+    } catch (err) {
+      this.#rootProblem = `${this.#o.path} cannot be read: ${errorMessage(err)}`;
+      return null;
+    }
+    this.#isDir = st.isDirectory();
+    let files: string[];
+    if (!this.#isDir) files = [this.#root];
+    else {
       try {
-        await stat(this.#root);
-        return [this.#root];
-      } catch {
-        return [];
+        const entries = await readdir(this.#root, { withFileTypes: true });
+        // A ConfigMap volume presents each key as a symbolic link (name -> ..data/name):
+        // links count as files; one whose target is missing is a file that cannot be read.
+        files = entries
+          .filter((e) => (e.isFile() || e.isSymbolicLink()) && MANIFEST_FILE.test(e.name) && !e.name.startsWith('.'))
+          .map((e) => join(this.#root, e.name))
+          .sort();
+      } catch (err) {
+        this.#rootProblem = `folder ${this.#o.path} cannot be listed: ${errorMessage(err)}`;
+        return null;
       }
     }
-    const entries = await readdir(this.#root, { withFileTypes: true });
-    return entries
-      .filter((e) => e.isFile() && MANIFEST_FILE.test(e.name) && !e.name.startsWith('.'))
-      .map((e) => join(this.#root, e.name))
-      .sort();
+    this.#rootProblem = undefined;
+    if (this.#lastErrorFile === 'root') this.#clearLastError();
+    // Watching starts once the path exists (a missing one is found again by the poll).
+    if (this.#o.watch && !this.#watchStarted && !this.#stopped) {
+      this.#watchStarted = true;
+      this.#startWatching();
+    }
+    return files;
   }
 
   async #readAll(): Promise<void> {
     this.#counters.reloads++;
     const files = await this.#listFiles();
+    if (files === null) {
+      const message = `${this.#rootProblem} (${this.#synced ? 'keeping the last good state' : 'nothing is synced until it can be read'})`;
+      // The poll finds it again every few seconds: log it when it changes, not each time.
+      if (this.#lastError !== message) {
+        this.#counters.readErrors++;
+        this.#fail(message, 'root');
+      }
+      return;
+    }
     const present = new Set(files);
     for (const f of [...this.#files.keys()]) {
       if (!present.has(f)) {
@@ -221,56 +281,121 @@ export class FileSource implements Source {
         this.#files.delete(f);
       }
     }
-    for (const file of files) await this.#readFile(file);
+    for (const f of [...this.#problems.keys()]) if (!present.has(f)) this.#problems.delete(f);
+    let holdingBack = 0;
+    for (const file of files) if (await this.#readFile(file)) holdingBack++;
+    if (!this.#synced && holdingBack === 0) {
+      if (files.length === 0) this.#o.logger.warn(`no manifest files (*.yaml, *.yml, *.json) in ${this.#o.path}: the cluster is empty`);
+      this.#synced = true;
+      this.#o.logger.info('manifests read', { path: this.#o.path, files: files.length });
+    }
+    // Objects of the files read so far reach the handlers even before the source
+    // is synced (as an informer's list does); nothing is programmed until then.
     this.#emitDiff();
+    if (this.#synced && !this.#announced) {
+      this.#announced = true;
+      this.#handlers!.onSynced('Service');
+      this.#handlers!.onSynced('EndpointSlice');
+      this.#handlers!.onSynced('Node');
+    }
   }
 
-  async #readFile(file: string): Promise<void> {
+  /** #readFile reads one file if it changed; it resolves true when the file has never been read successfully (it holds the first sync back). */
+  async #readFile(file: string): Promise<boolean> {
+    await this.#readFileContent(file);
+    return this.#problems.has(file) && !this.#files.has(file);
+  }
+
+  async #readFileContent(file: string): Promise<void> {
     let st;
     try {
       st = await stat(file);
-    } catch {
-      return; // vanished between readdir and stat: the next event re-reads
+    } catch (err) {
+      // A file listed a moment ago that vanished is read again with the next event; a
+      // link whose target is missing stays a problem until it is fixed or removed.
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT' && !(await isLink(file))) return;
+      return this.#problem(file, '', `${file} cannot be read: ${errorMessage(err)}`, 'readErrors');
     }
+    if (!st.isFile()) return; // a link to a folder is no manifest, and holds nothing back
     // File times are coarse (the kernel's tick): two writes in one tick can leave
     // size and mtime equal. A recently touched file is therefore always re-read,
     // and compared by content.
     const fingerprint = `${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
     const known = this.#files.get(file);
     const recent = this.#o.clock.now() - Math.max(st.mtimeMs, st.ctimeMs) < RECENT_MS;
-    if (known && known.fingerprint === fingerprint && !recent) return;
+    const failed = this.#problems.get(file);
+    if (!recent && (failed ? failed.fingerprint === fingerprint : known?.fingerprint === fingerprint)) return;
     if (st.size > this.#o.maxFileBytes) {
-      this.#counters.parseErrors++;
-      return this.#fail(`${file} is ${st.size} bytes, over the ${this.#o.maxFileBytes}-byte limit: keeping its last good state`);
+      return this.#problem(file, fingerprint, `${file} is ${st.size} bytes, over the ${this.#o.maxFileBytes}-byte limit`, 'parseErrors');
     }
-    const text = await readFile(file, 'utf8');
+    let text: string;
+    try {
+      text = await readFile(file, 'utf8');
+    } catch (err) {
+      return this.#problem(file, fingerprint, `${file} cannot be read: ${errorMessage(err)}`, 'readErrors');
+    }
     const digest = createHash('sha256').update(text).digest('base64');
     if (known && known.digest === digest) {
       known.fingerprint = fingerprint;
+      this.#solved(file);
       return;
     }
-    if (text.trim() === '' && known && known.objects.size > 0) {
-      // A file is empty for a moment while an editor or `>` redirection rewrites it.
-      this.#o.logger.warn('manifest file is empty, keeping its last good objects (delete the file to remove them)', {
-        file,
-        objects: known.objects.size,
-      });
-      return;
+    if (text.trim() === '' && (!known || known.objects.size > 0)) {
+      // A file is empty for a moment while an editor or `>` redirection rewrites it:
+      // never read as "no objects". A file meant to hold none says so with a comment.
+      if (known) {
+        this.#o.logger.warn('manifest file is empty, keeping its last good objects (delete the file, or write "# nothing" in it, to remove them)', {
+          file,
+          objects: known.objects.size,
+        });
+        this.#problems.set(file, { message: `${file} is empty`, fingerprint });
+        return;
+      }
+      return this.#problem(file, fingerprint, `${file} is empty (waiting for its content; a file meant to hold no objects says so with a comment, e.g. "# nothing")`, null);
     }
     try {
       const parsed = parseManifest(file, text);
       for (const s of parsed.skipped) this.#o.logger.warn('manifest object skipped', { reason: s });
+      this.#counters.objectsSkipped += parsed.skipped.length;
       const objects = new Map<string, ManifestObject>();
       for (const o of parsed.objects) {
         if (objects.has(o.key)) this.#o.logger.warn('object defined twice in one file, the later one wins', { file, object: o.key });
         objects.set(o.key, o);
       }
       this.#files.set(file, { objects, fingerprint, digest });
-      if (this.#lastError?.startsWith(file)) this.#lastError = undefined;
+      this.#solved(file);
     } catch (err) {
-      this.#counters.parseErrors++;
-      this.#fail(`${errorMessage(err)} (keeping the last good state of ${basename(file)})`);
+      this.#problem(file, fingerprint, errorMessage(err), 'parseErrors');
     }
+  }
+
+  /**
+   * #problem records why a file's content is not used and says what kproxy
+   * keeps; counted and logged once per version of the file (the poll and
+   * change events may look at it again). `counter` null: not an error (an
+   * empty file being written), a warning.
+   */
+  #problem(file: string, fingerprint: string, message: string, counter: 'parseErrors' | 'readErrors' | null): void {
+    const prev = this.#problems.get(file);
+    this.#problems.set(file, { message, fingerprint });
+    if (prev && prev.message === message && prev.fingerprint === fingerprint) return;
+    if (counter) this.#counters[counter]++;
+    const kept = this.#files.has(file)
+      ? `keeping the last good state of ${basename(file)}`
+      : this.#synced
+        ? `${basename(file)} is left out until it can be read`
+        : 'nothing is synced until it can be read';
+    this.#fail(`${message} (${kept})`, file, counter ? 'error' : 'warn');
+  }
+
+  /** #solved forgets a file's problem once its content is in use again. */
+  #solved(file: string): void {
+    if (this.#problems.delete(file) && this.#lastErrorFile === file) this.#clearLastError();
+  }
+
+  #clearLastError(): void {
+    this.#lastError = undefined;
+    this.#lastErrorFile = undefined;
   }
 
   #emitDiff(): void {
@@ -311,6 +436,14 @@ export class FileSource implements Source {
       return (o.object as Service).spec?.clusterIP !== 'None';
     }
     return true;
+  }
+}
+
+async function isLink(path: string): Promise<boolean> {
+  try {
+    return (await lstat(path)).isSymbolicLink();
+  } catch {
+    return false; // gone altogether
   }
 }
 

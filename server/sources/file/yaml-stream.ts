@@ -75,9 +75,11 @@ function parseYaml(file: string, text: string, lineOffset: number): unknown[] {
     if (first) {
       const pos = first.linePos?.[0];
       const where = pos ? `${file}:${pos.line + lineOffset}:${pos.col}` : file;
-      // The YAML parser's own message repeats its (chunk-relative) position: keep the first line only.
+      // The YAML parser's message repeats its position, relative to the document
+      // it was given: keep its first line without it. No `cause`: its whole text is
+      // this message, with the position translated to the file.
       const message = first.message.split('\n')[0].replace(/ at line \d+, column \d+:?$/, '');
-      throw new ManifestParseError(`${where}: invalid YAML: ${message}`, { cause: first });
+      throw new ManifestParseError(`${where}: invalid YAML: ${message}`);
     }
     docs.push(doc.toJS({ maxAliasCount: 100 }));
   }

@@ -71,6 +71,12 @@ export class Kproxy {
 
   /** start launches the daemon and resolves after its first successful sync. */
   async start(o: KproxyOptions): Promise<void> {
+    this.launch(o);
+    await this.waitForFirstSync();
+  }
+
+  /** launch starts the daemon without waiting for anything (a start that must not sync). */
+  launch(o: KproxyOptions): void {
     if (this.#daemon) throw new Error(`kproxy already runs in ${this.ns}`);
     const run = ++this.#runs;
     this.log.push(`----- daemon run ${run}: kproxy ${kproxyArgs(o).join(' ')}\n`);
@@ -81,12 +87,16 @@ export class Kproxy {
       this.log.push(`----- daemon run ${run} exited: ${code}\n`);
       if (this.#daemon === p) this.#daemon = null;
     });
+  }
+
+  /** waitForFirstSync resolves once the running daemon has synced successfully. */
+  async waitForFirstSync(timeoutMs = 20_000): Promise<void> {
     await waitFor(
       async () => {
         if (!this.#daemon) throw new Error('the daemon exited');
         return (await this.lastSyncTimestamp()) > 0;
       },
-      { timeoutMs: 20_000, intervalMs: 100, what: `kproxy's first sync in ${this.ns}` },
+      { timeoutMs, intervalMs: 100, what: `kproxy's first sync in ${this.ns}` },
     ).catch((err: Error) => {
       throw new Error(`${err.message}\n--- kproxy log ---\n${this.log.tail(40)}`);
     });

@@ -1,0 +1,88 @@
+import { readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { tiers } from '../tiers.ts';
+import { waitFor } from '../wait.ts';
+import { withTestCluster } from './harness/diagnostics.ts';
+import { kproxyArgs, METRICS_ADDRESS } from './harness/kproxy.ts';
+import { nodeObject, ready, tcpPort, type ServiceSpec } from './harness/manifests.ts';
+import { nsRun } from './harness/netns.ts';
+import { NODE_A, NODE_B, PODS } from './harness/plan.ts';
+import type { TestCluster } from './harness/topology.ts';
+
+/**
+ * A node restarting kproxy with manifests it cannot read keeps the rules of
+ * its last good run (real packets through them), whether kproxy runs as a
+ * daemon or once; the daemon programs the fixed files as soon as they parse.
+ */
+const { a0, a1, a2 } = PODS;
+const web: ServiceSpec = { name: 'web', clusterIP: '10.96.0.10', ports: tcpPort(80) };
+const webTarget = { host: web.clusterIP, port: 80 };
+
+/** kubeRules: the KUBE- lines of node-a's nat and filter tables, without counters. */
+async function kubeRules(c: TestCluster): Promise<string[]> {
+  const save = await nsRun(c.ns.nodeA, ['iptables-nft-save']);
+  return save.split('\n').filter((l) => l.includes('KUBE-') && !l.startsWith('#'));
+}
+
+/** breakManifests overwrites every manifest file with text that parses as nothing. */
+function breakManifests(c: TestCluster): string[] {
+  const files = readdirSync(c.manifests.path).filter((f) => f.endsWith('.json'));
+  for (const f of files) writeFileSync(join(c.manifests.path, f), '{ broken\n');
+  return files;
+}
+
+async function metric(c: TestCluster, name: string): Promise<number | null> {
+  const { status, body } = await c.kproxy.curl(`http://${METRICS_ADDRESS}/metrics`);
+  if (status !== 200) return null;
+  const m = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(body);
+  return m ? Number(m[1]) : null;
+}
+
+describe.skipIf(!tiers().kernel.ok)('a start with unreadable manifests (iptables, real packets)', () => {
+  it('--once exits 1 naming the file and the error, and leaves the last good rules working', () =>
+    withTestCluster(async (c) => {
+      c.manifests.writeService(web, ready(a0, a1));
+      const good = await c.kproxy.command(['--once', ...kproxyArgs(c.kproxyOptions('nft'))]);
+      expect(good.code, good.stderr).toBe(0);
+      const before = await kubeRules(c);
+      expect(before.filter((l) => /^-A KUBE-SERVICES .*kpt\/web:tcp cluster IP.* -j KUBE-SVC-/.test(l))).toHaveLength(1);
+      expect((await c.client().tcp(webTarget, 20)).backends).toEqual(['a0', 'a1']);
+
+      breakManifests(c);
+      const bad = await c.kproxy.command(['--once', ...kproxyArgs(c.kproxyOptions('nft'))]);
+      expect(bad.code).toBe(1);
+      expect(bad.stdout).toMatch(/^kproxy: nothing synced, the kernel was not touched: manifests from .* could not be read completely: .*svc-web\.json:2:1: invalid YAML: /m);
+      expect(bad.stdout).not.toMatch(/synced iptables/);
+      expect(await kubeRules(c)).toEqual(before);
+      expect((await c.client().tcp(webTarget, 20)).backends).toEqual(['a0', 'a1']);
+    }));
+
+  it('the daemon keeps the rules while the manifests cannot be read, counts the error, and programs the fixed files', () =>
+    withTestCluster(async (c) => {
+      c.manifests.writeService(web, ready(a0, a1));
+      await c.startKproxy('nft');
+      expect(await c.kproxy.stop()).toBe(0);
+      const before = await kubeRules(c);
+
+      breakManifests(c);
+      c.kproxy.launch(c.kproxyOptions('nft'));
+      // Started, read the files, counted the failure: and synced nothing.
+      await waitFor(async () => (await metric(c, 'kproxy_source_events_total\\{event="parse_errors",resource="",source="file"\\}')) === 2, {
+        what: 'the two parse errors to be counted',
+        timeoutMs: 15_000,
+      });
+      expect(await metric(c, 'kproxy_source_synced')).toBe(0);
+      expect(await c.kproxy.lastSyncTimestamp()).toBe(0);
+      expect(c.kproxy.log.tail(40)).toMatch(/svc-web\.json:2:1: invalid YAML: .*nothing is synced until it can be read/);
+      expect(await kubeRules(c)).toEqual(before);
+      expect((await c.client().tcp(webTarget, 20)).backends).toEqual(['a0', 'a1']);
+
+      // Fixed (with one more endpoint): the daemon syncs on its own and programs it.
+      c.manifests.writeService(web, ready(a0, a1, a2));
+      c.manifests.write('nodes', [nodeObject(NODE_A.name, NODE_A.ip, NODE_A.podCIDR), nodeObject(NODE_B.name, NODE_B.ip, NODE_B.podCIDR)]);
+      await c.kproxy.waitForFirstSync();
+      await waitFor(async () => (await c.client().tcp(webTarget, 30)).backends.length === 3, { what: 'the third endpoint to be programmed' });
+      expect((await c.client().tcp(webTarget, 30)).backends).toEqual(['a0', 'a1', 'a2']);
+    }));
+});
