@@ -2,12 +2,15 @@ import type { Clock } from './clock.ts';
 import { realClock } from './clock.ts';
 import type { LoadedConfiguration } from './config/load.ts';
 import { Daemon } from './daemon.ts';
+import { IptablesView } from './dashboard/iptables/view.ts';
+import { IpvsView } from './dashboard/ipvs/view.ts';
+import type { KernelViewProvider } from './dashboard/kernel-view.ts';
 import { ProxyModeUnsupportedError } from './errors.ts';
 import { ApiEventSink } from './events/event-sink.ts';
 import { teeRecorder, type EventRecorder } from './events/event-recorder.ts';
 import { KubeEventRecorder } from './events/kube-event-recorder.ts';
 import { MemoryEventRecorder } from './events/memory-event-recorder.ts';
-import type { FakeIptables } from './kernel/iptables-fake.ts';
+import type { SimulatedIptables } from './kernel/iptables-simulated.ts';
 import type { Logger } from './log.ts';
 import type { Backend } from './proxy/backend.ts';
 import { createHostIptablesBackend } from './proxy/iptables/host.ts';
@@ -31,6 +34,12 @@ export interface Assembled {
   readonly backendDescription: string;
   /** conntrack: start-up sysctls, the stale-entry cleaner (already a sync observer) and counts; null with --once. */
   readonly conntrack: ConntrackSetup | null;
+  /**
+   * kernelView builds the dashboard's view of this mode's kernel objects; it is
+   * chosen here, with the backend, so a new mode brings its own view (null:
+   * the mode has none yet and the dashboard is off).
+   */
+  readonly kernelView: ((logger: Logger) => KernelViewProvider) | null;
 }
 
 /**
@@ -56,13 +65,16 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
   let backend: Backend;
   let dryRunKernel: Assembled['dryRunKernel'] = null;
   let backendDescription: string;
+  let kernelView: Assembled['kernelView'];
   switch (config.mode) {
     case 'iptables': {
       const host = await createHostIptablesBackend({ config, nodeName, flavor: run.iptablesFlavor, dryRun: run.dryRun, clock, logger });
       backend = host.backend;
       backendDescription = `iptables (${host.decision.flavor}${run.dryRun ? ', simulated kernel' : ''})`;
-      const kernel: FakeIptables | null = host.kernel;
+      const kernel: SimulatedIptables | null = host.kernel;
       if (kernel) dryRunKernel = { describe: () => kernel.save() };
+      const runner = host.backend.runner;
+      kernelView = (log) => new IptablesView({ runner, simulated: run.dryRun, logger: log });
       break;
     }
     case 'ipvs': {
@@ -72,6 +84,8 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
       backendDescription = `ipvs (scheduler ${config.ipvs.scheduler || 'rr'}, iptables ${host.decision.flavor}${run.dryRun ? ', simulated kernel' : ''})`;
       const kernel = host.kernel;
       if (kernel) dryRunKernel = { describe: () => kernel.describe() };
+      const ipvsBackend = host.backend;
+      kernelView = () => new IpvsView({ backend: ipvsBackend, simulated: run.dryRun, clock });
       break;
     }
     default:
@@ -81,5 +95,5 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
   // --once programs rules and exits: no stale-entry cleanup or sysctls for a one-shot run.
   const conntrack = run.once ? null : new ConntrackSetup({ config, family: daemon.state.family, nodeName, dryRun: run.dryRun, clock, logger: logger.child('conntrack'), events });
   if (conntrack) daemon.loop.addObserver(conntrack.cleaner);
-  return { daemon, memoryEvents, kubeEvents, dryRunKernel, backendDescription, conntrack };
+  return { daemon, memoryEvents, kubeEvents, dryRunKernel, backendDescription, conntrack, kernelView };
 }

@@ -15,6 +15,7 @@ import { cleanupIptablesHost } from './proxy/iptables/host.ts';
 import { cleanupSummary } from './proxy/iptables/cleanup.ts';
 import { cleanupIpvsHost, mergeCleanup } from './proxy/ipvs/host.ts';
 import type { SyncRecord } from './proxy/sync-loop.ts';
+import { createSyncObservers } from './proxy/sync-observers.ts';
 import { loadKubeConfig } from './sources/k8s/kubeconfig.ts';
 import { versionLine } from './version.ts';
 
@@ -137,35 +138,37 @@ export function onceSummary(loaded: LoadedConfiguration, a: Assembled, rec: Sync
 
 async function serve(loaded: LoadedConfiguration, a: Assembled, logger: Logger): Promise<number> {
   const { daemon } = a;
-  let servers: NodeServers | undefined;
+  // Health, metrics and service health checks follow the syncs; the listeners and the dashboard only read them.
+  const observers = createSyncObservers({
+    daemon,
+    onPortError: (e) =>
+      daemon.events.record(
+        nodeReference(daemon.nodeName),
+        'Warning',
+        'FailedToStartServiceHealthcheck',
+        'Listen',
+        `health check node port ${e.port} for service ${e.namespace}/${e.name} could not be opened: ${e.error.message}`,
+      ),
+  });
+  for (const o of Object.values(observers.observers)) daemon.loop.addObserver(o);
   let dashboard: DashboardSetup;
   try {
     // A bad --dashboard-token-file, or a network-reachable dashboard without auth, stops start-up (exit 1).
-    dashboard = await setupDashboard({ loaded, assembled: a, logger, health: () => (servers ? nodeHealth(servers.health) : null) });
+    dashboard = await setupDashboard({ loaded, assembled: a, logger, health: () => nodeHealth(observers.health) });
   } catch (err) {
     logger.error(`cannot start: ${errorMessage(err)}`, { code: isKproxyError(err) ? err.code : undefined });
     return 1;
   }
+  let servers: NodeServers;
   try {
-    servers = await startNodeServers({
-      daemon,
-      metricsPlugins: dashboard.plugins,
-      onPortError: (e) =>
-        daemon.events.record(
-          nodeReference(daemon.nodeName),
-          'Warning',
-          'FailedToStartServiceHealthcheck',
-          'Listen',
-          `health check node port ${e.port} for service ${e.namespace}/${e.name} could not be opened: ${e.error.message}`,
-        ),
-    });
+    servers = await startNodeServers({ config: loaded.config, logger: daemon.logger, clock: daemon.clock, observers, metricsPlugins: dashboard.plugins });
   } catch (err) {
     logger.error(`cannot start: ${errorMessage(err)}`, { code: err instanceof ListenFailedError ? err.code : undefined });
     return 1;
   }
   if (a.conntrack) {
     // kube-proxy sets its conntrack sysctls before the proxier runs; a refused write is a warning, never fatal.
-    a.conntrack.attachMetrics(servers.metrics);
+    a.conntrack.attachMetrics(observers.metrics);
     await a.conntrack.applySysctls();
   }
   await daemon.start();
@@ -182,7 +185,7 @@ async function serve(loaded: LoadedConfiguration, a: Assembled, logger: Logger):
     for (const s of ['SIGTERM', 'SIGINT'] as const) process.once(s, () => resolve(s));
   });
   logger.info('stopping', { signal });
-  await Promise.allSettled([servers.close(), daemon.stop(), a.kubeEvents?.stop(), a.conntrack?.stop()]);
+  await Promise.allSettled([servers.close(), observers.close(), daemon.stop(), a.kubeEvents?.stop(), a.conntrack?.stop()]);
   return 0;
 }
 

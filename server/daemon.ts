@@ -1,4 +1,5 @@
 import { realClock, type Clock } from './clock.ts';
+import { modeSettings } from './config/modes.ts';
 import type { ProxyConfig, RunOptions } from './config/types.ts';
 import { errorMessage } from './errors.ts';
 import { nodeReference, type EventRecorder } from './events/event-recorder.ts';
@@ -6,7 +7,6 @@ import type { Logger } from './log.ts';
 import type { Backend } from './proxy/backend.ts';
 import { ProxyState } from './proxy/proxy-state.ts';
 import { SyncLoop, type SyncObserver, type SyncRecord } from './proxy/sync-loop.ts';
-import { FileSource } from './sources/file/file-source.ts';
 import type { Source } from './sources/source.ts';
 
 /** DaemonParts are the pieces a daemon is assembled from; tests pass fakes. */
@@ -17,8 +17,7 @@ export interface DaemonParts {
   logger: Logger;
   clock?: Clock;
   backend: Backend;
-  /** source: defaults to the file source named by run.source. */
-  source?: Source;
+  source: Source;
   /** events: where Kubernetes Events go (the Node's events, invalid objects' warnings). */
   events: EventRecorder;
   observers?: SyncObserver[];
@@ -53,14 +52,12 @@ export class Daemon {
     this.clock = parts.clock ?? realClock;
     this.backend = parts.backend;
     this.events = parts.events;
-    const modeCfg = parts.config.mode === 'ipvs' ? parts.config.ipvs : parts.config.mode === 'nftables' ? parts.config.nftables : parts.config.iptables;
-    let loop: SyncLoop | null = null;
+    this.source = parts.source;
     this.state = new ProxyState({
       family: 'IPv4',
       nodeName: parts.nodeName,
       clock: this.clock,
       hooks: {
-        onChange: () => loop?.changeQueued(),
         onInvalid: (kind, _ref, error, obj) => {
           this.logger.warn(`${kind} skipped: ${error.message}`, { action: 'kept its last valid version, if any' });
           const meta = obj.metadata ?? {};
@@ -71,17 +68,17 @@ export class Daemon {
         },
       },
     });
-    loop = new SyncLoop({
+    // The loop listens to the state's changes from here on.
+    const { minSyncPeriodMs, syncPeriodMs } = modeSettings(parts.config);
+    this.loop = new SyncLoop({
       state: this.state,
       backend: parts.backend,
       clock: this.clock,
       logger: parts.logger.child('sync'),
-      minSyncPeriodMs: modeCfg.minSyncPeriodMs,
-      syncPeriodMs: modeCfg.syncPeriodMs,
+      minSyncPeriodMs,
+      syncPeriodMs,
       observers: [...(parts.observers ?? []), this.#failureEvents()],
     });
-    this.loop = loop;
-    this.source = parts.source ?? this.#fileSource();
   }
 
   /** #failureEvents records a Warning Event on the Node when syncs keep failing after retries. */
@@ -99,18 +96,6 @@ export class Daemon {
         }
       },
     };
-  }
-
-  #fileSource(): Source {
-    const spec = this.run.source ?? '';
-    if (!spec.startsWith('file:')) throw new Error(`no source configured (got ${JSON.stringify(spec)})`);
-    return new FileSource({
-      path: spec.slice('file:'.length),
-      nodeName: this.nodeName,
-      clock: this.clock,
-      logger: this.logger.child('source'),
-      watch: !this.run.once,
-    });
   }
 
   /** start begins watching and syncing; it resolves once the source is watching. */

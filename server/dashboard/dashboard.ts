@@ -1,4 +1,5 @@
 import type { Clock, TimerHandle } from '../clock.ts';
+import { modeSettings } from '../config/modes.ts';
 import type { ProxyConfig } from '../config/types.ts';
 import { ConntrackError, errorMessage } from '../errors.ts';
 import { describeRef, type RecordedEvent } from '../events/event-recorder.ts';
@@ -103,6 +104,8 @@ export class Dashboard {
   #lastAction: ActionResult | null = null;
   #lastSnapshot = { bytes: 0, ms: 0 };
   #conntrack: ConntrackInfo | null = null;
+  /** #skipped: the service ports the last successful sync could not program, with why. */
+  #skipped: ReadonlyMap<string, string> = new Map();
   /** #shapes: per watching client, the shape of the page it was last sent (see detailShape). */
   readonly #shapes = new WeakMap<StreamClient, string>();
 
@@ -116,7 +119,6 @@ export class Dashboard {
     this.hub = new StreamHub({ logger: this.#log, ...opts.hub });
     this.reader = new KernelReader({ provider: opts.provider, clock: opts.daemon.clock, logger: this.#log, pause: this.#pause, minIntervalMs: opts.kernelMinIntervalMs });
     const state = opts.daemon.state;
-    const provider = opts.provider;
     this.#model = {
       get services() {
         return state.services;
@@ -129,7 +131,7 @@ export class Dashboard {
         return state.node.zone;
       },
       invalid: state.invalid,
-      skipped: (id) => provider.skipped(id),
+      skipped: (id) => this.#skipped.get(id),
     };
     opts.daemon.loop.addObserver(this.observer);
     if (opts.events) this.#unsubscribe.push(opts.events.onEvent((e) => this.hub.broadcast({ type: 'event', event: eventEntry(e) }, 'droppable')));
@@ -140,6 +142,7 @@ export class Dashboard {
   readonly observer: SyncObserver = {
     onSync: (record: SyncRecord, checkout, result: BackendSyncResult) => {
       this.provider.noteSync(record, result);
+      if (result.skippedServicePorts) this.#skipped = result.skippedServicePorts;
       const entry = this.history.add(record, result.batch !== undefined);
       this.#pending.push({ entry, changed: checkout.topologyChanged ? 'all' : checkout.changedServices });
       if (!this.#flushing) {
@@ -238,7 +241,7 @@ export class Dashboard {
       conntrack: this.#conntrack,
       kernel: this.reader.status(),
       stream: { clients: this.hub.size, slowClientsDropped: this.hub.slowDropped, lastSnapshotBytes: this.#lastSnapshot.bytes, lastSnapshotMs: this.#lastSnapshot.ms },
-      syncPeriodMs: config.mode === 'ipvs' ? config.ipvs.syncPeriodMs : config.mode === 'nftables' ? config.nftables.syncPeriodMs : config.iptables.syncPeriodMs,
+      syncPeriodMs: modeSettings(config).syncPeriodMs,
     };
   }
 

@@ -103,7 +103,7 @@ export interface RestoreInput {
  */
 export interface KernelViewProvider {
   readonly kind: KernelKind;
-  /** simulated: the kernel is kproxy's in-memory fake (--dry-run). */
+  /** simulated: the kernel is kproxy's simulated kernel (--dry-run). */
   readonly simulated: boolean;
   /** read lists what the kernel holds now, with counters. The dashboard rate-limits calls. */
   read(): Promise<KernelTables>;
@@ -131,8 +131,6 @@ export interface KernelViewProvider {
   settingsKey?(table: string, chain: KernelChain): string | null;
   /** servicePort describes one service port's objects and flows. */
   servicePort(sp: ServicePort, endpoints: readonly Endpoint[], categorized: CategorizedEndpoints): ServicePortObjects;
-  /** skipped: why the backend could not program a service port, if it could not. */
-  skipped(servicePortId: string): string | undefined;
   /** lastInput / lastFailedInput: the last input the kernel accepted, and the last it refused. */
   lastInput(): RestoreInput | null;
   lastFailedInput(): RestoreInput | null;

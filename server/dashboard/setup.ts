@@ -14,11 +14,10 @@ import { DashboardAuth } from './auth/auth.ts';
 import { isLoopbackBind } from './auth/request-checks.ts';
 import { Dashboard } from './dashboard.ts';
 import { dashboardPlugins } from './http/plugin.ts';
-import { kernelViewFor } from './kernel-view-for.ts';
 import type { Health } from './protocol.ts';
 import { ActionRateLimiter } from './rate-limiter.ts';
 
-/** nodeHealth is the Overview's health from the node servers' ProxyHealth. */
+/** nodeHealth is the Overview's health from the node's ProxyHealth. */
 export function nodeHealth(h: ProxyHealth): Health {
   const st = h.health();
   return { healthy: st.healthy, lastUpdated: st.lastUpdated, nodeEligible: h.nodeEligible() };
@@ -54,7 +53,7 @@ export interface SetupDashboardOptions {
   loaded: LoadedConfiguration;
   assembled: Assembled;
   logger: Logger;
-  /** health: the node servers' health once they run (they start after the dashboard is built). */
+  /** health: the node's health (the sync observers' ProxyHealth, server/proxy/sync-observers.ts). */
   health: () => Health | null;
   /** reviewer overrides delegated auth (tests); default: the API server when the source is Kubernetes. */
   reviewer?: AccessReviewer | null;
@@ -84,11 +83,11 @@ export async function setupDashboard(opts: SetupDashboardOptions): Promise<Dashb
   const daemon = assembled.daemon;
   const auth = new DashboardAuth({ token, reviewer, nodeName: daemon.nodeName, clock: daemon.clock });
   checkDashboardBind(config.metricsBindAddress, auth);
-  const provider = kernelViewFor(daemon.backend, run.dryRun, log, daemon.clock);
-  if (!provider) {
+  if (!assembled.kernelView) {
     log.warn(`the dashboard has no view of the ${config.mode} mode yet; it is off`);
     return { plugins: [], dashboard: null, auth };
   }
+  const provider = assembled.kernelView(log);
   const dashboard = new Dashboard({
     daemon,
     provider,

@@ -6,11 +6,12 @@ import { Daemon } from '../daemon.ts';
 import { MemoryEventRecorder } from '../events/memory-event-recorder.ts';
 import { buildMetricsApp } from '../http/app.ts';
 import { Conntrack, type ConntrackRunner } from '../kernel/conntrack.ts';
-import { FakeConntrack } from '../kernel/conntrack-fake.ts';
-import { FakeIptables } from '../kernel/iptables-fake.ts';
-import { FakeSysctl } from '../kernel/sysctl-fake.ts';
+import { SimulatedConntrack } from '../kernel/conntrack-simulated.ts';
+import { SimulatedIptables } from '../kernel/iptables-simulated.ts';
+import { SimulatedSysctl } from '../kernel/sysctl-simulated.ts';
 import { MemoryLog } from '../log.ts';
 import type { EndpointSlice, Node, Service } from '../proxy/kube-objects.ts';
+import type { Backend } from '../proxy/backend.ts';
 import { ConntrackCounts, type ConntrackCountsOptions } from '../proxy/conntrack/counts.ts';
 import { harness, objectsFromYaml, testConfig } from '../proxy/iptables/testing.ts';
 import type { ChangeHandlers } from '../proxy/proxy-state.ts';
@@ -73,21 +74,23 @@ export interface TestDashboardOptions {
   webRoot?: string;
   /** mode: the backend under the dashboard (default iptables); "ipvs" runs IPVS mode over its fakes. */
   mode?: 'iptables' | 'ipvs';
-  /** conntrack: the counter's runner (default: an empty FakeConntrack) and its limits. */
+  /** conntrack: the counter's runner (default: an empty SimulatedConntrack) and its limits. */
   conntrack?: { runner?: ConntrackRunner } & Partial<Pick<ConntrackCountsOptions, 'maxQueued' | 'serviceIntervalMs'>>;
+  /** wrapBackend lets a test change what the backend reports (the dashboard only sees sync results). */
+  wrapBackend?: (backend: Backend) => Backend;
 }
 
-/** TestDashboard is a daemon over the fake kernel with its dashboard on a metrics app (not listening). */
+/** TestDashboard is a daemon over the simulated kernel with its dashboard on a metrics app (not listening). */
 export interface TestDashboard {
   clock: FakeClock;
-  /** kernel: the fake iptables (in IPVS mode too: its nat and filter rules). */
-  kernel: FakeIptables;
+  /** kernel: the simulated iptables (in IPVS mode too: its nat and filter rules). */
+  kernel: SimulatedIptables;
   /** ipvs: the IPVS mode's fakes (mode "ipvs" only). */
   ipvs: IpvsHarness | null;
   /** conntrack: the fake conntrack table the counts list (unless options.conntrack.runner replaced it). */
-  conntrack: FakeConntrack;
+  conntrack: SimulatedConntrack;
   /** sysctl: the fake /proc the node counts read (nf_conntrack_count 1234, nf_conntrack_max 262144). */
-  sysctl: FakeSysctl;
+  sysctl: SimulatedSysctl;
   daemon: Daemon;
   source: MemorySource;
   events: MemoryEventRecorder;
@@ -123,12 +126,13 @@ export async function testDashboard(opts: TestDashboardOptions = {}): Promise<Te
     version: false,
     help: false,
   };
-  const daemon = new Daemon({ config, run, nodeName: 'node-a', logger: log.logger, clock, backend: h.backend, source, events });
+  const backend = opts.wrapBackend ? opts.wrapBackend(h.backend) : h.backend;
+  const daemon = new Daemon({ config, run, nodeName: 'node-a', logger: log.logger, clock, backend, source, events });
   const provider = ipvs
     ? new IpvsView({ backend: ipvs.backend, simulated: true, clock, pause: noYield })
-    : new IptablesView({ runner: kernel, simulated: true, skipped: h.backend.metrics.skippedServicePorts, pause: noYield });
-  const sysctl = new FakeSysctl({ 'net/netfilter/nf_conntrack_count': '1234', 'net/netfilter/nf_conntrack_max': '262144' });
-  const table = new FakeConntrack();
+    : new IptablesView({ runner: kernel, simulated: true, pause: noYield });
+  const sysctl = new SimulatedSysctl({ 'net/netfilter/nf_conntrack_count': '1234', 'net/netfilter/nf_conntrack_max': '262144' });
+  const table = new SimulatedConntrack();
   const { runner, ...limits } = opts.conntrack ?? {};
   const counts = new ConntrackCounts({ conntrack: new Conntrack(runner ?? table), sysctl, clock, family: 'IPv4', ...limits });
   const dashboard = new Dashboard({

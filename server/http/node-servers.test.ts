@@ -10,6 +10,7 @@ import type { PortError } from '../proxy/healthcheck/service-health-server.ts';
 import type { Node, Service } from '../proxy/kube-objects.ts';
 import { ProxyState, type ChangeHandlers } from '../proxy/proxy-state.ts';
 import { SyncLoop } from '../proxy/sync-loop.ts';
+import { createSyncObservers } from '../proxy/sync-observers.ts';
 import { ep, makeService, makeSlice } from '../proxy/testing.ts';
 import type { Source, SourceStatus } from '../sources/source.ts';
 import { startNodeServers, type NodeServers } from './node-servers.ts';
@@ -83,31 +84,32 @@ describe('startNodeServers', () => {
     const log = new MemoryLog();
     const backend = new ToggleBackend();
     const source = new MemorySource();
-    let loop: SyncLoop | null = null;
-    const state = new ProxyState({ family: 'IPv4', nodeName: NODE, clock, hooks: { onChange: () => loop?.changeQueued() } });
-    loop = new SyncLoop({ state, backend, clock, logger: log.logger, minSyncPeriodMs: 1_000, syncPeriodMs: SYNC_PERIOD });
+    const state = new ProxyState({ family: 'IPv4', nodeName: NODE, clock });
+    const loop = new SyncLoop({ state, backend, clock, logger: log.logger, minSyncPeriodMs: 1_000, syncPeriodMs: SYNC_PERIOD });
     const config = testProxyConfig({ healthzBindAddress: '127.0.0.1:0', metricsBindAddress: '127.0.0.1:0', nodePortAddresses: ['127.0.0.0/8'], ...over });
     const portErrors: PortError[] = [];
-    const servers = await startNodeServers({
-      daemon: { config, nodeName: NODE, logger: log.logger, clock, state, loop, source },
+    const observers = createSyncObservers({
+      daemon: { config, nodeName: NODE, logger: log.logger, clock, state, source },
       onPortError: (e) => portErrors.push(e),
       netInterfaces: new FakeNetInterfaces([
         { ifname: 'lo', family: 'IPv4', address: '127.0.0.1', prefixLength: 8 },
         { ifname: 'eth0', family: 'IPv4', address: '192.0.2.1', prefixLength: 24 },
       ]),
       processMetrics: false,
-      retryMs: opts.retryMs,
     });
+    for (const o of Object.values(observers.observers)) loop.addObserver(o);
+    const servers = await startNodeServers({ config, logger: log.logger, clock, observers, retryMs: opts.retryMs });
     cleanups.push(async () => {
-      await loop!.stop();
+      await loop.stop();
       await servers.close();
+      await observers.close();
     });
     loop.start();
     await source.start(state);
     const settle = async (ms: number) => {
       await clock.advanceAsync(ms);
-      await loop!.idle();
-      await servers.serviceHealth.settled();
+      await loop.idle();
+      await observers.serviceHealth.settled();
     };
     return { clock, log, backend, source, state, loop, servers, portErrors, settle, h: () => source.handlers! };
   }

@@ -2,7 +2,7 @@ import { chmod, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FakeConntrack, formatFlow, natFlow, plainFlow } from './conntrack-fake.ts';
+import { SimulatedConntrack, formatFlow, natFlow, plainFlow } from './conntrack-simulated.ts';
 import { Conntrack, execConntrack, filterArgs, parseFlowLine, parseSummary } from './conntrack.ts';
 
 describe('conntrack filters', () => {
@@ -72,7 +72,7 @@ describe('Conntrack over the fake table', () => {
   ];
 
   it('deletes exactly the flows every given field matches and says how many', async () => {
-    const fake = new FakeConntrack(flows());
+    const fake = new SimulatedConntrack(flows());
     const ct = new Conntrack(fake);
     expect(await ct.delete({ family: 'IPv4', protocol: 'udp', origDst: '10.96.0.10', origDstPort: 53, replySrc: '10.1.0.5' })).toBe(1);
     expect(fake.flows().map((f) => `${f.protocol} ${f.orig.sport}`)).toEqual(['udp 4001', 'udp 4002', 'tcp 4003', 'udp 4004']);
@@ -82,7 +82,7 @@ describe('Conntrack over the fake table', () => {
   });
 
   it('counts and lists by filter; the family defaults to IPv4 as in conntrack', async () => {
-    const fake = new FakeConntrack(flows());
+    const fake = new SimulatedConntrack(flows());
     const ct = new Conntrack(fake);
     expect(await ct.count({ family: 'IPv4', protocol: 'udp', origDst: '10.96.0.10' })).toBe(3);
     expect(await ct.count({ family: 'IPv6', protocol: 'udp' })).toBe(0);
@@ -96,7 +96,7 @@ describe('Conntrack over the fake table', () => {
   });
 
   it('answers refused options like conntrack 1.4.7, which Conntrack reports as errors', async () => {
-    const fake = new FakeConntrack(flows());
+    const fake = new SimulatedConntrack(flows());
     expect((await fake.run(['-C', '-p', 'udp'])).code).toBe(2);
     expect((await fake.run(['-C'])).stdout).toBe('5\n');
     expect((await fake.run(['-L', '--orig-port-dst', '53'])).stderr).toContain("unknown option `--orig-port-dst'");

@@ -63,7 +63,7 @@ export interface StreamOptions {
 
 /**
  * ConntrackRunner runs `conntrack` with an argument array. The real one spawns
- * the program; FakeConntrack (conntrack-fake.ts) parses the same arrays against
+ * the program; SimulatedConntrack (conntrack-simulated.ts) parses the same arrays against
  * an in-memory table.
  */
 export interface ConntrackRunner {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ExecFn } from './exec.ts';
-import { FakeIpset } from './ipset-fake.ts';
+import { SimulatedIpset } from './ipset-simulated.ts';
 import { canonicalEntry, createIpsetRunner, IpsetBatch, IpsetRestoreError, parseIpsetSave, type IpsetSpec } from './ipset.ts';
 
 const clusterIP: IpsetSpec = { name: 'KUBE-CLUSTER-IP', type: 'hash:ip,port', family: 'inet' };
@@ -92,9 +92,9 @@ describe('real ipset runner', () => {
   });
 });
 
-describe('FakeIpset', () => {
+describe('SimulatedIpset', () => {
   it('applies a batch and prints ipset save', async () => {
-    const k = new FakeIpset();
+    const k = new SimulatedIpset();
     const b = new IpsetBatch();
     b.create(clusterIP);
     b.add(clusterIP, '10.96.0.1,tcp:443');
@@ -104,7 +104,7 @@ describe('FakeIpset', () => {
   });
 
   it('stops at the first refused line and names it', async () => {
-    const k = new FakeIpset();
+    const k = new SimulatedIpset();
     const err = await k.restore('create A hash:ip family inet hashsize 1024 maxelem 65536\nadd B 10.0.0.1 -exist\nadd A 10.0.0.2\n').catch((e) => e);
     expect(err.line).toBe(2);
     expect(err.message).toContain('The set with the given name does not exist');
@@ -112,7 +112,7 @@ describe('FakeIpset', () => {
   });
 
   it('refuses to re-create a set with another type, even with -exist', async () => {
-    const k = new FakeIpset();
+    const k = new SimulatedIpset();
     await k.restore('create A hash:ip family inet hashsize 1024 maxelem 65536\n');
     const err = await k.restore('create A hash:ip,port family inet hashsize 1024 maxelem 65536 -exist\n').catch((e) => e);
     expect(err.message).toContain('set with the same name already exists');
@@ -120,7 +120,7 @@ describe('FakeIpset', () => {
 
   it('refuses to destroy a set a kernel component still uses', async () => {
     let refs = 1;
-    const k = new FakeIpset({ references: () => refs });
+    const k = new SimulatedIpset({ references: () => refs });
     await k.restore('create A hash:ip family inet hashsize 1024 maxelem 65536\n');
     await expect(k.restore('destroy A\n')).rejects.toThrow(/in use by a kernel component/);
     refs = 0;

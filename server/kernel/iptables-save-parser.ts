@@ -4,7 +4,7 @@ import { IptablesParseError } from '../errors.ts';
  * The one reader of iptables text in kproxy. iptables-save output and
  * iptables-restore input share a format (tables opened by "*name", chain lines
  * ":NAME POLICY [packets:bytes]", rule commands, "COMMIT"), so the same parser
- * serves the fake kernel (restore input), stale-chain collection and take-over
+ * serves the simulated kernel (restore input), stale-chain collection and take-over
  * (save output), cleanup, and the dashboard (save output with counters).
  * Arguments are split the way iptables-restore splits them: double quotes group
  * words, a backslash escapes the next character inside quotes.

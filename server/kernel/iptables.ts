@@ -23,7 +23,7 @@ export interface SaveOptions {
  * IptablesRunner is kproxy's boundary to one family's iptables (one flavour).
  * Every call is one process with an argument array; rule arguments are passed
  * as separate words, never through a shell. Implementations: the real one
- * below and FakeIptables (iptables-fake.ts).
+ * below and SimulatedIptables (iptables-simulated.ts).
  */
 export interface IptablesRunner {
   readonly family: IPFamily;

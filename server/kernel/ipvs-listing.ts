@@ -17,7 +17,7 @@ import {
  * ipvsadm's three listings, parsed and rendered: `-Sn` (the configuration as
  * commands), `-Ln --exact` (with connection counts) and `-Ln --stats --exact`
  * (traffic counters). The renderers print lines as ipvsadm 1.31 prints them,
- * sorted by protocol, address and port, so the fake kernel's listings read
+ * sorted by protocol, address and port, so the simulated kernel's listings read
  * like the real ones and the parsers are tested against both.
  */
 

@@ -7,8 +7,8 @@ import { parseIpvsList, parseIpvsSave, parseIpvsStats, type IpvsServiceStats } f
 /**
  * IpvsRunner is kproxy's boundary to the kernel's IPVS table. Every call is
  * one ipvsadm process; changes go in one `ipvsadm -R` batch (never one process
- * per virtual server). Implementations: the real one below and FakeIpvs
- * (ipvs-fake.ts), which parses the same batches.
+ * per virtual server). Implementations: the real one below and SimulatedIpvs
+ * (ipvs-simulated.ts), which parses the same batches.
  */
 export interface IpvsRunner {
   /** save lists the configuration (`ipvsadm -Sn`): services and real servers with weights. */

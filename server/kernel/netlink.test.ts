@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ExecFn } from './exec.ts';
-import { FakeNetlink } from './netlink-fake.ts';
+import { SimulatedNetlink } from './netlink-simulated.ts';
 import { createNetlink, NetlinkBatch, NetlinkBatchError } from './netlink.ts';
 import { parseLinkTable } from './netif.ts';
 
@@ -44,9 +44,9 @@ describe('netlink', () => {
   });
 });
 
-describe('FakeNetlink', () => {
+describe('SimulatedNetlink', () => {
   it('creates the dummy link, binds and unbinds addresses', async () => {
-    const n = new FakeNetlink();
+    const n = new SimulatedNetlink();
     await n.batch('link add kube-ipvs0 type dummy\naddr add 10.96.0.1/32 dev kube-ipvs0\naddr add 10.96.0.2/32 dev kube-ipvs0\n');
     await n.batch('addr del 10.96.0.1/32 dev kube-ipvs0\n');
     expect(n.addresses('kube-ipvs0')).toEqual(['10.96.0.2']);
@@ -54,12 +54,12 @@ describe('FakeNetlink', () => {
   });
 
   it('stops at the first refused command, like ip without -force', async () => {
-    const n = new FakeNetlink();
+    const n = new SimulatedNetlink();
     n.dummySupported = false;
     const err = await n.batch('link add kube-ipvs0 type dummy\naddr add 10.96.0.1/32 dev kube-ipvs0\n').catch((e) => e);
     expect(err.line).toBe(1);
     expect(err.message).toContain('Unknown device type');
-    const again = await new FakeNetlink().batch('addr del 10.96.0.9/32 dev eth0\n').catch((e) => e);
+    const again = await new SimulatedNetlink().batch('addr del 10.96.0.9/32 dev eth0\n').catch((e) => e);
     expect(again.message).toContain('Cannot assign requested address');
   });
 });

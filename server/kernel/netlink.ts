@@ -12,7 +12,7 @@ import { ipAddrShow, type LinkTable } from './netif.ts';
 
 export type { LinkTable };
 
-/** Netlink is kproxy's boundary to links and addresses. Implementations: below and FakeNetlink. */
+/** Netlink is kproxy's boundary to links and addresses. Implementations: below and SimulatedNetlink. */
 export interface Netlink {
   /** show lists every link and its addresses (`ip -j addr show`). */
   show(): Promise<LinkTable>;

@@ -2,25 +2,25 @@ import { mkdtemp, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FakeSysctl } from './sysctl-fake.ts';
+import { SimulatedSysctl } from './sysctl-simulated.ts';
 import { ensureSysctl, procSysctl, sysctlInt } from './sysctl.ts';
 
 describe('sysctl', () => {
   it('ensureSysctl writes only when the value differs', async () => {
-    const s = new FakeSysctl({ 'net/ipv4/conf/all/route_localnet': '0' });
+    const s = new SimulatedSysctl({ 'net/ipv4/conf/all/route_localnet': '0' });
     expect(await ensureSysctl(s, 'net/ipv4/conf/all/route_localnet', '1')).toBe(true);
     expect(await ensureSysctl(s, 'net/ipv4/conf/all/route_localnet', '1')).toBe(false);
     expect(s.writes).toEqual([{ name: 'net/ipv4/conf/all/route_localnet', value: '1' }]);
   });
 
   it('sysctlInt reads numbers and treats a missing sysctl as unknown', async () => {
-    const s = new FakeSysctl({ 'net/netfilter/nf_conntrack_tcp_be_liberal': '1' });
+    const s = new SimulatedSysctl({ 'net/netfilter/nf_conntrack_tcp_be_liberal': '1' });
     expect(await sysctlInt(s, 'net/netfilter/nf_conntrack_tcp_be_liberal')).toBe(1);
     expect(await sysctlInt(s, 'net/netfilter/nf_conntrack_max')).toBeNull();
   });
 
   it('refuses names that could leave /proc/sys', async () => {
-    const s = new FakeSysctl();
+    const s = new SimulatedSysctl();
     for (const bad of ['../etc/passwd', '/etc/passwd', 'net/../../x', 'net/ipv4/conf/all/route_localnet\n']) {
       await expect(s.read(bad)).rejects.toMatchObject({ code: 'KPROXY_ERR_SYSCTL' });
     }

@@ -28,6 +28,11 @@ export interface BackendSyncResult {
   readonly error?: KproxyError;
   /** batch: the exact input sent to the kernel (iptables-restore text, ipvsadm-restore batch...). */
   readonly batch?: string;
+  /**
+   * skippedServicePorts: after a successful sync, every service port ("ns/name:port/PROTO")
+   * whose kernel objects could not be built safely, with why (the dashboard shows it).
+   */
+  readonly skippedServicePorts?: ReadonlyMap<string, string>;
 }
 
 /** CleanupResult is what a cleanup removed, for its one-line summary. */

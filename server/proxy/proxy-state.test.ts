@@ -10,8 +10,9 @@ function setup() {
     family: 'IPv4',
     nodeName: 'node-a',
     clock,
-    hooks: { onChange: () => events.changes++, onInvalid: (_k, ref, err) => events.invalid.push(`${ref}: ${err.message}`) },
+    hooks: { onInvalid: (_k, ref, err) => events.invalid.push(`${ref}: ${err.message}`) },
   });
+  state.addChangeListener(() => events.changes++);
   return { state, events, clock };
 }
 

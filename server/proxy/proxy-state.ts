@@ -22,12 +22,8 @@ export interface ChangeHandlers {
 }
 
 export interface ProxyStateHooks {
-  /** onChange: a change is queued that needs a sync. */
-  onChange?(): void;
   /** onInvalid: an object was refused (it keeps its last valid version, if any). */
   onInvalid?(kind: ObjectKind, ref: string, error: Error, object: KubeObject): void;
-  /** onNodeChange: the Node object changed (health reads deleting/tainted from it). */
-  onNodeChange?(node: NodeInfo): void;
 }
 
 /** StateCheckout is the input of one sync: the whole wanted state plus what changed. */
@@ -64,6 +60,7 @@ export class ProxyState implements ChangeHandlers {
   readonly #services: ServiceChangeTracker;
   readonly #endpoints: EndpointsChangeTracker;
   readonly #hooks: ProxyStateHooks;
+  readonly #changeListeners: (() => void)[] = [];
   #node: NodeInfo;
   #nodeTopologyDirty = false;
   readonly #synced = new Set<ObjectKind>();
@@ -85,6 +82,18 @@ export class ProxyState implements ChangeHandlers {
     this.#hooks = opts.hooks ?? {};
   }
 
+  /**
+   * addChangeListener subscribes to changes that need a sync (the SyncLoop
+   * subscribes itself when it is built over this state).
+   */
+  addChangeListener(listener: () => void): void {
+    this.#changeListeners.push(listener);
+  }
+
+  #changed(): void {
+    for (const listener of this.#changeListeners) listener();
+  }
+
   onService(prev: Service | null, cur: Service | null): void {
     const obj = (cur ?? prev)!;
     const key = objectKey(obj);
@@ -93,7 +102,7 @@ export class ProxyState implements ChangeHandlers {
     const res = this.#services.update(key, cur);
     if (res.kind === 'invalid') return this.#refuse('Service', ref, res.error, obj);
     this.invalid.delete(ref);
-    if (res.kind === 'changed') this.#hooks.onChange?.();
+    if (res.kind === 'changed') this.#changed();
   }
 
   onEndpointSlice(prev: EndpointSlice | null, cur: EndpointSlice | null): void {
@@ -104,7 +113,7 @@ export class ProxyState implements ChangeHandlers {
     const res = this.#endpoints.update(key, cur);
     if (res.kind === 'invalid') return this.#refuse('EndpointSlice', ref, res.error, obj);
     this.invalid.delete(ref);
-    if (res.kind === 'changed') this.#hooks.onChange?.();
+    if (res.kind === 'changed') this.#changed();
   }
 
   onNode(_prev: Node | null, cur: Node | null): void {
@@ -112,10 +121,9 @@ export class ProxyState implements ChangeHandlers {
     const next = nodeInfoFromNode(this.nodeName, cur);
     const before = this.#node;
     this.#node = next;
-    this.#hooks.onNodeChange?.(next);
     if (topologyChanged(before, next)) {
       this.#nodeTopologyDirty = true;
-      this.#hooks.onChange?.();
+      this.#changed();
     }
   }
 

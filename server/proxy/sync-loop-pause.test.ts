@@ -22,9 +22,8 @@ function setup() {
   const clock = new FakeClock(Date.UTC(2026, 10, 21));
   const backend = new CountingBackend();
   const records: SyncRecord[] = [];
-  let loop: SyncLoop;
-  const state = new ProxyState({ family: 'IPv4', nodeName: 'node-a', clock, hooks: { onChange: () => loop.changeQueued() } });
-  loop = new SyncLoop({ state, backend, clock, logger: silentLogger, minSyncPeriodMs: 1000, syncPeriodMs: 30_000, observers: [{ onSync: (r) => records.push(r) }] });
+  const state = new ProxyState({ family: 'IPv4', nodeName: 'node-a', clock });
+  const loop = new SyncLoop({ state, backend, clock, logger: silentLogger, minSyncPeriodMs: 1000, syncPeriodMs: 30_000, observers: [{ onSync: (r) => records.push(r) }] });
   return { clock, backend, state, loop, records };
 }
 

@@ -36,9 +36,8 @@ function setup() {
   const backend = new ScriptedBackend();
   const records: SyncRecord[] = [];
   const queued: number[] = [];
-  let loop: SyncLoop;
-  const state = new ProxyState({ family: 'IPv4', nodeName: 'node-a', clock, hooks: { onChange: () => loop.changeQueued() } });
-  loop = new SyncLoop({
+  const state = new ProxyState({ family: 'IPv4', nodeName: 'node-a', clock });
+  const loop = new SyncLoop({
     state,
     backend,
     clock,

@@ -35,8 +35,14 @@ export interface SyncRecord {
   readonly error?: { readonly code: string; readonly message: string };
 }
 
-/** SyncObserver is told about queued changes and finished syncs. */
+/** SyncObserver is told about the loop's start, queued changes and finished syncs. */
 export interface SyncObserver {
+  /**
+   * onStart: the loop started at `at` (epoch ms). kube-proxy's SyncLoop marks
+   * the proxier updated and a sync queued when it starts, so health and the
+   * queued timestamp are measured from start-up rather than from the epoch.
+   */
+  onStart?(at: number): void;
   /** onQueued: a change was queued at `at` (epoch ms); health uses it to detect a stuck proxier. */
   onQueued?(at: number): void;
   onSync?(record: SyncRecord, checkout: StateCheckout, result: BackendSyncResult): void;
@@ -91,6 +97,7 @@ export class SyncLoop {
       run: () => this.#syncFromRunner(),
       onError: (err) => opts.logger.error('sync runner failed', { err: errorMessage(err) }),
     });
+    opts.state.addChangeListener(() => this.changeQueued());
   }
 
   addObserver(o: SyncObserver): void {
@@ -126,6 +133,8 @@ export class SyncLoop {
   start(): void {
     if (this.#started) return;
     this.#started = true;
+    const at = this.#o.clock.now();
+    for (const o of this.#o.observers) o.onStart?.(at);
     this.#runner.start();
     void this.#o.state.whenReady().then(() => {
       this.#o.logger.info('sources synced, starting the first sync', {
@@ -141,7 +150,7 @@ export class SyncLoop {
       }) ?? null;
   }
 
-  /** changeQueued is wired to ProxyState's onChange hook. */
+  /** changeQueued: the state queued a change (the loop listens to its state from construction). */
   changeQueued(): void {
     const at = this.#o.clock.now();
     for (const o of this.#o.observers) o.onQueued?.(at);

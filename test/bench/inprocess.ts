@@ -10,18 +10,18 @@ import { realClock } from '../../server/clock.ts';
 import type { RunOptions } from '../../server/config/types.ts';
 import { Daemon } from '../../server/daemon.ts';
 import { Dashboard } from '../../server/dashboard/dashboard.ts';
+import { nodeHealth } from '../../server/dashboard/setup.ts';
 import { IptablesView } from '../../server/dashboard/iptables/view.ts';
 import { MemoryEventRecorder } from '../../server/events/memory-event-recorder.ts';
 import type { IptablesRunner } from '../../server/kernel/iptables.ts';
 import { FakeNetInterfaces } from '../../server/kernel/netif-fake.ts';
-import { FakeSysctl } from '../../server/kernel/sysctl-fake.ts';
+import { SimulatedSysctl } from '../../server/kernel/sysctl-simulated.ts';
 import { silentLogger } from '../../server/log.ts';
-import { ProxyHealth } from '../../server/proxy/healthcheck/proxy-health.ts';
-import { ServiceHealthServer } from '../../server/proxy/healthcheck/service-health-server.ts';
 import { createIptablesBackend, SYSCTL_ROUTE_LOCALNET, SYSCTL_TCP_BE_LIBERAL, type IptablesBackend } from '../../server/proxy/iptables/proxier.ts';
 import { testConfig } from '../../server/proxy/iptables/testing.ts';
-import { ProxyMetrics } from '../../server/proxy/metrics/metrics.ts';
+import type { ProxyMetrics } from '../../server/proxy/metrics/metrics.ts';
 import type { SyncObserver } from '../../server/proxy/sync-loop.ts';
+import { createSyncObservers } from '../../server/proxy/sync-observers.ts';
 import { FileSource } from '../../server/sources/file/file-source.ts';
 
 /** NullKernel accepts every restore input instantly and counts what it got. */
@@ -74,6 +74,7 @@ export interface InProcess {
 
 function timed(times: number[], o: SyncObserver): SyncObserver {
   return {
+    onStart: o.onStart?.bind(o),
     onQueued: o.onQueued?.bind(o),
     onSync(record, checkout, result) {
       const t0 = performance.now();
@@ -94,7 +95,7 @@ export async function startInProcess(opts: { dir: string; nodeName: string; clus
     family: 'IPv4',
     runner: kernel,
     netif: new FakeNetInterfaces(),
-    sysctl: new FakeSysctl({ [SYSCTL_ROUTE_LOCALNET]: '1', [SYSCTL_TCP_BE_LIBERAL]: '0' }),
+    sysctl: new SimulatedSysctl({ [SYSCTL_ROUTE_LOCALNET]: '1', [SYSCTL_TCP_BE_LIBERAL]: '0' }),
     clock,
     logger: silentLogger,
   });
@@ -116,23 +117,12 @@ export async function startInProcess(opts: { dir: string; nodeName: string; clus
   const times: ObserverTimes = { metrics: [], health: [], dashboard: [] };
   const daemon = new Daemon({ config, run, nodeName: opts.nodeName, logger: silentLogger, clock, backend, source, events });
 
-  // As startNodeServers wires them (server/http/node-servers.ts), minus the listeners.
-  const state = daemon.state;
-  const health = new ProxyHealth({ clock, healthTimeoutMs: 60_000, node: () => state.node });
-  const metrics = new ProxyMetrics({ mode: 'iptables', state, clock, logger: silentLogger, source: () => source.status() });
+  // The observers the CLI adds (server/proxy/sync-observers.ts), each timed; no listeners.
   const fakeListen = async (_host: string, _port: number, _h: RequestListener) => ({ close: async () => {} });
-  const serviceHealth = new ServiceHealthServer({ nodeName: opts.nodeName, logger: silentLogger, bindAddresses: () => ['0.0.0.0'], proxyHealthy: () => true, listen: fakeListen });
-  daemon.loop.addObserver(timed(times.metrics, metrics.observer));
-  daemon.loop.addObserver(
-    timed(times.health, {
-      onSync(record, checkout) {
-        health.noteNode(checkout.node);
-        if (!record.ok) return;
-        health.updated('IPv4');
-        void serviceHealth.reconcile(checkout);
-      },
-    }),
-  );
+  const observers = createSyncObservers({ daemon, netInterfaces: new FakeNetInterfaces(), listenHealthCheck: fakeListen, processMetrics: false });
+  const metrics = observers.metrics;
+  daemon.loop.addObserver(timed(times.metrics, observers.observers.metrics));
+  daemon.loop.addObserver(timed(times.health, observers.observers.health));
   const loopProxy = {
     addObserver: (o: SyncObserver) => daemon.loop.addObserver(timed(times.dashboard, o)),
     requestFullSync: daemon.loop.requestFullSync.bind(daemon.loop),
@@ -147,12 +137,12 @@ export async function startInProcess(opts: { dir: string; nodeName: string; clus
   };
   const dashboard = new Dashboard({
     daemon: { ...daemonFields(daemon), loop: loopProxy },
-    provider: new IptablesView({ runner: kernel, simulated: false, skipped: backend.metrics.skippedServicePorts }),
+    provider: new IptablesView({ runner: kernel, simulated: false }),
     // The leak check has no conntrack: the dashboard shows it as not available.
     conntrack: null,
     backendDescription: 'iptables (bench, null kernel)',
     events,
-    health: () => null,
+    health: () => nodeHealth(observers.health),
   });
   await daemon.start();
   await waitUntil(() => daemon.loop.lastRecord !== null, 600_000);
@@ -167,7 +157,7 @@ export async function startInProcess(opts: { dir: string; nodeName: string; clus
     stop: async () => {
       dashboard.stop();
       await daemon.stop();
-      await serviceHealth.close();
+      await observers.close();
     },
   };
 }

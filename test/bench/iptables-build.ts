@@ -7,7 +7,7 @@
 import { realClock } from '../../server/clock.ts';
 import type { IptablesRunner } from '../../server/kernel/iptables.ts';
 import { FakeNetInterfaces } from '../../server/kernel/netif-fake.ts';
-import { FakeSysctl } from '../../server/kernel/sysctl-fake.ts';
+import { SimulatedSysctl } from '../../server/kernel/sysctl-simulated.ts';
 import { silentLogger } from '../../server/log.ts';
 import { createIptablesBackend } from '../../server/proxy/iptables/proxier.ts';
 import { testConfig } from '../../server/proxy/iptables/testing.ts';
@@ -63,7 +63,7 @@ const backend = createIptablesBackend({
   family: 'IPv4',
   runner: nullRunner,
   netif: new FakeNetInterfaces(),
-  sysctl: new FakeSysctl({ 'net/ipv4/conf/all/route_localnet': '1' }),
+  sysctl: new SimulatedSysctl({ 'net/ipv4/conf/all/route_localnet': '1' }),
   clock: realClock,
   logger: silentLogger,
 });

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Conntrack, execConntrack, type ConntrackFilter, type ConntrackFlow, type ConntrackRunner } from '../../server/kernel/conntrack.ts';
-import { FakeConntrack, natFlow, plainFlow, type FakeFlow } from '../../server/kernel/conntrack-fake.ts';
+import { SimulatedConntrack, natFlow, plainFlow, type SimulatedFlow } from '../../server/kernel/conntrack-simulated.ts';
 import { execFile } from '../../server/kernel/exec.ts';
 import { tiers } from '../tiers.ts';
 import { sh } from './conntrack-net.ts';
@@ -24,7 +24,7 @@ function inNamespace(): ConntrackRunner {
 }
 
 /** insert creates the flow in the kernel table with conntrack -I. */
-async function insert(f: FakeFlow): Promise<void> {
+async function insert(f: SimulatedFlow): Promise<void> {
   const args = ['-I', '-p', f.protocol, '-s', f.orig.src, '-d', f.orig.dst, '--sport', String(f.orig.sport), '--dport', String(f.orig.dport)];
   args.push('-r', f.reply.src, '-q', f.reply.dst, '--reply-port-src', String(f.reply.sport), '--reply-port-dst', String(f.reply.dport), '-t', '600');
   if (f.protocol === 'tcp') args.push('--state', 'ESTABLISHED');
@@ -39,10 +39,10 @@ async function table(ct: Conntrack): Promise<string[]> {
   return out.sort();
 }
 
-describe.skipIf(!tiers().kernel.ok)('FakeConntrack against conntrack 1.4.7', () => {
+describe.skipIf(!tiers().kernel.ok)('SimulatedConntrack against conntrack 1.4.7', () => {
   it('deletes, counts and lists the same flows for the same argument arrays', async () => {
     await sh('ip', ['netns', 'add', ns]);
-    const flows: FakeFlow[] = [
+    const flows: SimulatedFlow[] = [
       natFlow({ client: '10.0.0.2', clientPort: 40000, vip: '10.96.0.10', port: 53, endpoint: '10.244.1.5', targetPort: 5353 }),
       natFlow({ client: '10.0.0.3', clientPort: 40001, vip: '10.96.0.10', port: 53, endpoint: '10.244.2.6', targetPort: 5353 }),
       natFlow({ client: '10.0.0.2', clientPort: 40002, vip: '10.96.0.10', port: 54, endpoint: '10.244.1.5' }),
@@ -54,7 +54,7 @@ describe.skipIf(!tiers().kernel.ok)('FakeConntrack against conntrack 1.4.7', () 
     ];
     for (const f of flows) await insert(f);
     const real = new Conntrack(inNamespace());
-    const fake = new Conntrack(new FakeConntrack(flows));
+    const fake = new Conntrack(new SimulatedConntrack(flows));
     expect(await table(real)).toEqual(await table(fake));
 
     const counts: ConntrackFilter[] = [
@@ -86,7 +86,7 @@ describe.skipIf(!tiers().kernel.ok)('FakeConntrack against conntrack 1.4.7', () 
 
     // What conntrack refuses, the fake refuses with the same exit code.
     const realRunner = inNamespace();
-    const fakeRunner = new FakeConntrack();
+    const fakeRunner = new SimulatedConntrack();
     for (const args of [['-C', '-p', 'udp'], ['-L', '--orig-port-dst', '53'], ['-D', '-p', 'udp', '--orig-dst', '10.96.0.99']]) {
       expect((await realRunner.run(args)).code, args.join(' ')).toBe((await fakeRunner.run(args)).code);
     }

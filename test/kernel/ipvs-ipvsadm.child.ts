@@ -11,12 +11,12 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { FakeClock } from '../../server/clock-fake.ts';
 import { execFile, type ExecFn } from '../../server/kernel/exec.ts';
-import { FakeIpset } from '../../server/kernel/ipset-fake.ts';
+import { SimulatedIpset } from '../../server/kernel/ipset-simulated.ts';
 import { createIpvsRunner } from '../../server/kernel/ipvs.ts';
 import { parseIpvsSave, renderIpvsSave } from '../../server/kernel/ipvs-listing.ts';
-import { FakeIptables } from '../../server/kernel/iptables-fake.ts';
-import { FakeNetlink } from '../../server/kernel/netlink-fake.ts';
-import { FakeSysctl } from '../../server/kernel/sysctl-fake.ts';
+import { SimulatedIptables } from '../../server/kernel/iptables-simulated.ts';
+import { SimulatedNetlink } from '../../server/kernel/netlink-simulated.ts';
+import { SimulatedSysctl } from '../../server/kernel/sysctl-simulated.ts';
 import { createLogger } from '../../server/log.ts';
 import { objectsFromYaml, stateFromObjects } from '../../server/proxy/iptables/testing.ts';
 import { RS_CHECK_INTERVAL_MS } from '../../server/proxy/ipvs/graceful-termination.ts';
@@ -46,10 +46,10 @@ const backend = createIpvsBackend({
   nodeName: 'node-a',
   family: 'IPv4',
   ipvs,
-  ipset: new FakeIpset(),
-  netlink: new FakeNetlink(),
-  iptables: new FakeIptables(),
-  sysctl: new FakeSysctl(Object.fromEntries(ipvsSysctls(false, '6.1.0').map((s) => [s.name, '0']))),
+  ipset: new SimulatedIpset(),
+  netlink: new SimulatedNetlink(),
+  iptables: new SimulatedIptables(),
+  sysctl: new SimulatedSysctl(Object.fromEntries(ipvsSysctls(false, '6.1.0').map((s) => [s.name, '0']))),
   clock,
   logger: createLogger({ level: 'debug', write: (l) => logs.push(l) }),
   kernelRelease: '6.1.0',

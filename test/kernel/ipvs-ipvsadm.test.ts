@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { FakeIpvs } from '../../server/kernel/ipvs-fake.ts';
+import { SimulatedIpvs } from '../../server/kernel/ipvs-simulated.ts';
 import { parseIpvsSave, renderIpvsSave } from '../../server/kernel/ipvs-listing.ts';
 import { IpvsRestoreError } from '../../server/kernel/ipvs.ts';
 import { tiers } from '../tiers.ts';
@@ -21,7 +21,7 @@ import { tiers } from '../tiers.ts';
  * forwarding, weights); `ipvsadm -Sn`, `-Ln --exact` and `-Ln --stats --exact`
  * as the binary prints them parse back to the same table as the simulated
  * kernel's, through full, partial, draining and deleting syncs; ipvsadm and
- * FakeIpvs agree on refused lines (which stop a batch, which are skipped, with
+ * SimulatedIpvs agree on refused lines (which stop a batch, which are skipped, with
  * the same messages). Not verified here: the kernel's own checks beyond the
  * shim's (duplicates, missing services, unknown schedulers are modelled;
  * scheduler modules, memory limits and real packet forwarding are not).
@@ -133,7 +133,7 @@ describe.skipIf(!tiers().kernel.ok || (!gcc && !required))('real ipvsadm accepts
     });
   }
 
-  /** Batches both the real ipvsadm and FakeIpvs read; they must end in the same table with the same complaints. */
+  /** Batches both the real ipvsadm and SimulatedIpvs read; they must end in the same table with the same complaints. */
   const BATCHES: Record<string, string> = {
     'kube-proxy shaped lines': [
       '-A -t 10.96.0.1:443 -s rr -p 10800',
@@ -172,14 +172,14 @@ describe.skipIf(!tiers().kernel.ok || (!gcc && !required))('real ipvsadm accepts
   };
 
   for (const [name, batch] of Object.entries(BATCHES)) {
-    it(`agrees with FakeIpvs: ${name}`, async () => {
+    it(`agrees with SimulatedIpvs: ${name}`, async () => {
       const ns = netns();
       const state = join(dir, `diff-${seq}`);
       const real = ipvsadm(ns, ['-R'], batch + '\n', state);
       const realMessages = real.stderr.split('\n').map((l) => l.trim()).filter((l) => l !== '');
       const realTable = renderIpvsSave(parseIpvsSave(ipvsadm(ns, ['-S', '-n'], undefined, state).stdout));
 
-      const fake = new FakeIpvs();
+      const fake = new SimulatedIpvs();
       const err = await fake.restore(batch + '\n').catch((e: unknown) => e);
       const fakeMessages = err instanceof IpvsRestoreError ? [...err.messages] : [];
       expect(realMessages, `ipvsadm said: ${real.stderr}`).toEqual(fakeMessages);

@@ -11,10 +11,10 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { FakeClock } from '../../server/clock-fake.ts';
 import { createIpsetRunner } from '../../server/kernel/ipset.ts';
-import { FakeIpvs } from '../../server/kernel/ipvs-fake.ts';
+import { SimulatedIpvs } from '../../server/kernel/ipvs-simulated.ts';
 import { createIptablesRunner, type IptablesFlavor } from '../../server/kernel/iptables.ts';
-import { FakeNetlink } from '../../server/kernel/netlink-fake.ts';
-import { FakeSysctl } from '../../server/kernel/sysctl-fake.ts';
+import { SimulatedNetlink } from '../../server/kernel/netlink-simulated.ts';
+import { SimulatedSysctl } from '../../server/kernel/sysctl-simulated.ts';
 import { createLogger } from '../../server/log.ts';
 import { cleanupIptables } from '../../server/proxy/iptables/cleanup.ts';
 import { objectsFromYaml, stateFromObjects } from '../../server/proxy/iptables/testing.ts';
@@ -42,8 +42,8 @@ const logger = createLogger({ level: 'debug', write: (l) => logs.push(l) });
 const clock = new FakeClock();
 const ipset = createIpsetRunner();
 const iptables = await createIptablesRunner({ family: 'IPv4', flavor });
-const ipvs = new FakeIpvs();
-const netlink = new FakeNetlink();
+const ipvs = new SimulatedIpvs();
+const netlink = new SimulatedNetlink();
 const backend = createIpvsBackend({
   config,
   nodeName: 'node-a',
@@ -52,7 +52,7 @@ const backend = createIpvsBackend({
   ipset,
   netlink,
   iptables,
-  sysctl: new FakeSysctl({}),
+  sysctl: new SimulatedSysctl({}),
   clock,
   logger,
   cleanup: async () => ({ removed: {}, errors: [] }),

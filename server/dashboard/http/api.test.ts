@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { FakeAccessReviewer } from '../auth/access-review-fake.ts';
 import { flushMicrotasks } from '../../clock-fake.ts';
 import type { ConntrackRunner } from '../../kernel/conntrack.ts';
-import { FakeConntrack, natFlow } from '../../kernel/conntrack-fake.ts';
+import { SimulatedConntrack, natFlow } from '../../kernel/conntrack-simulated.ts';
 import type { ActionResult, RowsPage, ServiceConntrack, ServiceDetail, ServiceSummary } from '../protocol.ts';
 import { testDashboard, type TestDashboard } from '../testing.ts';
 
@@ -330,14 +330,14 @@ describe('dashboard errors at the HTTP boundary', () => {
   });
 });
 
-/** splitSpec turns a listed rule back into words for FakeIptables.deleteRule. */
+/** splitSpec turns a listed rule back into words for SimulatedIptables.deleteRule. */
 function splitSpec(spec: string): string[] {
   return [...spec.matchAll(/"([^"]*)"|(\S+)/g)].map((m) => m[1] ?? m[2]);
 }
 
 /** GatedRunner holds every conntrack listing until release(): a count that is still running. */
 class GatedRunner implements ConntrackRunner {
-  readonly table = new FakeConntrack();
+  readonly table = new SimulatedConntrack();
   listings = 0;
   release: () => void = () => {};
   readonly #gate = new Promise<void>((r) => (this.release = r));

@@ -25,10 +25,8 @@ import { IntendedIptables, readSaveOutput } from './tables.ts';
 
 export interface IptablesViewOptions {
   runner: IptablesRunner;
-  /** simulated: the runner is the --dry-run fake kernel. */
+  /** simulated: the runner is the --dry-run simulated kernel. */
   simulated: boolean;
-  /** skipped: the backend's service ports it could not write (IptablesBackend.metrics.skippedServicePorts). */
-  skipped?: ReadonlyMap<string, string>;
   pause?: Yield;
   logger?: Logger;
 }
@@ -59,7 +57,6 @@ export class IptablesView implements KernelViewProvider {
   readonly kind = 'iptables' as const;
   readonly simulated: boolean;
   readonly #runner: IptablesRunner;
-  readonly #skipped: ReadonlyMap<string, string> | undefined;
   readonly #pause: Yield;
   readonly #log: Logger;
   readonly #intended = new IntendedIptables();
@@ -71,7 +68,6 @@ export class IptablesView implements KernelViewProvider {
   constructor(opts: IptablesViewOptions) {
     this.#runner = opts.runner;
     this.simulated = opts.simulated;
-    this.#skipped = opts.skipped;
     this.#pause = opts.pause ?? yieldToEventLoop;
     this.#log = opts.logger ?? silentLogger;
     this.#required = JUMP_RULES.map((j) => ({ table: j.table, chain: j.from, spec: j.args.map(quoteWord).join(' ') }));
@@ -132,10 +128,6 @@ export class IptablesView implements KernelViewProvider {
 
   requiredRules(): readonly RequiredRule[] {
     return this.#required;
-  }
-
-  skipped(servicePortId: string): string | undefined {
-    return this.#skipped?.get(servicePortId);
   }
 
   lastInput(): RestoreInput | null {

@@ -39,7 +39,7 @@ export interface IpvsViewHarness extends IpvsHarness {
   view: IpvsView;
 }
 
-/** ipvsViewHarness is an IPVS backend over the fake kernel with the dashboard's view of it. */
+/** ipvsViewHarness is an IPVS backend over the simulated kernel with the dashboard's view of it. */
 export function ipvsViewHarness(config?: ProxyConfig): IpvsViewHarness {
   const h = ipvsHarness(config ? { config } : {});
   const view = new IpvsView({ backend: h.backend, simulated: true, clock: h.clock, pause: noYield });

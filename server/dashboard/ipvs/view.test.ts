@@ -215,11 +215,4 @@ describe('IPVS kernel view: bookkeeping', () => {
     expect(part('ip addr show kube-ipvs0')).toContain('10.96.0.1/32\n');
     expect(part('iptables-save')).toMatch(/^\*nat\n[\s\S]*COMMIT\n\*filter\n[\s\S]*COMMIT\n$/);
   });
-
-  it('says why a service port was skipped', async () => {
-    const { h } = await synced();
-    h.backend.metrics.skippedServicePorts.set('ns1/bad:http/TCP', 'cluster IP "10.96.0.001" is not canonical');
-    expect(h.view.skipped('ns1/bad:http/TCP')).toContain('not canonical');
-    expect(h.view.skipped('ns1/web:http/TCP')).toBeUndefined();
-  });
 });

@@ -20,13 +20,12 @@ import { addressTable, ADDRESSES_TABLE, drainIndex, IPVS_TABLE, parseVirtualServ
 /** IpvsViewSource is what the view needs of the IPVS backend (IpvsBackend satisfies it). */
 export interface IpvsViewSource {
   readonly runners: IpvsRunners;
-  readonly metrics: { readonly skippedServicePorts: ReadonlyMap<string, string> };
   planned(): IpvsPlanned | null;
 }
 
 export interface IpvsViewOptions {
   backend: IpvsViewSource;
-  /** simulated: the runners are the --dry-run fake kernel (counters never move). */
+  /** simulated: the runners are the --dry-run simulated kernel (counters never move). */
   simulated: boolean;
   clock: Clock;
   pause?: Yield;
@@ -192,10 +191,6 @@ export class IpvsView implements KernelViewProvider {
 
   servicePort(sp: ServicePort, _endpoints: readonly Endpoint[], _cat: CategorizedEndpoints): ServicePortObjects {
     return ipvsServicePort(sp, this.#src.planned());
-  }
-
-  skipped(servicePortId: string): string | undefined {
-    return this.#src.metrics.skippedServicePorts.get(servicePortId);
   }
 
   lastInput(): RestoreInput | null {

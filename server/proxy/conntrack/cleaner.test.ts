@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { FakeClock } from '../../clock-fake.ts';
 import { Conntrack } from '../../kernel/conntrack.ts';
-import { FakeConntrack, natFlow, plainFlow } from '../../kernel/conntrack-fake.ts';
+import { SimulatedConntrack, natFlow, plainFlow } from '../../kernel/conntrack-simulated.ts';
 import { MemoryLog } from '../../log.ts';
 import { makeService, makeSlice, ep } from '../testing.ts';
 import { ConntrackCleaner, type CleanupRun, type ConntrackCleanerOptions } from './cleaner.ts';
@@ -9,7 +9,7 @@ import { blackholeFlows, brief, DNS, dnsFlows, dnsService, dnsSlice, newState, N
 
 function setup(opts: Partial<ConntrackCleanerOptions> = {}) {
   const clock = new FakeClock();
-  const table = new FakeConntrack();
+  const table = new SimulatedConntrack();
   const log = new MemoryLog();
   const runs: CleanupRun[] = [];
   // The full reconcile has its own tests; the targeted ones run without it unless asked.

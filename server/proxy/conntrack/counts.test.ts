@@ -1,17 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import { FakeClock } from '../../clock-fake.ts';
 import { Conntrack } from '../../kernel/conntrack.ts';
-import { FakeConntrack, natFlow } from '../../kernel/conntrack-fake.ts';
-import { FakeSysctl } from '../../kernel/sysctl-fake.ts';
+import { SimulatedConntrack, natFlow } from '../../kernel/conntrack-simulated.ts';
+import { SimulatedSysctl } from '../../kernel/sysctl-simulated.ts';
 import { ConntrackCounts, type ConntrackCountsOptions } from './counts.ts';
 
 function setup(opts: Partial<ConntrackCountsOptions> = {}) {
   const clock = new FakeClock();
-  const table = new FakeConntrack();
+  const table = new SimulatedConntrack();
   for (let i = 0; i < 5; i++) table.add(natFlow({ client: '10.0.0.2', clientPort: 1000 + i, vip: '10.96.0.10', port: 53, endpoint: '10.244.1.5' }));
   table.add(natFlow({ protocol: 'tcp', client: '10.0.0.2', clientPort: 2000, vip: '10.96.0.10', port: 53, endpoint: '10.244.1.5' }));
   table.add(natFlow({ client: '10.0.0.2', clientPort: 3000, vip: '10.96.0.10', port: 54, endpoint: '10.244.1.5' }));
-  const sysctl = new FakeSysctl({ 'net/netfilter/nf_conntrack_count': '7', 'net/netfilter/nf_conntrack_max': '262144' });
+  const sysctl = new SimulatedSysctl({ 'net/netfilter/nf_conntrack_count': '7', 'net/netfilter/nf_conntrack_max': '262144' });
   const counts = new ConntrackCounts({ conntrack: new Conntrack(table), sysctl, clock, family: 'IPv4', ...opts });
   const listings = () => table.calls.filter((c) => c[0] === '-L').length;
   return { clock, table, sysctl, counts, listings };
@@ -88,7 +88,7 @@ describe('ConntrackCounts', () => {
     expect((await counts.node()).entries).toBe(7);
     clock.advance(1);
     expect((await counts.node()).entries).toBe(8);
-    const none = new ConntrackCounts({ conntrack: new Conntrack(new FakeConntrack()), sysctl: new FakeSysctl(), clock, family: 'IPv4' });
+    const none = new ConntrackCounts({ conntrack: new Conntrack(new SimulatedConntrack()), sysctl: new SimulatedSysctl(), clock, family: 'IPv4' });
     const unreadable = await none.node();
     expect(unreadable).toMatchObject({ entries: null, max: null });
     // The reason travels with the nulls: the dashboard shows it.

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { describeFilter } from '../../kernel/conntrack.ts';
-import { natFlow, plainFlow } from '../../kernel/conntrack-fake.ts';
+import { natFlow, plainFlow } from '../../kernel/conntrack-simulated.ts';
 import { ep, makeService, makeSlice } from '../testing.ts';
 import { FilterMatcher, ReconcileIndex, staleFlowFilters } from './filters.ts';
 import { DNS, dnsService, dnsSlice, NODE_IP, newState, syslogService, syslogSlice } from './testing.ts';

@@ -3,9 +3,9 @@ import { FakeClock } from '../../clock-fake.ts';
 import { setDefaults } from '../../config/defaults.ts';
 import { toProxyConfig } from '../../config/convert.ts';
 import type { EventRecorder } from '../../events/event-recorder.ts';
-import { FakeConntrack, natFlow } from '../../kernel/conntrack-fake.ts';
+import { SimulatedConntrack, natFlow } from '../../kernel/conntrack-simulated.ts';
 import { procSysctl } from '../../kernel/sysctl.ts';
-import { FakeSysctl } from '../../kernel/sysctl-fake.ts';
+import { SimulatedSysctl } from '../../kernel/sysctl-simulated.ts';
 import { MemoryLog } from '../../log.ts';
 import { ProxyMetrics } from '../metrics/metrics.ts';
 import { ProxyState } from '../proxy-state.ts';
@@ -13,11 +13,11 @@ import { HASHSIZE } from './sysctls.ts';
 import { ConntrackSetup } from './setup.ts';
 import { NO_RESULT, syncRecord, syslogService, syslogSlice, SYSLOG } from './testing.ts';
 
-function setup(over: { sysfs?: FakeSysctl } = {}) {
+function setup(over: { sysfs?: SimulatedSysctl } = {}) {
   const clock = new FakeClock();
   const log = new MemoryLog();
-  const table = new FakeConntrack();
-  const sysctl = new FakeSysctl({ 'net/netfilter/nf_conntrack_count': '3', 'net/netfilter/nf_conntrack_max': '65536' });
+  const table = new SimulatedConntrack();
+  const sysctl = new SimulatedSysctl({ 'net/netfilter/nf_conntrack_count': '3', 'net/netfilter/nf_conntrack_max': '65536' });
   const events: string[] = [];
   const recorder: EventRecorder = { record: (_r, type, reason, action, note) => events.push(`${type} ${reason} ${action}: ${note}`) };
   const config = toProxyConfig(setDefaults({}));
@@ -31,7 +31,7 @@ function setup(over: { sysfs?: FakeSysctl } = {}) {
     events: recorder,
     runner: table,
     sysctl,
-    sysfs: over.sysfs ?? new FakeSysctl({ [HASHSIZE]: '16384' }),
+    sysfs: over.sysfs ?? new SimulatedSysctl({ [HASHSIZE]: '16384' }),
     cpuCount: 2,
     cleaner: { reconcileIntervalMs: 0 },
   });
@@ -97,7 +97,7 @@ describe('ConntrackSetup', () => {
   });
 
   it('applies the sysctls at start and records kube-proxy\'s Warning Event when /sys is read-only', async () => {
-    const sysfs = new FakeSysctl({ [HASHSIZE]: '16384' }).refuse(HASHSIZE, 'EROFS');
+    const sysfs = new SimulatedSysctl({ [HASHSIZE]: '16384' }).refuse(HASHSIZE, 'EROFS');
     const { ct, sysctl, events } = setup({ sysfs });
     const r = await ct.applySysctls();
     expect(sysctl.values.get('net/netfilter/nf_conntrack_max')).toBe('131072');

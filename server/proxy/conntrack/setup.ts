@@ -2,9 +2,9 @@ import type { Clock } from '../../clock.ts';
 import type { ProxyConfig } from '../../config/types.ts';
 import { nodeReference, type EventRecorder } from '../../events/event-recorder.ts';
 import { Conntrack, execConntrack, type ConntrackRunner } from '../../kernel/conntrack.ts';
-import { FakeConntrack } from '../../kernel/conntrack-fake.ts';
+import { SimulatedConntrack } from '../../kernel/conntrack-simulated.ts';
 import { procSysctl, type Sysctl } from '../../kernel/sysctl.ts';
-import { FakeSysctl } from '../../kernel/sysctl-fake.ts';
+import { SimulatedSysctl } from '../../kernel/sysctl-simulated.ts';
 import type { Logger } from '../../log.ts';
 import type { IPFamily } from '../../net/ip.ts';
 import type { ConntrackView } from '../metrics/kproxy-metrics.ts';
@@ -65,9 +65,9 @@ export class ConntrackSetup {
   constructor(o: ConntrackSetupOptions) {
     this.#o = o;
     this.simulated = o.dryRun;
-    this.#sysctl = o.sysctl ?? (o.dryRun ? new FakeSysctl() : procSysctl());
-    this.#sysfs = o.sysfs ?? (o.dryRun ? new FakeSysctl() : procSysctl('/sys'));
-    const conntrack = new Conntrack(o.runner ?? (o.dryRun ? new FakeConntrack() : execConntrack()));
+    this.#sysctl = o.sysctl ?? (o.dryRun ? new SimulatedSysctl() : procSysctl());
+    this.#sysfs = o.sysfs ?? (o.dryRun ? new SimulatedSysctl() : procSysctl('/sys'));
+    const conntrack = new Conntrack(o.runner ?? (o.dryRun ? new SimulatedConntrack() : execConntrack()));
     const logger = o.logger;
     this.cleaner = new ConntrackCleaner({
       ...o.cleaner,
@@ -88,7 +88,7 @@ export class ConntrackSetup {
    * host's values into its simulated /proc and changes only those.
    */
   async applySysctls(): Promise<ConntrackSysctlsReport> {
-    if (this.simulated && !this.#o.sysctl) await seed(this.#sysctl as FakeSysctl, this.#sysfs as FakeSysctl);
+    if (this.simulated && !this.#o.sysctl) await seed(this.#sysctl as SimulatedSysctl, this.#sysfs as SimulatedSysctl);
     const report = await applyConntrackSysctls({
       config: this.#o.config.conntrack,
       sysctl: this.#sysctl,
@@ -127,7 +127,7 @@ export class ConntrackSetup {
   }
 }
 
-async function seed(sysctl: FakeSysctl, sysfs: FakeSysctl): Promise<void> {
+async function seed(sysctl: SimulatedSysctl, sysfs: SimulatedSysctl): Promise<void> {
   const host = procSysctl();
   for (const name of SEEDED) {
     try {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ProxyConfig } from '../../config/types.ts';
-import { FakeSysctl } from '../../kernel/sysctl-fake.ts';
+import { SimulatedSysctl } from '../../kernel/sysctl-simulated.ts';
 import { MemoryLog } from '../../log.ts';
 import { applyConntrackSysctls, CONNTRACK_MAX_CAP, conntrackMax, HASHSIZE } from './sysctls.ts';
 
@@ -17,7 +17,7 @@ const DEFAULTS: ProxyConfig['conntrack'] = {
 
 /** A kernel as Debian boots it: 2 CPUs' worth of defaults. */
 function kernel(over: Record<string, string> = {}) {
-  const sysctl = new FakeSysctl({
+  const sysctl = new SimulatedSysctl({
     'net/netfilter/nf_conntrack_max': '65536',
     'net/netfilter/nf_conntrack_tcp_timeout_established': '432000',
     'net/netfilter/nf_conntrack_tcp_timeout_close_wait': '60',
@@ -26,7 +26,7 @@ function kernel(over: Record<string, string> = {}) {
     'net/netfilter/nf_conntrack_udp_timeout_stream': '120',
     ...over,
   });
-  const sysfs = new FakeSysctl({ [HASHSIZE]: '16384' });
+  const sysfs = new SimulatedSysctl({ [HASHSIZE]: '16384' });
   return { sysctl, sysfs };
 }
 
@@ -144,9 +144,9 @@ describe('applyConntrackSysctls', () => {
   });
 
   it('a missing nf_conntrack module fails each write with a reason, never a throw', async () => {
-    const sysctl = new FakeSysctl();
+    const sysctl = new SimulatedSysctl();
     for (const n of ['max', 'tcp_timeout_established', 'tcp_timeout_close_wait']) sysctl.refuse(`net/netfilter/nf_conntrack_${n}`, 'ENOENT');
-    const r = await applyConntrackSysctls({ config: DEFAULTS, sysctl, sysfs: new FakeSysctl(), cpuCount: 2, logger: new MemoryLog().logger });
+    const r = await applyConntrackSysctls({ config: DEFAULTS, sysctl, sysfs: new SimulatedSysctl(), cpuCount: 2, logger: new MemoryLog().logger });
     expect(r.outcomes.filter((o) => o.action === 'failed')).toHaveLength(3);
     expect(r.outcomes[0].reason).toContain('is the nf_conntrack module loaded?');
   });

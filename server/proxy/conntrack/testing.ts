@@ -1,5 +1,5 @@
 import { FakeClock } from '../../clock-fake.ts';
-import { natFlow, plainFlow, type FakeFlow } from '../../kernel/conntrack-fake.ts';
+import { natFlow, plainFlow, type SimulatedFlow } from '../../kernel/conntrack-simulated.ts';
 import type { BackendSyncResult } from '../backend.ts';
 import type { EndpointSlice, Service } from '../kube-objects.ts';
 import { ProxyState } from '../proxy-state.ts';
@@ -37,14 +37,14 @@ export function syslogSlice(...ips: string[]): EndpointSlice {
 }
 
 /** dnsFlows are one client flow through each frontend of dns, DNATed to endpoint. */
-export function dnsFlows(endpoint: string, clientPortBase = 40000): FakeFlow[] {
+export function dnsFlows(endpoint: string, clientPortBase = 40000): SimulatedFlow[] {
   const via = (vip: string, port: number, i: number) =>
     natFlow({ client: '10.0.0.2', clientPort: clientPortBase + i, vip, port, endpoint, targetPort: DNS.targetPort });
   return [via(DNS.clusterIP, DNS.port, 0), via(DNS.externalIP, DNS.port, 1), via(DNS.lbIP, DNS.port, 2), via(NODE_IP, DNS.nodePort, 3)];
 }
 
 /** blackholeFlows are the unNATed entries a client leaves while dns has no endpoint. */
-export function blackholeFlows(): FakeFlow[] {
+export function blackholeFlows(): SimulatedFlow[] {
   return [
     plainFlow({ client: '10.0.0.2', clientPort: 41000, dst: DNS.clusterIP, port: DNS.port }),
     plainFlow({ client: '10.0.0.2', clientPort: 41001, dst: NODE_IP, port: DNS.nodePort }),
@@ -87,6 +87,6 @@ export function syncRecord(ok = true, seq = 1): SyncRecord {
 export const NO_RESULT: BackendSyncResult = { full: false, buildMs: 0, applyMs: 0, linesWritten: 0, bytesWritten: 0, servicesWritten: 0, rulesByTable: {} };
 
 /** brief renders the fake table's flows as "vip:port>endpoint" for assertions. */
-export function brief(flows: readonly FakeFlow[]): string[] {
+export function brief(flows: readonly SimulatedFlow[]): string[] {
   return flows.map((f) => `${f.protocol} ${f.orig.dst}:${f.orig.dport}>${f.reply.src}`).sort();
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ExecFn } from '../../kernel/exec.ts';
-import { FakeIptables } from '../../kernel/iptables-fake.ts';
+import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
 import { silentLogger } from '../../log.ts';
 import { ep, makeService, makeSlice } from '../testing.ts';
 import { cleanupIptables, cleanupSummary } from './cleanup.ts';
@@ -8,7 +8,7 @@ import { harness, stateFromObjects, testConfig } from './testing.ts';
 
 const tcp = (name: string, port: number) => [{ name, port, protocol: 'TCP' }];
 
-async function programmed(kernel = new FakeIptables()): Promise<FakeIptables> {
+async function programmed(kernel = new SimulatedIptables()): Promise<SimulatedIptables> {
   const h = harness({ kernel, config: testConfig({ clusterCIDRs: ['10.244.0.0/16'] }) });
   const state = stateFromObjects('node-a', [
     makeService('ns1', 'web', { type: 'NodePort', clusterIP: '10.96.0.1', ports: [{ name: 'http', port: 80, protocol: 'TCP', nodePort: 30080 }] }),
@@ -21,11 +21,11 @@ async function programmed(kernel = new FakeIptables()): Promise<FakeIptables> {
 }
 
 /** Someone else's rules, which cleanup must leave alone. */
-async function addForeignRules(k: FakeIptables): Promise<void> {
+async function addForeignRules(k: SimulatedIptables): Promise<void> {
   await k.restore('*filter\n:DOCKER-USER - [0:0]\n-A DOCKER-USER -j RETURN\n-A FORWARD -j DOCKER-USER\n-A INPUT -p tcp --dport 22 -j ACCEPT\nCOMMIT\n*nat\n:DOCKER - [0:0]\n-A PREROUTING -j DOCKER\nCOMMIT\n');
 }
 
-function kubeChains(k: FakeIptables): string[] {
+function kubeChains(k: SimulatedIptables): string[] {
   return ['filter', 'nat', 'mangle'].flatMap((t) => k.chains(t).filter((c) => c.startsWith('KUBE-')).map((c) => `${t}/${c}`));
 }
 
@@ -63,8 +63,8 @@ describe('cleanup (--cleanup)', () => {
   });
 
   it('cleans every flavour and family it is given and kube-proxy nftables tables', async () => {
-    const legacy = await programmed(new FakeIptables({ flavor: 'legacy' }));
-    const nft6 = new FakeIptables({ flavor: 'nft', family: 'IPv6' });
+    const legacy = await programmed(new SimulatedIptables({ flavor: 'legacy' }));
+    const nft6 = new SimulatedIptables({ flavor: 'nft', family: 'IPv6' });
     await nft6.restore('*nat\n:KUBE-SERVICES - [0:0]\n-A OUTPUT -j KUBE-SERVICES\nCOMMIT\n');
     const nftCalls: string[] = [];
     const nftExec: ExecFn = async (file, args) => {

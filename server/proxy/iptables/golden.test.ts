@@ -6,7 +6,7 @@ import { runGoldenCase } from './golden.ts';
 /**
  * Golden cases: testdata/<case>/input.yaml holds Services, EndpointSlices, a
  * Node and optionally a GoldenOptions document; expected.rules is the filter
- * and nat tables as the fake kernel holds them after one full sync.
+ * and nat tables as the simulated kernel holds them after one full sync.
  * UPDATE_GOLDEN=1 rewrites expected.rules; by default they are compared.
  */
 const TESTDATA = join(import.meta.dirname, 'testdata');

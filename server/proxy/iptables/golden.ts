@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { parseAllDocuments } from 'yaml';
 import type { ProxyConfig } from '../../config/types.ts';
-import { FakeIptables } from '../../kernel/iptables-fake.ts';
+import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
 import { formatIptablesSave } from '../../kernel/iptables-save-parser.ts';
 import type { InterfaceAddress } from '../../kernel/netif.ts';
 import type { BackendSyncResult } from '../backend.ts';
@@ -28,11 +28,11 @@ export interface GoldenOptions {
 export interface GoldenRun {
   harness: Harness;
   result: BackendSyncResult;
-  /** rules: filter and nat as the fake kernel holds them after the full sync. */
+  /** rules: filter and nat as the simulated kernel holds them after the full sync. */
   rules: string;
 }
 
-/** runGoldenCase programs a case's manifests with one full sync over the fake kernel. */
+/** runGoldenCase programs a case's manifests with one full sync over the simulated kernel. */
 export async function runGoldenCase(inputPath: string): Promise<GoldenRun> {
   const text = readFileSync(inputPath, 'utf8');
   let opts: GoldenOptions = {};
@@ -41,7 +41,7 @@ export async function runGoldenCase(inputPath: string): Promise<GoldenRun> {
     if (js?.kind === 'GoldenOptions') opts = js;
   }
   const nodeName = opts.nodeName ?? 'node-a';
-  const kernel = new FakeIptables({ hasRandomFully: opts.randomFully ?? true });
+  const kernel = new SimulatedIptables({ hasRandomFully: opts.randomFully ?? true });
   const h = harness({ config: testConfig((opts.config ?? {}) as Partial<ProxyConfig>), nodeName, kernel, nfacct: opts.nfacct });
   if (opts.hostAddresses) {
     h.netif.list = opts.hostAddresses.map((a): InterfaceAddress => ({ ifname: a.startsWith('127.') ? 'lo' : 'eth0', family: a.includes(':') ? 'IPv6' : 'IPv4', address: a, prefixLength: a.includes(':') ? 64 : 24 }));

@@ -4,10 +4,10 @@ import { errorMessage } from '../../errors.ts';
 import { execFile, type ExecFn } from '../../kernel/exec.ts';
 import { createIptablesRunner, type IptablesRunner } from '../../kernel/iptables.ts';
 import { DRY_RUN_LIMITS } from '../../kernel/call-log.ts';
-import { FakeIptables } from '../../kernel/iptables-fake.ts';
+import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
 import { resolveIptablesFlavor, type FlavorChoice, type FlavorDecision } from '../../kernel/iptables-flavor.ts';
 import { hostInterfaces } from '../../kernel/netif.ts';
-import { FakeSysctl } from '../../kernel/sysctl-fake.ts';
+import { SimulatedSysctl } from '../../kernel/sysctl-simulated.ts';
 import { procSysctl } from '../../kernel/sysctl.ts';
 import type { Logger } from '../../log.ts';
 import type { CleanupResult } from '../backend.ts';
@@ -21,7 +21,7 @@ export interface HostIptablesOptions {
   family?: IPFamily;
   /** flavor: --iptables-flavor. */
   flavor: FlavorChoice;
-  /** dryRun: program an in-memory kernel (FakeIptables) instead of the host. */
+  /** dryRun: program an in-memory kernel (SimulatedIptables) instead of the host. */
   dryRun: boolean;
   clock: Clock;
   logger: Logger;
@@ -32,14 +32,14 @@ export interface HostIptables {
   backend: IptablesBackend;
   decision: FlavorDecision;
   /** kernel is the simulated kernel in --dry-run (its save() is what would be programmed), else null. */
-  kernel: FakeIptables | null;
+  kernel: SimulatedIptables | null;
 }
 
 /**
  * createHostIptablesBackend wires the iptables backend for the daemon: it
  * picks the iptables flavour (--iptables-flavor, auto as kube-proxy's images
  * do), and the real runner, /proc/sys and interface addresses, or in --dry-run
- * the fake kernel and an in-memory /proc/sys seeded from the host's values
+ * the simulated kernel and an in-memory /proc/sys seeded from the host's values
  * (reads only: a dry run changes nothing on the host).
  */
 export async function createHostIptablesBackend(opts: HostIptablesOptions): Promise<HostIptables> {
@@ -48,10 +48,10 @@ export async function createHostIptablesBackend(opts: HostIptablesOptions): Prom
   const log = opts.logger.child('iptables');
   let runner: IptablesRunner;
   let decision: FlavorDecision;
-  let kernel: FakeIptables | null = null;
+  let kernel: SimulatedIptables | null = null;
   let sysctl = procSysctl();
   if (opts.dryRun) {
-    kernel = new FakeIptables({ family, flavor: opts.flavor === 'legacy' ? 'legacy' : 'nft', callLog: DRY_RUN_LIMITS });
+    kernel = new SimulatedIptables({ family, flavor: opts.flavor === 'legacy' ? 'legacy' : 'nft', callLog: DRY_RUN_LIMITS });
     runner = kernel;
     decision = { flavor: kernel.flavor, reason: '--dry-run: simulated kernel' };
     const seeded: Record<string, string> = {};
@@ -64,7 +64,7 @@ export async function createHostIptablesBackend(opts: HostIptablesOptions): Prom
         seeded[name] = '0';
       }
     }
-    sysctl = new FakeSysctl(seeded);
+    sysctl = new SimulatedSysctl(seeded);
   } else {
     decision = await resolveIptablesFlavor(opts.flavor, { exec });
     runner = await createIptablesRunner({ family, flavor: decision.flavor, exec });

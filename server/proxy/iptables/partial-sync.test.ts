@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { FakeIptables } from '../../kernel/iptables-fake.ts';
+import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
 import { parseIptablesScript } from '../../kernel/iptables-save-parser.ts';
 import type { EndpointSlice, Service } from '../kube-objects.ts';
 import type { ProxyState } from '../proxy-state.ts';
@@ -18,7 +18,7 @@ const NODEPORTS_TAIL = 'kubernetes service nodeports; NOTE: this must be the las
 const config = testConfig({ clusterCIDRs: ['10.244.0.0/16'] });
 
 /** kernelShape is the kernel's kproxy chains: shared chains as sorted rule lists, the others in order. */
-function kernelShape(k: FakeIptables): Record<string, string[]> {
+function kernelShape(k: SimulatedIptables): Record<string, string[]> {
   const out: Record<string, string[]> = {};
   for (const [tn, t] of k.dump().tables) {
     for (const [cn, c] of t.chains) {

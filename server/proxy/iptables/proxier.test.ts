@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { FakeIptables } from '../../kernel/iptables-fake.ts';
+import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
 import { parseIptablesScript } from '../../kernel/iptables-save-parser.ts';
 import { MemoryLog } from '../../log.ts';
 import type { Endpoint } from '../endpoint.ts';
@@ -98,7 +98,7 @@ describe('iptables proxier: full and partial syncs', () => {
   });
 
   it('deletes stale service chains left by an earlier run (take-over) and keeps foreign chains', async () => {
-    const kernel = new FakeIptables();
+    const kernel = new SimulatedIptables();
     await kernel.restore(
       [
         '*nat',
@@ -230,7 +230,7 @@ describe('iptables proxier: untrusted values', () => {
     expect(r.error).toBeUndefined();
     expect(r.batch).not.toContain('evil');
     expect(h.kernel.rules('nat', 'KUBE-SERVICES').filter((s) => s.includes('cluster IP'))).toHaveLength(2);
-    expect(h.backend.metrics.skippedServicePorts.get(hostile.id)).toMatch(/not a valid "namespace\/name:port"/);
+    expect(r.skippedServicePorts?.get(hostile.id)).toMatch(/not a valid "namespace\/name:port"/);
     expect(log.lines('warn').join('\n')).toMatch(/service port skipped/);
     expect(h.kernel.rules('filter', 'INPUT').join('\n')).not.toContain('-j ACCEPT');
   });
@@ -241,10 +241,10 @@ describe('iptables proxier: untrusted values', () => {
     const sp = { ...base, id: 'ns1/c:http/TCP', name: 'ns1/c:http', service: 'ns1/c', clusterIP: '10.96.0.3' };
     let r = await h.backend.sync({ state: checkoutWith(sp, [badEp]), forceFull: true });
     expect(r.error).toBeUndefined();
-    expect(h.backend.metrics.skippedServicePorts.get(sp.id)).toMatch(/endpoint IP/);
+    expect(r.skippedServicePorts?.get(sp.id)).toMatch(/endpoint IP/);
     r = await h.backend.sync({ state: checkoutWith({ ...sp, externalIPs: ['1.2.3.4/32'] }, []), forceFull: true });
     expect(r.error).toBeUndefined();
-    expect(h.backend.metrics.skippedServicePorts.get(sp.id)).toMatch(/external IP/);
+    expect(r.skippedServicePorts?.get(sp.id)).toMatch(/external IP/);
   });
 });
 
@@ -361,7 +361,7 @@ describe('iptables proxier: big nat rewrites in several commits (nft)', () => {
   });
 
   it('does not split for legacy iptables, which rewrites the whole table at every commit', async () => {
-    const h = harness({ kernel: new FakeIptables({ flavor: 'legacy' }) });
+    const h = harness({ kernel: new SimulatedIptables({ flavor: 'legacy' }) });
     const r = await h.backend.sync({ state: many(300).checkout(), forceFull: true });
     expect(parseIptablesScript(r.batch!).tables.filter((t) => t.name === 'nat')).toHaveLength(1);
   });

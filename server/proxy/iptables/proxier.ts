@@ -88,8 +88,6 @@ export interface IptablesMetrics {
   rulesLastSync: Record<string, number>;
   noLocalEndpointsInternal: number;
   noLocalEndpointsExternal: number;
-  /** skippedServicePorts: service ports whose rules could not be built, with why. */
-  skippedServicePorts: Map<string, string>;
 }
 
 /** IptablesBackend is the iptables Backend plus what the daemon and dashboard read from it. */
@@ -187,7 +185,6 @@ class IptablesProxier implements IptablesBackend {
     rulesLastSync: {},
     noLocalEndpointsInternal: 0,
     noLocalEndpointsExternal: 0,
-    skippedServicePorts: new Map(),
   };
   readonly #o: IptablesBackendOptions;
   readonly #log: Logger;
@@ -202,6 +199,8 @@ class IptablesProxier implements IptablesBackend {
   #contextKey = '';
   /** #cache: the last successful sync's rules per service port id. */
   #cache = new Map<string, CacheEntry>();
+  /** #skipped: service ports whose objects could not be built, with why (reported in each sync result). */
+  readonly #skipped = new Map<string, string>();
   #idsInMapOrder: string[] = [];
   #sortedIds: string[] = [];
   #lastApplied: string | null = null;
@@ -356,6 +355,7 @@ class IptablesProxier implements IptablesBackend {
         bytesWritten: Buffer.byteLength(built.text),
         servicesWritten: built.servicesWritten,
         rulesByTable: built.rulesByTable,
+        skippedServicePorts: new Map(this.#skipped),
         // Nothing sent, nothing to show: the last input stays the one the kernel last took.
         ...(built.text !== '' ? { batch: built.text } : {}),
       };
@@ -468,14 +468,14 @@ class IptablesProxier implements IptablesBackend {
         natDiff.change(prev?.rules?.jumpsText ?? '', r?.jumpsText ?? '');
       }
       if (r === null) {
-        if (this.metrics.skippedServicePorts.get(id) !== entry.error) {
+        if (this.#skipped.get(id) !== entry.error) {
           this.#log.warn('service port skipped: its rules cannot be written safely', { servicePort: id, err: entry.error });
         }
-        this.metrics.skippedServicePorts.set(id, entry.error!);
+        this.#skipped.set(id, entry.error!);
         if (prev?.rules) for (const c of prev.rules.chains) stale.add(c);
         continue;
       }
-      this.metrics.skippedServicePorts.delete(id);
+      this.#skipped.delete(id);
       if (full) {
         filterShared.writeText(r.filterText, r.filterLines);
         natShared.writeText(r.jumpsText, r.jumpsLines);
@@ -516,7 +516,7 @@ class IptablesProxier implements IptablesBackend {
       for (const e of cache.values()) if (e.rules) for (const c of e.rules.chains) active.add(c);
       for (const c of existingNat) if (isServiceChainName(c) && !active.has(c)) stale.add(c);
     }
-    for (const id of this.metrics.skippedServicePorts.keys()) if (!state.services.has(id)) this.metrics.skippedServicePorts.delete(id);
+    for (const id of this.#skipped.keys()) if (!state.services.has(id)) this.#skipped.delete(id);
     if (block.chains.lines > 0) blocks.push(block);
 
     const filter = full ? this.#fullFilter(fixed, filterShared, prepared) : this.#partialShared('filter', filterDiff, cache, fixed);

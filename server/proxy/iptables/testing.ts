@@ -1,9 +1,9 @@
 import { testConfig } from '../../config/testing.ts';
 import { FakeClock } from '../../clock-fake.ts';
 import type { ProxyConfig } from '../../config/types.ts';
-import { FakeIptables } from '../../kernel/iptables-fake.ts';
+import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
 import { FakeNetInterfaces } from '../../kernel/netif-fake.ts';
-import { FakeSysctl } from '../../kernel/sysctl-fake.ts';
+import { SimulatedSysctl } from '../../kernel/sysctl-simulated.ts';
 import { silentLogger, type Logger } from '../../log.ts';
 import { parseManifest } from '../../sources/file/manifest.ts';
 import type { EndpointSlice, Node, Service } from '../kube-objects.ts';
@@ -13,7 +13,7 @@ import { createIptablesBackend, SYSCTL_ROUTE_LOCALNET, SYSCTL_TCP_BE_LIBERAL, ty
 /**
  * Test helpers for the iptables backend: a complete ProxyConfig with
  * kube-proxy's defaults, manifests turned into a ProxyState, and a backend
- * wired to the fake kernel.
+ * wired to the simulated kernel.
  */
 
 export { testConfig };
@@ -39,16 +39,16 @@ export function objectsFromYaml(file: string, text: string): (Service | Endpoint
 
 export interface Harness {
   backend: IptablesBackend;
-  kernel: FakeIptables;
-  sysctl: FakeSysctl;
+  kernel: SimulatedIptables;
+  sysctl: SimulatedSysctl;
   netif: FakeNetInterfaces;
   clock: FakeClock;
 }
 
-/** harness builds an iptables backend over the fake kernel. */
-export function harness(opts: { config?: ProxyConfig; nodeName?: string; kernel?: FakeIptables; logger?: Logger; nfacct?: boolean; rulesPerCommit?: number; inPlaceEdits?: boolean } = {}): Harness {
-  const kernel = opts.kernel ?? new FakeIptables();
-  const sysctl = new FakeSysctl({ [SYSCTL_ROUTE_LOCALNET]: '0', [SYSCTL_TCP_BE_LIBERAL]: '0' });
+/** harness builds an iptables backend over the simulated kernel. */
+export function harness(opts: { config?: ProxyConfig; nodeName?: string; kernel?: SimulatedIptables; logger?: Logger; nfacct?: boolean; rulesPerCommit?: number; inPlaceEdits?: boolean } = {}): Harness {
+  const kernel = opts.kernel ?? new SimulatedIptables();
+  const sysctl = new SimulatedSysctl({ [SYSCTL_ROUTE_LOCALNET]: '0', [SYSCTL_TCP_BE_LIBERAL]: '0' });
   const netif = new FakeNetInterfaces();
   const clock = new FakeClock();
   const backend = createIptablesBackend({

@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseIptablesScript } from '../../kernel/iptables-save-parser.ts';
-import { FakeIptables } from '../../kernel/iptables-fake.ts';
+import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
 import { ep, makeService, makeSlice } from '../testing.ts';
 import { runGoldenCase } from './golden.ts';
 import { harness, stateFromObjects, testConfig } from './testing.ts';
@@ -58,7 +58,7 @@ describe('same rules as kube-proxy for the same input', () => {
   }
 
   it('TestSyncProxyRulesRepeated: partial syncs write only changed chains and delete stale ones', async () => {
-    const kernel = new FakeIptables({ hasRandomFully: false });
+    const kernel = new SimulatedIptables({ hasRandomFully: false });
     const h = harness({ config: testConfig({ clusterCIDRs: ['10.0.0.0/8'] }), nodeName: 'test-node', kernel });
     await h.backend.init!();
     const tcp = (name: string, port: number) => [{ name, port, protocol: 'TCP' }];

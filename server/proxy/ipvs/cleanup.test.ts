@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { CommandNotFoundError, IpsetError } from '../../errors.ts';
-import { FakeIpset } from '../../kernel/ipset-fake.ts';
-import { FakeIpvs } from '../../kernel/ipvs-fake.ts';
-import { FakeNetlink } from '../../kernel/netlink-fake.ts';
+import { SimulatedIpset } from '../../kernel/ipset-simulated.ts';
+import { SimulatedIpvs } from '../../kernel/ipvs-simulated.ts';
+import { SimulatedNetlink } from '../../kernel/netlink-simulated.ts';
 import { MemoryLog, silentLogger } from '../../log.ts';
 import { parseCIDR } from '../../net/ip.ts';
 import { cleanupIptables } from '../iptables/cleanup.ts';
@@ -52,9 +52,9 @@ describe('IPVS cleanup', () => {
 
   it('skips virtual servers with a note when the kernel has no IPVS, and still removes sets and the link', async () => {
     const log = new MemoryLog();
-    const ipset = new FakeIpset();
+    const ipset = new SimulatedIpset();
     await ipset.restore('create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536\n');
-    const netlink = new FakeNetlink();
+    const netlink = new SimulatedNetlink();
     await netlink.batch('link add kube-ipvs0 type dummy\n');
     const r = await cleanupIpvs({ ipvs: null, ipset, netlink, logger: log.logger, ipvsSkipReason: 'ip_vs missing' });
     expect(r).toEqual({ removed: { ipsets: 1, links: 1 }, errors: [] });
@@ -63,7 +63,7 @@ describe('IPVS cleanup', () => {
 
   it('treats a missing ipset program as nothing to remove', async () => {
     const ipset = { save: async () => Promise.reject(new IpsetError('ipset save could not run', { cause: new CommandNotFoundError('ipset is not installed') })), restore: async () => {} };
-    const r = await cleanupIpvs({ ipvs: new FakeIpvs(), ipset, netlink: new FakeNetlink(), logger: silentLogger });
+    const r = await cleanupIpvs({ ipvs: new SimulatedIpvs(), ipset, netlink: new SimulatedNetlink(), logger: silentLogger });
     expect(r).toEqual({ removed: {}, errors: [] });
   });
 });

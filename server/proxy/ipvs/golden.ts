@@ -24,7 +24,7 @@ export interface GoldenRun {
   kernel: string;
 }
 
-/** runGoldenCase programs a case's manifests with one full sync over the fake kernel. */
+/** runGoldenCase programs a case's manifests with one full sync over the simulated kernel. */
 export async function runGoldenCase(inputPath: string): Promise<GoldenRun> {
   const text = readFileSync(inputPath, 'utf8');
   let opts: GoldenOptions = {};

@@ -4,17 +4,17 @@ import type { ProxyConfig } from '../../config/types.ts';
 import { errorMessage, KernelModuleMissingError } from '../../errors.ts';
 import { execFile, type ExecFn } from '../../kernel/exec.ts';
 import { createIpsetRunner, type IpsetRunner } from '../../kernel/ipset.ts';
-import { FakeIpset } from '../../kernel/ipset-fake.ts';
+import { SimulatedIpset } from '../../kernel/ipset-simulated.ts';
 import { IpvsBatch } from '../../kernel/ipvs-batch.ts';
 import { checkIpvsSupport, createIpvsRunner, IpvsRestoreError, moduleHint, type IpvsRunner } from '../../kernel/ipvs.ts';
-import { FakeIpvs } from '../../kernel/ipvs-fake.ts';
+import { SimulatedIpvs } from '../../kernel/ipvs-simulated.ts';
 import { createIptablesRunner, type IptablesRunner } from '../../kernel/iptables.ts';
-import { FakeIptables } from '../../kernel/iptables-fake.ts';
+import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
 import { formatIptablesSave } from '../../kernel/iptables-save-parser.ts';
 import { resolveIptablesFlavor, type FlavorChoice, type FlavorDecision } from '../../kernel/iptables-flavor.ts';
 import { createNetlink, NetlinkBatch, type Netlink } from '../../kernel/netlink.ts';
-import { FakeNetlink } from '../../kernel/netlink-fake.ts';
-import { FakeSysctl } from '../../kernel/sysctl-fake.ts';
+import { SimulatedNetlink } from '../../kernel/netlink-simulated.ts';
+import { SimulatedSysctl } from '../../kernel/sysctl-simulated.ts';
 import { procSysctl, type Sysctl } from '../../kernel/sysctl.ts';
 import type { Logger } from '../../log.ts';
 import type { CleanupResult } from '../backend.ts';
@@ -40,10 +40,10 @@ export interface HostIpvsOptions {
 
 /** DryRunIpvsKernel is the simulated kernel of --dry-run: what would be programmed. */
 export interface DryRunIpvsKernel {
-  readonly ipvs: FakeIpvs;
-  readonly ipset: FakeIpset;
-  readonly netlink: FakeNetlink;
-  readonly iptables: FakeIptables;
+  readonly ipvs: SimulatedIpvs;
+  readonly ipset: SimulatedIpset;
+  readonly netlink: SimulatedNetlink;
+  readonly iptables: SimulatedIptables;
   describe(): Promise<string>;
 }
 
@@ -168,8 +168,8 @@ async function probeScheduler(ipvs: IpvsRunner, scheduler: string, log: Logger):
 }
 
 async function dryRunKernel(opts: HostIpvsOptions, exec: ExecFn, log: Logger): Promise<DryRunIpvsKernel> {
-  const iptables = new FakeIptables({ family: opts.family ?? 'IPv4', flavor: opts.flavor === 'legacy' ? 'legacy' : 'nft', callLog: DRY_RUN_LIMITS });
-  const ipvs = new FakeIpvs();
+  const iptables = new SimulatedIptables({ family: opts.family ?? 'IPv4', flavor: opts.flavor === 'legacy' ? 'legacy' : 'nft', callLog: DRY_RUN_LIMITS });
+  const ipvs = new SimulatedIpvs();
   ipvs.callLogLimits = DRY_RUN_LIMITS;
   let links: Record<string, string[]> | undefined;
   try {
@@ -181,11 +181,11 @@ async function dryRunKernel(opts: HostIpvsOptions, exec: ExecFn, log: Logger): P
     // Without the host's addresses the dry run shows a simulated eth0 10.0.0.10 instead.
     log.debug('dry run: cannot read host addresses, simulating eth0', { err: errorMessage(err) });
   }
-  const netlink = new FakeNetlink(links);
+  const netlink = new SimulatedNetlink(links);
   netlink.callLogLimits = DRY_RUN_LIMITS;
   const matchSet = /--match-set (\S+)/;
-  // A set an iptables rule matches cannot be destroyed: the fake kernel checks the fake iptables.
-  const ipset = new FakeIpset({
+  // A set an iptables rule matches cannot be destroyed: the simulated kernel checks the simulated iptables.
+  const ipset = new SimulatedIpset({
     references: (name) => {
       let n = 0;
       for (const t of iptables.dump().tables.values()) for (const c of t.chains.values()) for (const r of c.rules) if (matchSet.exec(r.spec)?.[1] === name) n++;
@@ -216,7 +216,7 @@ async function dryRunKernel(opts: HostIpvsOptions, exec: ExecFn, log: Logger): P
 }
 
 /** seededSysctl is an in-memory /proc/sys for --dry-run: IPVS settings start at the kernel defaults (0). */
-async function seededSysctl(strictARP: boolean, log: Logger): Promise<FakeSysctl> {
+async function seededSysctl(strictARP: boolean, log: Logger): Promise<SimulatedSysctl> {
   const host = procSysctl();
   const values: Record<string, string> = {};
   for (const s of ipvsSysctls(strictARP, '5.10.0')) {
@@ -228,7 +228,7 @@ async function seededSysctl(strictARP: boolean, log: Logger): Promise<FakeSysctl
       values[s.name] = '0';
     }
   }
-  return new FakeSysctl(values);
+  return new SimulatedSysctl(values);
 }
 
 /**

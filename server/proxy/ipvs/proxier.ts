@@ -60,7 +60,6 @@ export interface IpvsMetrics {
   virtualServers: number;
   realServers: number;
   ipsetEntries: number;
-  skippedServicePorts: Map<string, string>;
 }
 
 /** IpvsRunners are the kernel runners a backend programs through (the dashboard reads through them too). */
@@ -139,7 +138,6 @@ class IpvsProxier implements IpvsBackend {
     virtualServers: 0,
     realServers: 0,
     ipsetEntries: 0,
-    skippedServicePorts: new Map(),
   };
   readonly #o: IpvsBackendOptions;
   readonly #log: Logger;
@@ -149,6 +147,8 @@ class IpvsProxier implements IpvsBackend {
   #needFull = true;
   #contextKey = '';
   #cache = new Map<string, CacheEntry>();
+  /** #skipped: service ports whose objects could not be built, with why (reported in each sync result). */
+  readonly #skipped = new Map<string, string>();
   #lastIptables = '';
   #lastApplied: string | null = null;
   #planned: IpvsPlanned | null = null;
@@ -353,6 +353,7 @@ class IpvsProxier implements IpvsBackend {
         bytesWritten: Buffer.byteLength(batch),
         servicesWritten: full ? new Set([...built.cache.values()].map((e) => e.sp.service)).size : state.changedServices.size,
         rulesByTable: counts,
+        skippedServicePorts: new Map(this.#skipped),
         batch,
       };
     } catch (err) {
@@ -443,11 +444,11 @@ class IpvsProxier implements IpvsBackend {
       }
       cache.set(id, entry);
       if (entry.error !== null) {
-        if (this.metrics.skippedServicePorts.get(id) !== entry.error) this.#log.warn('service port skipped: its objects cannot be programmed safely', { servicePort: id, err: entry.error });
-        this.metrics.skippedServicePorts.set(id, entry.error);
+        if (this.#skipped.get(id) !== entry.error) this.#log.warn('service port skipped: its objects cannot be programmed safely', { servicePort: id, err: entry.error });
+        this.#skipped.set(id, entry.error);
         continue;
       }
-      this.metrics.skippedServicePorts.delete(id);
+      this.#skipped.delete(id);
       const o = entry.objects!;
       for (const v of o.virtualServers) {
         const first = owner.get(v.key);
@@ -463,7 +464,7 @@ class IpvsProxier implements IpvsBackend {
       for (const b of o.binds) binds.add(b);
       outFilter.push(...o.outFilter);
     }
-    for (const id of this.metrics.skippedServicePorts.keys()) if (!state.services.has(id)) this.metrics.skippedServicePorts.delete(id);
+    for (const id of this.#skipped.keys()) if (!state.services.has(id)) this.#skipped.delete(id);
     sets.set('ipvsIPs', new Set(binds));
     const wanted: Wanted = { virtualServers, sets, binds };
     return { cache, wanted, outFilter };

@@ -1,11 +1,11 @@
 import { FakeClock } from '../../clock-fake.ts';
 import type { ProxyConfig } from '../../config/types.ts';
-import { FakeIpset } from '../../kernel/ipset-fake.ts';
-import { FakeIpvs } from '../../kernel/ipvs-fake.ts';
-import { FakeIptables } from '../../kernel/iptables-fake.ts';
+import { SimulatedIpset } from '../../kernel/ipset-simulated.ts';
+import { SimulatedIpvs } from '../../kernel/ipvs-simulated.ts';
+import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
 import { formatIptablesSave } from '../../kernel/iptables-save-parser.ts';
-import { FakeNetlink } from '../../kernel/netlink-fake.ts';
-import { FakeSysctl } from '../../kernel/sysctl-fake.ts';
+import { SimulatedNetlink } from '../../kernel/netlink-simulated.ts';
+import { SimulatedSysctl } from '../../kernel/sysctl-simulated.ts';
 import { silentLogger, type Logger } from '../../log.ts';
 import type { EndpointSlice, Node, Service } from '../kube-objects.ts';
 import { testConfig as iptablesTestConfig } from '../iptables/testing.ts';
@@ -26,15 +26,15 @@ export function ipvsConfig(over: DeepPartial<ProxyConfig> = {}): ProxyConfig {
 
 export interface IpvsHarness {
   backend: IpvsBackend;
-  ipvs: FakeIpvs;
-  ipset: FakeIpset;
-  netlink: FakeNetlink;
-  iptables: FakeIptables;
-  sysctl: FakeSysctl;
+  ipvs: SimulatedIpvs;
+  ipset: SimulatedIpset;
+  netlink: SimulatedNetlink;
+  iptables: SimulatedIptables;
+  sysctl: SimulatedSysctl;
   clock: FakeClock;
   /** sync runs one sync of the state's pending changes and throws its error. */
   sync(state: ProxyState, forceFull?: boolean): Promise<import('../backend.ts').BackendSyncResult>;
-  /** kernel prints what the fake kernel holds: IPVS, sets, kube-ipvs0 and the nat and filter tables. */
+  /** kernel prints what the simulated kernel holds: IPVS, sets, kube-ipvs0 and the nat and filter tables. */
   kernel(): string;
 }
 
@@ -51,14 +51,14 @@ export interface HarnessOptions {
 export function ipvsHarness(opts: HarnessOptions = {}): IpvsHarness {
   const config = opts.config ?? ipvsConfig();
   const clock = new FakeClock();
-  const ipvs = new FakeIpvs();
-  const iptables = new FakeIptables();
-  const ipset = new FakeIpset({
+  const ipvs = new SimulatedIpvs();
+  const iptables = new SimulatedIptables();
+  const ipset = new SimulatedIpset({
     references: (name) => (formatIptablesSave(iptables.dump(), { tables: ['nat', 'filter'] }).match(new RegExp(`--match-set ${name} `, 'g')) ?? []).length,
   });
-  const netlink = new FakeNetlink(opts.links);
+  const netlink = new SimulatedNetlink(opts.links);
   // Kernel defaults: everything 0 but conn_reuse_mode, which starts at 1.
-  const sysctl = new FakeSysctl(Object.fromEntries(ipvsSysctls(true, '5.4.0').map((s) => [s.name, s.name.endsWith('conn_reuse_mode') ? '1' : '0'])));
+  const sysctl = new SimulatedSysctl(Object.fromEntries(ipvsSysctls(true, '5.4.0').map((s) => [s.name, s.name.endsWith('conn_reuse_mode') ? '1' : '0'])));
   const logger = opts.logger ?? silentLogger;
   const backend = createIpvsBackend({
     config,

@@ -153,7 +153,7 @@ describe('kube-proxy metrics on /metrics', () => {
 
   it('declares every iptables-mode family with kube-proxy names, types, help and labels', async () => {
     const { sync, scrape, metrics } = setup('iptables');
-    metrics.syncLoopStarted();
+    metrics.observer.onStart!(T0);
     sync(record({ full: true, rulesByTable: { filter: 4, nat: 20 } }));
     sync(record({ full: false, ok: false, error: { code: RestoreFailedError.code, message: 'x' } }));
     metrics.probeServed('healthz', 200);
@@ -286,7 +286,7 @@ describe('kube-proxy metrics on /metrics', () => {
     const { sync, scrape, metrics } = setup('iptables', state);
     metrics.observer.onQueued!(T0 - 5_000);
     expect((await scrape()).families.has('kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds')).toBe(false);
-    metrics.syncLoopStarted();
+    metrics.observer.onStart!(T0);
     state.ready = true;
     metrics.observer.onQueued!(T0 + 1_500);
     sync(record({ startedAt: T0 + 2_000, durationMs: 250 }));

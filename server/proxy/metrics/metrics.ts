@@ -64,6 +64,8 @@ export class ProxyMetrics {
 
   /** observer feeds the metrics from the sync loop. */
   readonly observer: SyncObserver = {
+    // kube-proxy's SyncLoop stamps the last-queued time when it starts, while the informers sync.
+    onStart: (at) => this.kubeProxy.syncQueued(this.#o.state.family, at),
     onQueued: (at) => {
       // kube-proxy only queues (and stamps) changes once its informers have synced.
       if (this.#o.state.ready) this.kubeProxy.syncQueued(this.#o.state.family, at);
@@ -74,11 +76,6 @@ export class ProxyMetrics {
       this.kproxy.syncDone(record);
     },
   };
-
-  /** syncLoopStarted stamps the last-queued time as kube-proxy's SyncLoop does while the informers sync. */
-  syncLoopStarted(): void {
-    this.kubeProxy.syncQueued(this.#o.state.family, this.#o.clock.now());
-  }
 
   /** probeServed counts a /healthz or /livez answer by code. */
   probeServed(probe: 'healthz' | 'livez', code: number): void {

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { FakeIpvs } from './ipvs-fake.ts';
+import { SimulatedIpvs } from './ipvs-simulated.ts';
 import { IpvsRestoreError } from './ipvs.ts';
 
-describe('FakeIpvs', () => {
+describe('SimulatedIpvs', () => {
   it('applies an ipvsadm -R batch and lists it like ipvsadm -Sn', async () => {
-    const k = new FakeIpvs();
+    const k = new SimulatedIpvs();
     await k.restore('-A -t 10.96.0.1:443 -s rr -p 10800\n-a -t 10.96.0.1:443 -r 10.0.0.11:6443 -m -w 1\n-a -t 10.96.0.1:443 -r 10.0.0.10:6443 -m -w 1\n-A -u 10.96.0.10:53 -s rr\n');
     expect(k.saveText()).toBe(
       '-A -t 10.96.0.1:443 -s rr -p 10800\n-a -t 10.96.0.1:443 -r 10.0.0.10:6443 -m -w 1\n-a -t 10.96.0.1:443 -r 10.0.0.11:6443 -m -w 1\n-A -u 10.96.0.10:53 -s rr\n',
@@ -14,7 +14,7 @@ describe('FakeIpvs', () => {
   });
 
   it('reports what the kernel refuses and goes on with the next line, as ipvsadm -R does', async () => {
-    const k = new FakeIpvs();
+    const k = new SimulatedIpvs();
     await k.restore('-A -t 10.0.0.1:80 -s rr\n');
     const err = await k
       .restore('-A -t 10.0.0.1:80 -s rr\n-a -t 10.0.0.9:80 -r 10.1.1.1:80 -m\n-d -t 10.0.0.1:80 -r 10.1.1.1:80\n-A -t 10.0.0.2:80 -s nosuch\n-A -t 10.0.0.3:80 -s lc\n')
@@ -26,7 +26,7 @@ describe('FakeIpvs', () => {
   });
 
   it('stops at a bad value, keeping the lines before it (ipvsadm exits 2)', async () => {
-    const k = new FakeIpvs();
+    const k = new SimulatedIpvs();
     const err = await k.restore('-A -t 10.0.0.1:80 -s rr\n-A -t 10.0.0.300:80 -s rr\n-A -t 10.0.0.3:80 -s rr\n').catch((e) => e);
     expect(err.syntax).toBe(true);
     expect(err.messages).toEqual(['illegal virtual server address[:port] specified']);
@@ -34,7 +34,7 @@ describe('FakeIpvs', () => {
   });
 
   it('skips a line with an unknown option and goes on, as popt makes ipvsadm do', async () => {
-    const k = new FakeIpvs();
+    const k = new SimulatedIpvs();
     const err = await k.restore('-A -t 10.0.0.1:80 -s rr\n-A -t 10.0.0.2:80 --frobnicate\n-A -t 10.0.0.3:80 -s rr\n').catch((e) => e);
     expect(err.syntax).toBe(false);
     expect(err.messages).toEqual(['--frobnicate: unknown option']);
@@ -42,14 +42,14 @@ describe('FakeIpvs', () => {
   });
 
   it('edits weights and schedulers in place and deletes what was asked', async () => {
-    const k = new FakeIpvs();
+    const k = new SimulatedIpvs();
     await k.restore('-A -t 10.0.0.1:80 -s rr\n-a -t 10.0.0.1:80 -r 10.1.1.1:80 -m -w 1\n-a -t 10.0.0.1:80 -r 10.1.1.2:80 -m -w 1\n');
     await k.restore('-e -t 10.0.0.1:80 -r 10.1.1.1:80 -m -w 0\n-E -t 10.0.0.1:80 -s wrr -p 60\n-d -t 10.0.0.1:80 -r 10.1.1.2:80\n');
     expect(k.saveText()).toBe('-A -t 10.0.0.1:80 -s wrr -p 60\n-a -t 10.0.0.1:80 -r 10.1.1.1:80 -m -w 0\n');
   });
 
   it('lists connection counts and traffic counters set by a test', async () => {
-    const k = new FakeIpvs();
+    const k = new SimulatedIpvs();
     await k.restore('-A -t 10.0.0.1:80 -s rr\n-a -t 10.0.0.1:80 -r 10.1.1.1:80 -m -w 1\n');
     k.setConnections('10.0.0.1:80/TCP', '10.1.1.1:80', 2, 7);
     k.addTraffic('10.0.0.1:80/TCP', '10.1.1.1:80', { conns: 9, inPackets: 90, outPackets: 80, inBytes: 9000, outBytes: 8000 });
@@ -62,7 +62,7 @@ describe('FakeIpvs', () => {
   });
 
   it('keeps timeouts set with --set, 0 leaving one as it is', async () => {
-    const k = new FakeIpvs();
+    const k = new SimulatedIpvs();
     await k.restore('--set 600 0 120\n');
     expect(k.timeouts).toEqual({ tcp: 600, tcpFin: 120, udp: 120 });
   });

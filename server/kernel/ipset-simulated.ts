@@ -1,25 +1,25 @@
 import { recordCall, UNBOUNDED, type CallLogLimits } from './call-log.ts';
 import { canonicalEntry, IPSET_TYPES, IpsetRestoreError, createArgs, type IpsetRunner, type IpsetSet, type IpsetSpec, type IpsetType } from './ipset.ts';
 
-export interface FakeIpsetOptions {
+export interface SimulatedIpsetOptions {
   /** references counts kernel references to a set (iptables rules matching it); a referenced set cannot be destroyed. */
   references?: (name: string) => number;
 }
 
 /**
- * FakeIpset is an in-memory set table behind the IpsetRunner interface. Its
+ * SimulatedIpset is an in-memory set table behind the IpsetRunner interface. Its
  * restore() takes `ipset restore` input with ipset's answers: the first
  * refused line stops the batch and is named ("Error in line N"), lines before
  * it stay applied. Entries are kept in the canonical form `ipset save` prints.
  */
-export class FakeIpset implements IpsetRunner {
+export class SimulatedIpset implements IpsetRunner {
   readonly #sets = new Map<string, { spec: IpsetSpec; entries: Set<string> }>();
   readonly #references: (name: string) => number;
   readonly calls: { op: 'save' | 'restore'; input?: string }[] = [];
   /** callLogLimits bound the call history (default: all; --dry-run daemons keep little). */
   callLogLimits: CallLogLimits = UNBOUNDED;
 
-  constructor(opts: FakeIpsetOptions = {}) {
+  constructor(opts: SimulatedIpsetOptions = {}) {
     this.#references = opts.references ?? (() => 0);
   }
 

@@ -55,7 +55,7 @@ function newTable(name: string): Table {
   return { name, chains, refs: new Map() };
 }
 
-export interface FakeIptablesOptions {
+export interface SimulatedIptablesOptions {
   family?: IPFamily;
   flavor?: IptablesFlavor;
   hasRandomFully?: boolean;
@@ -63,15 +63,15 @@ export interface FakeIptablesOptions {
   callLog?: CallLogLimits;
 }
 
-/** FakeCall records one simulated process run, as the real runner would have spawned it. */
-export interface FakeCall {
+/** SimulatedCall records one simulated process run, as the real runner would have spawned it. */
+export interface SimulatedCall {
   readonly program: 'iptables' | 'iptables-save' | 'iptables-restore';
   readonly args: readonly string[];
   readonly input?: string;
 }
 
 /**
- * FakeIptables is an in-memory kernel behind the IptablesRunner interface. It
+ * SimulatedIptables is an in-memory kernel behind the IptablesRunner interface. It
  * parses restore input with the shared parser and applies it like the kernel:
  * each table commits atomically at COMMIT (earlier tables stay committed when a
  * later one fails), --noflush keeps undeclared chains, a declared chain is
@@ -79,18 +79,18 @@ export interface FakeCall {
  * existing chain unless it names a target extension. save() serves
  * iptables-save text with counters, which is what --dry-run shows.
  */
-export class FakeIptables implements IptablesRunner {
+export class SimulatedIptables implements IptablesRunner {
   readonly family: IPFamily;
   readonly flavor: IptablesFlavor;
   readonly hasRandomFully: boolean;
   readonly #tables = new Map<string, Table>();
   /** calls lists the simulated process runs, oldest first (bounded by the callLog option). */
-  readonly calls: FakeCall[] = [];
+  readonly calls: SimulatedCall[] = [];
   readonly #callLog: CallLogLimits;
   /** restoreHook, when set, may return an error text to make the next restore fail before it applies. */
   restoreHook: ((input: string) => string | null) | null = null;
 
-  constructor(opts: FakeIptablesOptions = {}) {
+  constructor(opts: SimulatedIptablesOptions = {}) {
     this.family = opts.family ?? 'IPv4';
     this.flavor = opts.flavor ?? 'nft';
     this.hasRandomFully = opts.hasRandomFully ?? true;
@@ -98,7 +98,7 @@ export class FakeIptables implements IptablesRunner {
   }
 
   /** callsOf counts the recorded runs of one program. */
-  callsOf(program: FakeCall['program']): FakeCall[] {
+  callsOf(program: SimulatedCall['program']): SimulatedCall[] {
     return this.calls.filter((c) => c.program === program);
   }
 

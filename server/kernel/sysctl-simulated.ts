@@ -1,8 +1,8 @@
 import { SysctlError } from '../errors.ts';
 import { checkSysctlName, type Sysctl } from './sysctl.ts';
 
-/** FakeSysctl is an in-memory /proc/sys; unknown names fail to read, like a missing file. */
-export class FakeSysctl implements Sysctl {
+/** SimulatedSysctl is an in-memory /proc/sys; unknown names fail to read, like a missing file. */
+export class SimulatedSysctl implements Sysctl {
   readonly values: Map<string, string>;
   readonly writes: { name: string; value: string }[] = [];
   /** #refused: names whose writes fail, with the errno the kernel would give. */

@@ -13,7 +13,7 @@ interface Entry {
   realCounters: Map<string, IpvsCounters>;
 }
 
-export interface FakeIpvsCall {
+export interface SimulatedIpvsCall {
   readonly op: 'save' | 'list' | 'stats' | 'restore';
   readonly input?: string;
 }
@@ -21,7 +21,7 @@ export interface FakeIpvsCall {
 const ZERO: IpvsCounters = { conns: 0, inPackets: 0, outPackets: 0, inBytes: 0, outBytes: 0 };
 
 /**
- * FakeIpvs is an in-memory IPVS table behind the IpvsRunner interface. Its
+ * SimulatedIpvs is an in-memory IPVS table behind the IpvsRunner interface. Its
  * restore() reads `ipvsadm -R` input line by line with ipvsadm's parser and the
  * kernel's answers: a bad value stops the batch (lines before it stay applied,
  * as ipvsadm exits 2), an unknown option skips its line, a refused line
@@ -30,12 +30,12 @@ const ZERO: IpvsCounters = { conns: 0, inPackets: 0, outPackets: 0, inBytes: 0, 
  * in ipvsadm's formats and parsed back, so the parsers are exercised too.
  * Tests set connection counts and traffic counters directly.
  */
-export class FakeIpvs implements IpvsRunner {
+export class SimulatedIpvs implements IpvsRunner {
   readonly #services = new Map<string, Entry>();
-  readonly calls: FakeIpvsCall[] = [];
+  readonly calls: SimulatedIpvsCall[] = [];
   /** callLogLimits bound the call history (default: all; --dry-run daemons keep little). */
   callLogLimits: CallLogLimits = UNBOUNDED;
-  /** schedulers: scheduler modules this fake kernel has; others are refused like a missing ip_vs_<name>. */
+  /** schedulers: scheduler modules this simulated kernel has; others are refused like a missing ip_vs_<name>. */
   schedulers = new Set(KERNEL_SCHEDULERS);
   timeouts = { tcp: 900, tcpFin: 120, udp: 300 };
   /** failNext: the next restore fails with this stderr line, applying nothing (tests). */

@@ -4,11 +4,11 @@ import type { InterfaceAddress } from './netif.ts';
 import { NetlinkBatchError, type LinkTable, type Netlink } from './netlink.ts';
 
 /**
- * FakeNetlink is an in-memory link table behind the Netlink interface. batch()
+ * SimulatedNetlink is an in-memory link table behind the Netlink interface. batch()
  * takes the `ip -batch` commands NetlinkBatch writes, with iproute2's answers,
  * and stops at the first refused line like ip does without -force.
  */
-export class FakeNetlink implements Netlink {
+export class SimulatedNetlink implements Netlink {
   readonly #links = new Map<string, { dummy: boolean; addrs: InterfaceAddress[] }>();
   readonly calls: { op: 'show' | 'batch'; input?: string }[] = [];
   /** callLogLimits bound the call history (default: all; --dry-run daemons keep little). */

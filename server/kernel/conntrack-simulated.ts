@@ -3,8 +3,8 @@ import { canonicalIP, type IPFamily } from '../net/ip.ts';
 import type { ConntrackRunner, ConntrackTuple, StreamOptions, StreamResult } from './conntrack.ts';
 import type { ExecResult } from './exec.ts';
 
-/** FakeFlow is one tracked flow of the fake table. */
-export interface FakeFlow {
+/** SimulatedFlow is one tracked flow of the fake table. */
+export interface SimulatedFlow {
   readonly family: IPFamily;
   readonly protocol: 'tcp' | 'udp' | 'sctp';
   readonly orig: ConntrackTuple;
@@ -22,7 +22,7 @@ export function natFlow(o: {
   port: number;
   endpoint: string;
   targetPort?: number;
-}): FakeFlow {
+}): SimulatedFlow {
   const family: IPFamily = o.client.includes(':') ? 'IPv6' : 'IPv4';
   return {
     family,
@@ -33,7 +33,7 @@ export function natFlow(o: {
 }
 
 /** plainFlow is an entry without NAT (the reply comes from the address the client sent to). */
-export function plainFlow(o: { protocol?: 'udp' | 'tcp' | 'sctp'; client: string; clientPort: number; dst: string; port: number }): FakeFlow {
+export function plainFlow(o: { protocol?: 'udp' | 'tcp' | 'sctp'; client: string; clientPort: number; dst: string; port: number }): SimulatedFlow {
   return natFlow({ ...o, vip: o.dst, endpoint: o.dst });
 }
 
@@ -56,14 +56,14 @@ const OPTIONS: Record<string, string> = {
 const PORT_OPTIONS = new Set(['origSport', 'origDport', 'replySport', 'replyDport']);
 
 /**
- * FakeConntrack is an in-memory conntrack table behind ConntrackRunner. It
+ * SimulatedConntrack is an in-memory conntrack table behind ConntrackRunner. It
  * takes the argument arrays the real runner is given and answers as
  * conntrack 1.4.7 does: the same line format, the summary on stderr, exit 1
  * when -D matched nothing, exit 2 for an option the command refuses (-C takes
  * no option at all) or a port option before -p; the family defaults to ipv4.
  */
-export class FakeConntrack implements ConntrackRunner {
-  #flows: FakeFlow[] = [];
+export class SimulatedConntrack implements ConntrackRunner {
+  #flows: SimulatedFlow[] = [];
   /** calls: every argument array, in order. */
   readonly calls: string[][] = [];
   /** missing: behave as if the binary were not installed. */
@@ -71,16 +71,16 @@ export class FakeConntrack implements ConntrackRunner {
   /** onCall runs before each command (tests advance a FakeClock here, or throw to fail it). */
   onCall: ((args: readonly string[]) => void) | null = null;
 
-  constructor(flows: FakeFlow[] = []) {
+  constructor(flows: SimulatedFlow[] = []) {
     this.#flows = [...flows];
   }
 
-  add(...flows: FakeFlow[]): void {
+  add(...flows: SimulatedFlow[]): void {
     this.#flows.push(...flows);
   }
 
   /** flows returns the table (a copy). */
-  flows(): FakeFlow[] {
+  flows(): SimulatedFlow[] {
     return [...this.#flows];
   }
 
@@ -129,7 +129,7 @@ export class FakeConntrack implements ConntrackRunner {
       print(String(this.#flows.length));
       return { code: 0, stderr: '' };
     }
-    const match = (f: FakeFlow) =>
+    const match = (f: SimulatedFlow) =>
       f.family === family &&
       (!opts.proto || opts.proto === f.protocol) &&
       ipIs(opts.origSrc, f.orig.src) &&
@@ -165,7 +165,7 @@ function portIs(want: string | undefined, have: number): boolean {
 const PROTO_NUMBERS = { tcp: 6, udp: 17, sctp: 132 };
 
 /** formatFlow prints a flow as conntrack -L does (with -o extended, family first). */
-export function formatFlow(f: FakeFlow, extended: boolean): string {
+export function formatFlow(f: SimulatedFlow, extended: boolean): string {
   const t = (x: ConntrackTuple) => `src=${x.src} dst=${x.dst} sport=${x.sport} dport=${x.dport}`;
   const state = f.protocol === 'tcp' ? ' ESTABLISHED' : f.protocol === 'sctp' ? ' ESTABLISHED' : '';
   const body = `${f.protocol.padEnd(8)} ${PROTO_NUMBERS[f.protocol]} 29${state} ${t(f.orig)}${f.unreplied ? ' [UNREPLIED]' : ''} ${t(f.reply)} mark=0 use=1`;

@@ -1,0 +1,106 @@
+import type { Clock } from '../clock.ts';
+import { modeSettings } from '../config/modes.ts';
+import type { ProxyConfig } from '../config/types.ts';
+import { errorMessage } from '../errors.ts';
+import { hostInterfaces, type NetInterfaces } from '../kernel/netif.ts';
+import type { Logger } from '../log.ts';
+import type { Source } from '../sources/source.ts';
+import { healthCheckBindAddresses } from './healthcheck/node-addresses.ts';
+import { ProxyHealth } from './healthcheck/proxy-health.ts';
+import { ServiceHealthServer, type ListenFn, type PortError } from './healthcheck/service-health-server.ts';
+import { ProxyMetrics } from './metrics/metrics.ts';
+import { NodePortAddresses } from './node-port-addresses.ts';
+import type { ProxyState } from './proxy-state.ts';
+import type { SyncObserver } from './sync-loop.ts';
+
+/** SyncObserversDaemon is what the observers need from a daemon (server/daemon.ts satisfies it). */
+export interface SyncObserversDaemon {
+  readonly config: ProxyConfig;
+  readonly nodeName: string;
+  readonly logger: Logger;
+  readonly clock: Clock;
+  readonly state: ProxyState;
+  readonly source: Source;
+}
+
+export interface SyncObserversOptions {
+  daemon: SyncObserversDaemon;
+  /** onPortError: a health check node port could not be opened (the daemon records a Warning Event). */
+  onPortError?: (e: PortError) => void;
+  /** netInterfaces lists host addresses for --nodeport-addresses (default `ip -j addr`; tests fake it). */
+  netInterfaces?: NetInterfaces;
+  /** listenHealthCheck opens service health check ports (tests and the bench fake it). */
+  listenHealthCheck?: ListenFn;
+  /** processMetrics: process_* and nodejs_* metrics (default true). */
+  processMetrics?: boolean;
+}
+
+/**
+ * SyncObservers are the node's health, its metrics and its service health
+ * checks, with the two sync observers that keep them current. Add both
+ * observers to the daemon's sync loop before it starts (the HTTP layer only
+ * serves what they hold; server/http/node-servers.ts).
+ */
+export interface SyncObservers {
+  readonly metrics: ProxyMetrics;
+  readonly health: ProxyHealth;
+  readonly serviceHealth: ServiceHealthServer;
+  readonly observers: { readonly metrics: SyncObserver; readonly health: SyncObserver };
+  /** close closes the service health check listeners. */
+  close(): Promise<void>;
+}
+
+/**
+ * createSyncObservers wires what kube-proxy hands its proxier: the proxy
+ * health (unhealthy once a queued change waits longer than 2 × syncPeriod),
+ * the Prometheus metrics, and one health check listener per LoadBalancer
+ * Service with externalTrafficPolicy Local, reconciled after each good sync.
+ * kube-proxy marks the proxier updated when its SyncLoop starts, so health and
+ * the queued timestamp are measured from the loop's start (onStart), not from
+ * the epoch.
+ */
+export function createSyncObservers(opts: SyncObserversOptions): SyncObservers {
+  const { daemon } = opts;
+  const { config, state, clock } = daemon;
+  const family = state.family;
+  const logger = daemon.logger.child('healthcheck');
+
+  const health = new ProxyHealth({ clock, healthTimeoutMs: 2 * modeSettings(config).syncPeriodMs, node: () => state.node });
+  const metrics = new ProxyMetrics({
+    mode: config.mode,
+    state,
+    clock,
+    logger: daemon.logger.child('metrics'),
+    source: () => daemon.source.status(),
+    processMetrics: opts.processMetrics,
+  });
+  const netif = opts.netInterfaces ?? hostInterfaces();
+  const serviceHealth = new ServiceHealthServer({
+    nodeName: daemon.nodeName,
+    logger,
+    // "primary" depends on the Node's addresses, which may arrive after start-up.
+    bindAddresses: () => healthCheckBindAddresses(new NodePortAddresses(family, config.nodePortAddresses, state.node.addresses), netif, logger),
+    proxyHealthy: () => health.health().healthy,
+    onPortError: opts.onPortError,
+    ...(opts.listenHealthCheck ? { listen: opts.listenHealthCheck } : {}),
+  });
+  metrics.attachServiceHealth(() => serviceHealth);
+
+  const healthObserver: SyncObserver = {
+    onStart(at) {
+      health.updated(family, at);
+    },
+    onQueued(at) {
+      // kube-proxy queues nothing before its informers synced: the initial
+      // listing must not count against the health timeout.
+      if (state.ready) health.queuedUpdate(family, at);
+    },
+    onSync(record, checkout) {
+      health.noteNode(checkout.node);
+      if (!record.ok) return;
+      health.updated(family);
+      serviceHealth.reconcile(checkout).catch((err) => logger.error('reconciling service health checks failed', { err: errorMessage(err) }));
+    },
+  };
+  return { metrics, health, serviceHealth, observers: { metrics: metrics.observer, health: healthObserver }, close: () => serviceHealth.close() };
+}
