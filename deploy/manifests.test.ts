@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
@@ -223,7 +224,7 @@ describe('config.conf is a KubeProxyConfiguration matching the DaemonSet', () =>
    * its arguments with $(VAR) expanded from the container env, the ConfigMap
    * mounted at --config, the in-cluster token, and any extra files (Secrets).
    */
-  function podStart(ds: Obj, configText: string, extraFiles: string[] = []) {
+  function podStart(ds: Obj, configText: string, extraFiles: string[] = [], opts: { token?: boolean } = {}) {
     const c = ds.spec.template.spec.containers[0];
     const env: Record<string, string> = { NODE_NAME: 'node-a' };
     for (const e of c.env) if (typeof e.value === 'string') env[e.name] = e.value;
@@ -232,7 +233,7 @@ describe('config.conf is a KubeProxyConfiguration matching the DaemonSet', () =>
     const machine: ConfigEnv = {
       env,
       hostname: () => 'ip-10-0-0-10.internal',
-      exists: async (p) => [configPath, SERVICE_ACCOUNT_TOKEN, ...extraFiles].includes(p),
+      exists: async (p) => [configPath, ...(opts.token === false ? [] : [SERVICE_ACCOUNT_TOKEN]), ...extraFiles].includes(p),
       readFile: async (p) => {
         if (p !== configPath) throw Object.assign(new Error(`ENOENT: ${p}`), { code: 'ENOENT' });
         return configText;
@@ -262,6 +263,13 @@ describe('config.conf is a KubeProxyConfiguration matching the DaemonSet', () =>
     const tokenFile = argValue('--dashboard-token-file', ds.spec.template.spec.containers[0])!;
     expect((await podStart(ds, configText, [tokenFile])).run.dashboardTokenFile).toBe(tokenFile);
     await expect(podStart(ds, configText)).rejects.toThrow(/dashboard-token-file/);
+  });
+
+  it('refuses to start in a pod without its service account token, instead of serving the example cluster', async () => {
+    // automountServiceAccountToken: false, set by a policy engine or by hand.
+    const err = await podStart(daemonSet, configText, [], { token: false }).then(() => null, (e: unknown) => e as { code: string; message: string });
+    expect(err?.code).toBe('KPROXY_ERR_NO_SOURCE');
+    expect(err?.message).toContain(`the service account token ${SERVICE_ACCOUNT_TOKEN} is missing`);
   });
 
   it('would catch a misspelt field in config.conf (the loader decodes strictly)', async () => {
@@ -323,5 +331,15 @@ describe('the documented DaemonSet patches (deploy/patches/) give valid DaemonSe
     const { securityContext } = ds.spec.template.spec.containers[0];
     expect(securityContext.privileged).toBe(false);
     expect(securityContext.capabilities).toEqual({ drop: ['ALL'], add: ['NET_ADMIN', 'NET_RAW', 'SYS_RESOURCE'] });
+  });
+});
+
+describe('the image', () => {
+  const dockerfile = readFileSync(join(import.meta.dirname, 'Dockerfile'), 'utf8');
+  const ignored = readFileSync(join(import.meta.dirname, '..', '.dockerignore'), 'utf8').split('\n').map((l) => l.trim());
+
+  it('does not ship the example cluster: a node must never fall back to a demo', () => {
+    expect(ignored).toContain('deploy/examples');
+    expect(dockerfile).not.toMatch(/^COPY .*examples/m);
   });
 });

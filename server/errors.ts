@@ -58,6 +58,8 @@ export const ConfigInvalidError = define('KPROXY_ERR_CONFIG_INVALID');
 export const ConfigFileError = define('KPROXY_ERR_CONFIG_FILE');
 export const FlagInvalidError = define('KPROXY_ERR_FLAG_INVALID');
 export const SourceInvalidError = define('KPROXY_ERR_SOURCE_INVALID');
+/** NoSourceError: nothing says where Services come from on a real run (the example cluster is --dry-run only). */
+export const NoSourceError = define('KPROXY_ERR_NO_SOURCE');
 
 // --- input objects (skipped, counted, never fatal)
 export const ServiceInvalidError = define('KPROXY_ERR_SERVICE_INVALID');

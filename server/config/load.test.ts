@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { ConfigFileError, ConfigInvalidError, FlagInvalidError, SourceInvalidError } from '../errors.ts';
+import { ConfigFileError, ConfigInvalidError, FlagInvalidError, NoSourceError, SourceInvalidError } from '../errors.ts';
 import { loadConfiguration, type ConfigEnv } from './load.ts';
 import { packageRoot } from './package-root.ts';
 import { SERVICE_ACCOUNT_TOKEN } from './source-selection.ts';
@@ -45,8 +45,8 @@ async function rejection(promise: Promise<unknown>): Promise<Error> {
 }
 
 describe('loadConfiguration: file, defaults, flags', () => {
-  it('runs on the defaults with no flags and no file', async () => {
-    const r = await loadConfiguration([], machine());
+  it('runs on the defaults with no flags and no file (in a pod, with its service account)', async () => {
+    const r = await loadConfiguration([], machine({ env: { KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443' }, paths: [SERVICE_ACCOUNT_TOKEN] }));
     expect(r.config.mode).toBe('iptables');
     expect(r.config.iptables.syncPeriodMs).toBe(30_000);
     expect(r.config.healthzBindAddress).toBe('0.0.0.0:10256');
@@ -65,7 +65,7 @@ featureGates: {A: true}
       },
     });
     const r = await loadConfiguration(
-      ['--config', '/etc/kproxy.yaml', '--proxy-mode=nftables', '--iptables-masquerade-bit=12', '--feature-gates=B=true', '--once'],
+      ['--config', '/etc/kproxy.yaml', '--proxy-mode=nftables', '--iptables-masquerade-bit=12', '--feature-gates=B=true', '--once', '--dry-run'],
       env,
     );
     expect(r.config.mode).toBe('nftables');
@@ -128,10 +128,10 @@ featureGates: {A: true}
   });
 
   it('checks that --dashboard-token-file exists', async () => {
-    const err = await rejection(loadConfiguration(['--dashboard-token-file=/etc/kproxy/token'], machine()));
+    const err = await rejection(loadConfiguration(['--dry-run', '--dashboard-token-file=/etc/kproxy/token'], machine()));
     expect(err).toBeInstanceOf(FlagInvalidError);
     expect(err.message).toBe('--dashboard-token-file /etc/kproxy/token: file does not exist');
-    const ok = await loadConfiguration(['--dashboard-token-file=/t'], machine({ paths: ['/t'] }));
+    const ok = await loadConfiguration(['--dry-run', '--dashboard-token-file=/t'], machine({ paths: ['/t'] }));
     expect(ok.run.dashboardTokenFile).toBe('/t');
   });
 });
@@ -176,18 +176,44 @@ describe('loadConfiguration: source selection', () => {
     expect(r.nodeName).toBe('node-7');
   });
 
-  it('falls back to the embedded example cluster without a token, or without the env', async () => {
-    for (const m of [{ env: inCluster }, { paths: [SERVICE_ACCOUNT_TOKEN] }]) {
-      const r = await loadConfiguration([], machine(m));
+  it('uses the embedded example cluster only with --dry-run, saying what it looked for', async () => {
+    for (const m of [{ env: inCluster }, { paths: [SERVICE_ACCOUNT_TOKEN] }, {}]) {
+      const r = await loadConfiguration(['--dry-run'], machine(m));
       expect(r.run).toMatchObject({ source: `file:${EXAMPLES}`, sourceIsDefault: true, kubeconfig: null });
+      expect(r.warnings.join('\n')).toMatch(/no usable in-cluster config .*--dry-run serves the example cluster/);
+      expect(r.nodeName).toBe('node-a');
     }
   });
 
-  it('rejects the embedded default when the package has no examples', async () => {
+  it('exits 1 on a real start without a source, naming what it looked for, never serving the example cluster', async () => {
+    const none = await rejection(loadConfiguration([], machine()));
+    expect(none).toBeInstanceOf(NoSourceError);
+    expect(none.message).toBe(
+      'nothing to read Services from: no --source, no --kubeconfig or clientConnection.kubeconfig, and no usable in-cluster config ' +
+        '(KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set). kproxy never programs its example cluster onto a host: ' +
+        'pass --kubeconfig FILE or --source file:PATH (or --dry-run to try kproxy on the example cluster)',
+    );
+    expect(await rejection(loadConfiguration(['--once'], machine()))).toBeInstanceOf(NoSourceError);
+  });
+
+  it('exits 1 in a pod whose service account token is not mounted (automountServiceAccountToken: false)', async () => {
+    // The DaemonSet's arguments: a config file without a kubeconfig, the node name, the API's address in the env.
+    const config = machine({ env: inCluster, files: { '/var/lib/kproxy/config.conf': `${header}clientConnection: {kubeconfig: ""}\n` } });
+    const err = await rejection(loadConfiguration(['--config', '/var/lib/kproxy/config.conf', '--hostname-override', 'node-7'], config));
+    expect(err).toBeInstanceOf(NoSourceError);
+    expect(err.message).toContain(`KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are set but the service account token ${SERVICE_ACCOUNT_TOKEN} is missing (automountServiceAccountToken: false?)`);
+  });
+
+  it('--cleanup needs no source', async () => {
+    const r = await loadConfiguration(['--cleanup'], machine());
+    expect(r.run).toMatchObject({ cleanup: true, source: null, kubeconfig: null });
+  });
+
+  it('rejects --dry-run without a source when the package has no examples (as in the image)', async () => {
     const env = { ...machine(), exists: async () => false };
-    const err = await rejection(loadConfiguration([], env));
+    const err = await rejection(loadConfiguration(['--dry-run'], env));
     expect(err).toBeInstanceOf(SourceInvalidError);
-    expect(err.message).toContain(`the embedded default ${EXAMPLES} is missing`);
+    expect(err.message).toContain(`${EXAMPLES} is not installed (kproxy's image does not ship it)`);
   });
 
   it("finds the real package's examples from any working directory", async () => {
@@ -195,7 +221,7 @@ describe('loadConfiguration: source selection', () => {
     expect(root).toBe(fileURLToPath(new URL('../../', import.meta.url)).replace(/\/$/, ''));
     // the compiled module lives one level deeper (dist/server/config/) and must find the same root
     expect(packageRoot(new URL('../../dist/server/config/load.js', import.meta.url).href)).toBe(root);
-    const r = await loadConfiguration([], { env: {}, hostname: () => 'h' });
+    const r = await loadConfiguration(['--dry-run'], { env: {}, hostname: () => 'h' });
     expect(r.run.source).toBe(`file:${root}/deploy/examples/`);
   });
 });
@@ -219,11 +245,11 @@ describe('loadConfiguration: node name', () => {
     expect((await loadConfiguration(source, machine({ paths, hostname: 'Worker-1 ' }))).nodeName).toBe('worker-1');
   });
 
-  it("is the example cluster's node-a on the embedded default, with a warning", async () => {
-    const r = await loadConfiguration([], machine({ hostname: 'laptop' }));
+  it("is the example cluster's node-a on the embedded default (--dry-run), with a warning", async () => {
+    const r = await loadConfiguration(['--dry-run'], machine({ hostname: 'laptop' }));
     expect(r.nodeName).toBe('node-a');
     expect(r.warnings).toContain("node name node-a: the example cluster's node (pass --hostname-override to be another node)");
-    expect((await loadConfiguration(['--hostname-override=node-b'], machine())).nodeName).toBe('node-b');
+    expect((await loadConfiguration(['--dry-run', '--hostname-override=node-b'], machine())).nodeName).toBe('node-b');
   });
 
   it('must be a DNS subdomain', async () => {

@@ -1,6 +1,6 @@
 import { access, readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import { ConfigFileError, ConfigInvalidError, FlagInvalidError, SourceInvalidError } from '../errors.ts';
+import { ConfigFileError, ConfigInvalidError, FlagInvalidError, NoSourceError, SourceInvalidError } from '../errors.ts';
 import { toProxyConfig } from './convert.ts';
 import { decodeKubeProxyConfiguration } from './decode.ts';
 import { setDefaults } from './defaults.ts';
@@ -56,8 +56,8 @@ const DEFAULT_RUN: RunOptions = {
  * configuration: read --config strictly, apply kube-proxy's defaults, apply the
  * flags over the file, validate, choose the source and the node name. It
  * touches nothing: a bad flag, file or value throws FlagInvalidError,
- * ConfigFileError, ConfigInvalidError or SourceInvalidError whose message lists
- * every problem, one per line, and the CLI exits 1.
+ * ConfigFileError, ConfigInvalidError, SourceInvalidError or NoSourceError
+ * whose message lists every problem, one per line, and the CLI exits 1.
  *
  * With --help or --version only the flags are parsed; the result carries the
  * defaults and no file is read.
@@ -78,6 +78,7 @@ export async function loadConfiguration(argv: readonly string[], env: ConfigEnv 
     env: env.env ?? process.env,
     exists,
     packageRoot: env.packageRoot ?? packageRoot(),
+    dryRun: run.dryRun,
   });
   const warnings = [...selection.warnings];
 
@@ -98,7 +99,8 @@ export async function loadConfiguration(argv: readonly string[], env: ConfigEnv 
     // When every problem comes from the command line, the flags are what the operator has to fix.
     throw errors.every((e) => e.flag) ? new FlagInvalidError(message) : new ConfigInvalidError(message);
   }
-  if (selection.problem) throw new SourceInvalidError(selection.problem);
+  // --cleanup reads no Services: it needs no source, and must work on a node that has none.
+  if (selection.problem && !run.cleanup) throw selection.noSource ? new NoSourceError(selection.problem) : new SourceInvalidError(selection.problem);
   if (run.dashboardTokenFile !== null && !(await exists(run.dashboardTokenFile))) {
     throw new FlagInvalidError(`--dashboard-token-file ${run.dashboardTokenFile}: file does not exist`);
   }

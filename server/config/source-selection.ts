@@ -1,9 +1,13 @@
 import { join } from 'node:path';
 
 /**
- * Where Services, EndpointSlices and Nodes come from (../../../shared/DESIGN.md §4):
+ * Where Services, EndpointSlices and Nodes come from (docs/configuration.md):
  * an explicit --source wins; otherwise a kubeconfig or the in-cluster config
- * means the Kubernetes API; otherwise the example cluster shipped with kproxy.
+ * means the Kubernetes API; otherwise, with --dry-run only, the example cluster
+ * shipped with kproxy. The example cluster is for trying kproxy, never for a
+ * node: programmed onto a real host it would replace the node's Services with
+ * the demo's, so a real start without a source is an error naming what was
+ * looked for.
  */
 
 /** SERVICE_ACCOUNT_TOKEN is where a pod's in-cluster credentials are mounted (client-go's rest.InClusterConfig). */
@@ -17,6 +21,8 @@ export interface SourceSelectionInput {
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly exists: (path: string) => Promise<boolean>;
   readonly packageRoot: string;
+  /** dryRun: --dry-run, the only run that may fall back to the example cluster. */
+  readonly dryRun: boolean;
 }
 
 export interface SourceSelection {
@@ -28,12 +34,15 @@ export interface SourceSelection {
   readonly warnings: readonly string[];
   /** problem: why the selection cannot be used (SourceInvalidError material), if it cannot. */
   readonly problem?: string;
+  /** noSource: the problem is that nothing tells kproxy where Services come from (NoSourceError). */
+  readonly noSource?: boolean;
 }
 
 /** selectSource decides the source; it never throws, it reports a problem instead. */
 export async function selectSource(input: SourceSelectionInput): Promise<SourceSelection> {
   const { env, exists } = input;
-  const inCluster = Boolean(env.KUBERNETES_SERVICE_HOST && env.KUBERNETES_SERVICE_PORT) && (await exists(SERVICE_ACCOUNT_TOKEN));
+  const serviceEnv = Boolean(env.KUBERNETES_SERVICE_HOST && env.KUBERNETES_SERVICE_PORT);
+  const inCluster = serviceEnv && (await exists(SERVICE_ACCOUNT_TOKEN));
   const kubeconfig = input.kubeconfig === '' ? null : input.kubeconfig;
 
   if (input.source !== undefined) {
@@ -55,15 +64,36 @@ export async function selectSource(input: SourceSelectionInput): Promise<SourceS
   }
   if (inCluster) return { source: null, sourceIsDefault: false, kubeconfig: null, warnings: [] };
 
+  // What was looked for, in the order kproxy looks: the operator fixes the one they meant.
+  const inClusterFound = serviceEnv
+    ? `KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are set but the service account token ${SERVICE_ACCOUNT_TOKEN} is missing (automountServiceAccountToken: false?)`
+    : 'KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set';
+  const lookedFor = `no --source, no --kubeconfig or clientConnection.kubeconfig, and no usable in-cluster config (${inClusterFound})`;
   const examples = join(input.packageRoot, 'deploy', 'examples') + '/';
   const source = `file:${examples}`;
+  if (!input.dryRun) {
+    return {
+      source: null,
+      sourceIsDefault: false,
+      kubeconfig: null,
+      warnings: [],
+      noSource: true,
+      problem: `nothing to read Services from: ${lookedFor}. kproxy never programs its example cluster onto a host: pass --kubeconfig FILE or --source file:PATH (or --dry-run to try kproxy on the example cluster)`,
+    };
+  }
   if (!(await exists(examples))) {
-    return { source, sourceIsDefault: true, kubeconfig: null, warnings: [], problem: `no kubeconfig, no in-cluster config, and the embedded default ${examples} is missing: pass --kubeconfig or --source file:PATH` };
+    return {
+      source,
+      sourceIsDefault: true,
+      kubeconfig: null,
+      warnings: [],
+      problem: `--dry-run without a source uses the example cluster, and ${examples} is not installed (kproxy's image does not ship it): pass --source file:PATH or --kubeconfig FILE`,
+    };
   }
   return {
     source,
     sourceIsDefault: true,
     kubeconfig: null,
-    warnings: [`no kubeconfig and no in-cluster config: serving the example cluster from ${source} (pass --kubeconfig or --source to choose)`],
+    warnings: [`${lookedFor}: --dry-run serves the example cluster from ${source} (pass --kubeconfig or --source to choose)`],
   };
 }

@@ -1,12 +1,15 @@
-import { readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { tiers } from '../tiers.ts';
 import { waitFor } from '../wait.ts';
 import { withTestCluster } from './harness/diagnostics.ts';
-import { kproxyArgs, METRICS_ADDRESS } from './harness/kproxy.ts';
+import { parse as parseYaml } from 'yaml';
+import { SERVICE_ACCOUNT_TOKEN } from '../../server/config/source-selection.ts';
+import { CLI, kproxyArgs, METRICS_ADDRESS } from './harness/kproxy.ts';
 import { nodeObject, ready, tcpPort, type ServiceSpec } from './harness/manifests.ts';
-import { nsRun } from './harness/netns.ts';
+import { nsExec, nsRun } from './harness/netns.ts';
 import { NODE_A, NODE_B, PODS } from './harness/plan.ts';
 import type { TestCluster } from './harness/topology.ts';
 
@@ -85,4 +88,47 @@ describe.skipIf(!tiers().kernel.ok)('a start with unreadable manifests (iptables
       await waitFor(async () => (await c.client().tcp(webTarget, 30)).backends.length === 3, { what: 'the third endpoint to be programmed' });
       expect((await c.client().tcp(webTarget, 30)).backends).toEqual(['a0', 'a1', 'a2']);
     }));
+});
+
+/** daemonSetStart: the DaemonSet's container arguments, with its ConfigMap's config.conf written to dir. */
+function daemonSetStart(dir: string): { args: string[]; env: Record<string, string> } {
+  const root = join(import.meta.dirname, '../../deploy');
+  const configMap = parseYaml(readFileSync(join(root, 'configmap.yaml'), 'utf8')) as { data: Record<string, string> };
+  const daemonSet = parseYaml(readFileSync(join(root, 'daemonset.yaml'), 'utf8')) as {
+    spec: { template: { spec: { containers: { args: string[]; env: { name: string; value?: string }[] }[] } } };
+  };
+  const container = daemonSet.spec.template.spec.containers[0];
+  const config = join(dir, 'config.conf');
+  writeFileSync(config, configMap.data['config.conf']);
+  const env: Record<string, string> = { NODE_NAME: NODE_A.name };
+  for (const e of container.env) if (e.value !== undefined) env[e.name] = e.value;
+  const args = container.args.map((a) => (a === '/var/lib/kproxy/config.conf' ? config : a.replace(/\$\((\w+)\)/g, (_m, v: string) => env[v] ?? _m)));
+  return { args, env };
+}
+
+describe.skipIf(!tiers().kernel.ok)('a start with no usable source (real node namespace)', () => {
+  it.skipIf(existsSync(SERVICE_ACCOUNT_TOKEN))('a pod without its service account token exits 1 saying what it looked for, and leaves the rules as they were', () =>
+    withTestCluster(async (c) => {
+      c.manifests.writeService(web, ready(a0, a1));
+      expect((await c.kproxy.command(['--once', ...kproxyArgs(c.kproxyOptions('nft'))])).code).toBe(0);
+      const before = await kubeRules(c);
+      const dir = mkdtempSync(join(tmpdir(), `kpt-${process.pid}-daemonset-`));
+      try {
+        const { args, env } = daemonSetStart(dir);
+        expect(env.KUBERNETES_SERVICE_HOST).toBeTruthy();
+        // nf_conntrack_max is global to the machine: the node's own setting must not be written from a test.
+        const r = await nsExec(c.ns.nodeA, [process.execPath, CLI, ...args, '--iptables-flavor', 'nft', '--conntrack-max-per-core', '0'], {
+          env: { ...process.env, ...env },
+          timeoutMs: 20_000,
+        });
+        c.kproxy.log.push(`----- kproxy as the DaemonSet starts it, without a token\n${r.stderr}${r.stdout}----- exited ${r.code}\n`);
+        expect(r.code).toBe(1);
+        expect(r.stderr).toContain(`kproxy: nothing to read Services from: no --source, no --kubeconfig or clientConnection.kubeconfig, and no usable in-cluster config (KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are set but the service account token ${SERVICE_ACCOUNT_TOKEN} is missing`);
+        expect(await kubeRules(c)).toEqual(before);
+        expect((await c.client().tcp(webTarget, 20)).backends).toEqual(['a0', 'a1']);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }),
+  );
 });
