@@ -150,12 +150,23 @@ describe('the DaemonSet runs kproxy where and as kube-proxy runs', () => {
     expect(env.KUBERNETES_SERVICE_PORT.value).toMatch(/^\d+$/);
   });
 
-  it('is probed on :10256 — liveness on /livez, readiness on /healthz', () => {
+  it('is probed on :10256 — liveness on /livez, readiness and start-up on /readyz (has synced)', () => {
     const healthz = container.ports.find((p: Obj) => p.name === 'healthz');
     expect(healthz).toEqual({ name: 'healthz', containerPort: 10256, protocol: 'TCP' });
     expect(container.livenessProbe.httpGet).toEqual({ path: '/livez', port: 'healthz' });
-    expect(container.readinessProbe.httpGet).toEqual({ path: '/healthz', port: 'healthz' });
+    expect(container.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'healthz' });
+    expect(container.startupProbe.httpGet).toEqual({ path: '/readyz', port: 'healthz' });
     expect(container.resources.requests).toEqual({ cpu: expect.any(String), memory: expect.any(String) });
+  });
+
+  it('gives a large first sync time before liveness, and counts a node available only after it stayed ready', () => {
+    // A 30,000 x 10 first sync took 80-110 s on a 2-core machine (issue 16): the
+    // startup budget must cover several times that, lists included.
+    const startup = container.startupProbe;
+    expect(startup.periodSeconds * startup.failureThreshold).toBeGreaterThanOrEqual(5 * 110);
+    expect(startup.timeoutSeconds).toBeGreaterThanOrEqual(5);
+    expect(daemonSet.spec.minReadySeconds).toBeGreaterThanOrEqual(10);
+    expect(daemonSet.spec.updateStrategy.rollingUpdate.maxUnavailable).not.toBe('100%');
   });
 
   it("shares the host's xtables lock and reads its kernel modules", () => {

@@ -154,7 +154,7 @@ async function serve(loaded: LoadedConfiguration, a: Assembled, logger: Logger):
   let dashboard: DashboardSetup;
   try {
     // A bad --dashboard-token-file, or a network-reachable dashboard without auth, stops start-up (exit 1).
-    dashboard = await setupDashboard({ loaded, assembled: a, logger, health: () => nodeHealth(observers.health) });
+    dashboard = await setupDashboard({ loaded, assembled: a, logger, health: () => nodeHealth(observers.health, observers.readiness) });
   } catch (err) {
     logger.error(`cannot start: ${errorMessage(err)}`, { code: isKproxyError(err) ? err.code : undefined });
     return 1;

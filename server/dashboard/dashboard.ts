@@ -234,7 +234,7 @@ export class Dashboard {
       version: KPROXY_VERSION,
       startedAt: this.startedAt,
       now: d.clock.now(),
-      source: { kind: src.kind, description: src.description, synced: src.synced, objects: src.objects, ...(src.lastError ? { lastError: src.lastError, lastErrorAt: src.lastErrorAt } : {}) },
+      source: { kind: src.kind, description: src.description, synced: src.synced, ...(src.waitingFor ? { waitingFor: src.waitingFor } : {}), objects: src.objects, ...(src.lastError ? { lastError: src.lastError, lastErrorAt: src.lastErrorAt } : {}) },
       health: this.#o.health?.() ?? null,
       paused: d.loop.paused,
       counts: this.counts(),

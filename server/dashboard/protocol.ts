@@ -20,6 +20,8 @@ export interface SourceInfo {
   readonly kind: 'kubernetes' | 'file';
   readonly description: string;
   readonly synced: boolean;
+  /** waitingFor: while not synced, what the source waits for and the errors that hold it (file, line, error). */
+  readonly waitingFor?: string;
   readonly objects: number;
   readonly lastError?: string;
   readonly lastErrorAt?: number;
@@ -104,6 +106,9 @@ export interface Health {
   readonly healthy: boolean;
   readonly lastUpdated: number | null;
   readonly nodeEligible: boolean;
+  /** ready: what /readyz answers (has synced, then as /healthz); readyReason says why not. */
+  readonly ready: boolean;
+  readonly readyReason: string | null;
 }
 
 /** Overview is the Overview page; it is resent whole with every sync (about 1 KB). */

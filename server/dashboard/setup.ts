@@ -7,6 +7,7 @@ import { errorMessage, FlagInvalidError, InsecureBindError } from '../errors.ts'
 import type { MetricsAppPlugin } from '../http/app.ts';
 import type { Logger } from '../log.ts';
 import type { ProxyHealth } from '../proxy/healthcheck/proxy-health.ts';
+import type { ProxyReadiness } from '../proxy/healthcheck/readiness.ts';
 import { loadKubeConfig } from '../sources/k8s/kubeconfig.ts';
 import { DashboardActions } from './actions.ts';
 import { ApiAccessReviewer, type AccessReviewer } from './auth/access-review.ts';
@@ -17,10 +18,11 @@ import { dashboardPlugins } from './http/plugin.ts';
 import type { Health } from './protocol.ts';
 import { ActionRateLimiter } from './rate-limiter.ts';
 
-/** nodeHealth is the Overview's health from the node's ProxyHealth. */
-export function nodeHealth(h: ProxyHealth): Health {
+/** nodeHealth is the Overview's health from the node's ProxyHealth and readiness (/healthz and /readyz). */
+export function nodeHealth(h: ProxyHealth, r: ProxyReadiness): Health {
   const st = h.health();
-  return { healthy: st.healthy, lastUpdated: st.lastUpdated, nodeEligible: h.nodeEligible() };
+  const ready = r.readiness();
+  return { healthy: st.healthy, lastUpdated: st.lastUpdated, nodeEligible: h.nodeEligible(), ready: ready.ready, readyReason: ready.reason };
 }
 
 /** readDashboardToken reads --dashboard-token-file: the token is the file's text without surrounding whitespace. */

@@ -142,7 +142,7 @@ export async function testDashboard(opts: TestDashboardOptions = {}): Promise<Te
     conntrackSimulated: true,
     backendDescription: ipvs ? 'ipvs (scheduler rr, iptables nft, simulated kernel)' : 'iptables (nft, simulated kernel)',
     events,
-    health: () => ({ healthy: true, lastUpdated: clock.now(), nodeEligible: true }),
+    health: () => ({ healthy: true, lastUpdated: clock.now(), nodeEligible: true, ready: true, readyReason: null }),
     pause: noYield,
     hub: opts.hub,
   });

@@ -13,7 +13,7 @@ export interface NodeServersOptions {
   logger: Logger;
   clock: Clock;
   /** observers hold the health and metrics the listeners serve (server/proxy/sync-observers.ts). */
-  observers: Pick<SyncObservers, 'health' | 'metrics'>;
+  observers: Pick<SyncObservers, 'health' | 'metrics'> & Partial<Pick<SyncObservers, 'readiness'>>;
   /** metricsPlugins are registered on the metrics listener (the dashboard). */
   metricsPlugins?: readonly MetricsAppPlugin[];
   /** retryMs: wait before retrying a listener that could not bind (kube-proxy: 5 s). */
@@ -30,7 +30,7 @@ export interface NodeServers {
 
 /**
  * startNodeServers opens what kubelet, cloud load balancers and Prometheus
- * talk to, as kube-proxy does: /healthz and /livez on healthzBindAddress, and
+ * talk to, as kube-proxy does: /healthz and /livez (and kproxy's /readyz) on healthzBindAddress, and
  * /metrics, /healthz, /proxyMode, /configz (and the dashboard's plugins) on
  * metricsBindAddress. It serves and wires nothing of the domain: the health
  * and metrics come from the sync observers. An empty bind address turns a
@@ -39,7 +39,7 @@ export interface NodeServers {
  */
 export async function startNodeServers(opts: NodeServersOptions): Promise<NodeServers> {
   const { config, clock } = opts;
-  const { health, metrics } = opts.observers;
+  const { health, metrics, readiness } = opts.observers;
   const logger = opts.logger.child('http');
   const served: Served[] = [];
   const closeAll = async () => {
@@ -49,7 +49,7 @@ export async function startNodeServers(opts: NodeServersOptions): Promise<NodeSe
   const common = { hardFail: config.bindAddressHardFail, logger, clock, retryMs: opts.retryMs };
   try {
     if (config.healthzBindAddress !== '') {
-      const app = buildProxyHealthApp({ health, onServed: (probe, code) => metrics.probeServed(probe, code) });
+      const app = buildProxyHealthApp({ health, readiness, onServed: (probe, code) => metrics.probeServed(probe, code) });
       served.push(await serve({ name: 'healthz', app, address: config.healthzBindAddress, ...common }));
     }
     if (config.metricsBindAddress !== '') {

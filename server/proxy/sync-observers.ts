@@ -7,6 +7,7 @@ import type { Logger } from '../log.ts';
 import type { Source } from '../sources/source.ts';
 import { healthCheckBindAddresses } from './healthcheck/node-addresses.ts';
 import { ProxyHealth } from './healthcheck/proxy-health.ts';
+import { ProxyReadiness } from './healthcheck/readiness.ts';
 import { ServiceHealthServer, type ListenFn, type PortError } from './healthcheck/service-health-server.ts';
 import { ProxyMetrics } from './metrics/metrics.ts';
 import { NodePortAddresses } from './node-port-addresses.ts';
@@ -44,6 +45,8 @@ export interface SyncObserversOptions {
 export interface SyncObservers {
   readonly metrics: ProxyMetrics;
   readonly health: ProxyHealth;
+  /** readiness: /readyz, "has synced" (not ready before the first successful sync). */
+  readonly readiness: ProxyReadiness;
   readonly serviceHealth: ServiceHealthServer;
   readonly observers: { readonly metrics: SyncObserver; readonly health: SyncObserver };
   /** close closes the service health check listeners. */
@@ -66,6 +69,7 @@ export function createSyncObservers(opts: SyncObserversOptions): SyncObservers {
   const logger = daemon.logger.child('healthcheck');
 
   const health = new ProxyHealth({ clock, healthTimeoutMs: 2 * modeSettings(config).syncPeriodMs, node: () => state.node });
+  const readiness = new ProxyReadiness({ health, source: () => daemon.source.status(), node: () => state.node });
   const metrics = new ProxyMetrics({
     mode: config.mode,
     state,
@@ -85,6 +89,7 @@ export function createSyncObservers(opts: SyncObserversOptions): SyncObservers {
     ...(opts.listenHealthCheck ? { listen: opts.listenHealthCheck } : {}),
   });
   metrics.attachServiceHealth(() => serviceHealth);
+  metrics.attachReadiness(() => readiness.readiness().ready);
 
   const healthObserver: SyncObserver = {
     onStart(at) {
@@ -96,11 +101,12 @@ export function createSyncObservers(opts: SyncObserversOptions): SyncObservers {
       if (state.ready) health.queuedUpdate(family, at);
     },
     onSync(record, checkout) {
+      readiness.observe(record);
       health.noteNode(checkout.node);
       if (!record.ok) return;
       health.updated(family);
       serviceHealth.reconcile(checkout).catch((err) => logger.error('reconciling service health checks failed', { err: errorMessage(err) }));
     },
   };
-  return { metrics, health, serviceHealth, observers: { metrics: metrics.observer, health: healthObserver }, close: () => serviceHealth.close() };
+  return { metrics, health, readiness, serviceHealth, observers: { metrics: metrics.observer, health: healthObserver }, close: () => serviceHealth.close() };
 }

@@ -65,6 +65,8 @@ export class FakeApiServer {
   readonly #watchers = new Set<Watcher>();
   readonly #failures: Failure[] = [];
   #stalled = false;
+  /** #held: requests received while holding, answered when holding ends. */
+  #held: (() => void)[] | null = null;
 
   constructor() {
     this.store.onChange((c) => this.#fanOut(c));
@@ -133,6 +135,26 @@ export class FakeApiServer {
     this.store.compact();
   }
 
+  /**
+   * holdRequests: requests are accepted and never answered while on, as an API
+   * server (or a load balancer before it) that takes connections and hangs;
+   * off answers the held ones in order and serves normally again.
+   */
+  holdRequests(on: boolean): void {
+    if (on) {
+      this.#held ??= [];
+      return;
+    }
+    const held = this.#held ?? [];
+    this.#held = null;
+    for (const answer of held) answer();
+  }
+
+  /** heldRequests: requests waiting for an answer while holding. */
+  get heldRequests(): number {
+    return this.#held?.length ?? 0;
+  }
+
   /** stallWatches: open and new watches receive nothing (no events, no bookmarks), as a hung watch. */
   stallWatches(on: boolean): void {
     this.#stalled = on;
@@ -174,6 +196,10 @@ export class FakeApiServer {
   }
 
   #handle(req: IncomingMessage, res: ServerResponse): void {
+    if (this.#held) {
+      this.#held.push(() => this.#handle(req, res));
+      return;
+    }
     const url = new URL(req.url ?? '/', 'http://fake');
     const query = Object.fromEntries(url.searchParams);
     const watch = query.watch === 'true' || query.watch === '1';

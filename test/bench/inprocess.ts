@@ -142,7 +142,7 @@ export async function startInProcess(opts: { dir: string; nodeName: string; clus
     conntrack: null,
     backendDescription: 'iptables (bench, null kernel)',
     events,
-    health: () => nodeHealth(observers.health),
+    health: () => nodeHealth(observers.health, observers.readiness),
   });
   await daemon.start();
   await waitUntil(() => daemon.loop.lastRecord !== null, 600_000);

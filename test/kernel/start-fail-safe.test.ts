@@ -7,7 +7,7 @@ import { waitFor } from '../wait.ts';
 import { withTestCluster } from './harness/diagnostics.ts';
 import { parse as parseYaml } from 'yaml';
 import { SERVICE_ACCOUNT_TOKEN } from '../../server/config/source-selection.ts';
-import { CLI, kproxyArgs, METRICS_ADDRESS } from './harness/kproxy.ts';
+import { CLI, HEALTHZ_PORT, kproxyArgs, METRICS_ADDRESS } from './harness/kproxy.ts';
 import { nodeObject, ready, tcpPort, type ServiceSpec } from './harness/manifests.ts';
 import { nsExec, nsRun } from './harness/netns.ts';
 import { NODE_A, NODE_B, PODS } from './harness/plan.ts';
@@ -78,6 +78,9 @@ describe.skipIf(!tiers().kernel.ok)('a start with unreadable manifests (iptables
       expect(await metric(c, 'kproxy_source_synced')).toBe(0);
       expect(await c.kproxy.lastSyncTimestamp()).toBe(0);
       expect(c.kproxy.log.tail(40)).toMatch(/svc-web\.json:2:1: invalid YAML: .*nothing is synced until it can be read/);
+      const notReady = await c.kproxy.curl(`http://127.0.0.1:${HEALTHZ_PORT}/readyz`);
+      expect(notReady.status).toBe(503);
+      expect(JSON.parse(notReady.body).reason).toMatch(/^nothing synced yet, waiting for file:.* to sync: .*svc-web\.json:2:1: invalid YAML: /);
       expect(await kubeRules(c)).toEqual(before);
       expect((await c.client().tcp(webTarget, 20)).backends).toEqual(['a0', 'a1']);
 
@@ -87,6 +90,7 @@ describe.skipIf(!tiers().kernel.ok)('a start with unreadable manifests (iptables
       await c.kproxy.waitForFirstSync();
       await waitFor(async () => (await c.client().tcp(webTarget, 30)).backends.length === 3, { what: 'the third endpoint to be programmed' });
       expect((await c.client().tcp(webTarget, 30)).backends).toEqual(['a0', 'a1', 'a2']);
+      expect((await c.kproxy.curl(`http://127.0.0.1:${HEALTHZ_PORT}/readyz`)).status).toBe(200);
     }));
 });
 

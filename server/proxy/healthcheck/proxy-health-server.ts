@@ -1,12 +1,15 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import { goTimeJSON, type ProxyHealth, type ProxyHealthStatus } from './proxy-health.ts';
+import type { ProxyReadiness } from './readiness.ts';
 
-/** HealthProbe names the two probes the health listener answers. */
-export type HealthProbe = 'healthz' | 'livez';
+/** HealthProbe names the probes the health listener answers. */
+export type HealthProbe = 'healthz' | 'livez' | 'readyz';
 
 export interface ProxyHealthAppOptions {
   health: ProxyHealth;
-  /** onServed counts each answer (kubeproxy_proxy_healthz_total / kubeproxy_proxy_livez_total). */
+  /** readiness answers /readyz (absent: no /readyz route). */
+  readiness?: ProxyReadiness;
+  /** onServed counts each answer (kubeproxy_proxy_healthz_total / kubeproxy_proxy_livez_total / kproxy_proxy_readyz_total). */
   onServed?: (probe: HealthProbe, code: 200 | 503) => void;
 }
 
@@ -32,6 +35,19 @@ const healthBodySchema = {
 
 const routeSchema = { response: { 200: healthBodySchema, 503: healthBodySchema } };
 
+// /readyz is kproxy's own: /healthz's body, then whether it is ready, why not, and since when it has synced.
+const readyBodySchema = {
+  type: 'object',
+  properties: {
+    ...healthBodySchema.properties,
+    ready: { type: 'boolean' },
+    reason: { type: 'string' },
+    firstSync: { type: 'string' },
+  },
+} as const;
+
+const readyRouteSchema = { response: { 200: readyBodySchema, 503: readyBodySchema } };
+
 /** healthBody shapes a ProxyHealthStatus like kube-proxy's JSON (nodeEligible only for /healthz). */
 export function healthBody(h: ProxyHealthStatus, healthy: boolean, nodeEligible?: boolean): Record<string, unknown> {
   // kube-proxy reports "now" as lastUpdated while healthy: older releases meant
@@ -53,7 +69,9 @@ export function healthBody(h: ProxyHealthStatus, healthy: boolean, nodeEligible?
  * buildProxyHealthApp builds the :10256 listener: /healthz (proxy health and
  * node eligibility, what cloud load balancers probe) and /livez (proxy health
  * only, what the kubelet's liveness probe uses), answering any method like
- * kube-proxy's ServeMux handlers.
+ * kube-proxy's ServeMux handlers; and kproxy's /readyz (has synced: what the
+ * DaemonSet's readiness and startup probes use), 503 with the reason until the
+ * first full sync has succeeded, then as /healthz.
  */
 export function buildProxyHealthApp(opts: ProxyHealthAppOptions): FastifyInstance {
   const app = Fastify({ logger: false });
@@ -81,6 +99,20 @@ export function buildProxyHealthApp(opts: ProxyHealthAppOptions): FastifyInstanc
     served('livez', code);
     return reply.code(code).send(healthBody(h, h.healthy));
   });
+
+  const readiness = opts.readiness;
+  if (readiness) {
+    app.all('/readyz', { schema: readyRouteSchema }, async (_req, reply) => {
+      const r = readiness.readiness();
+      const h = opts.health.health();
+      const code = r.ready ? 200 : 503;
+      served('readyz', code);
+      const body = { ...healthBody(h, r.ready, opts.health.nodeEligible()), ready: r.ready };
+      if (r.reason !== null) Object.assign(body, { reason: r.reason });
+      if (r.firstSyncAt !== null) Object.assign(body, { firstSync: goTimeJSON(r.firstSyncAt) });
+      return reply.code(code).send(body);
+    });
+  }
 
   app.setNotFoundHandler((_req, reply) => {
     reply.code(404).type('text/plain; charset=utf-8').send('404 page not found\n');

@@ -35,6 +35,8 @@ export interface KproxyMetricsOptions {
   mode: string;
   source?: () => SourceStatus;
   serviceHealth?: () => ServiceHealthView | null;
+  /** ready: /readyz's answer now (null: no readiness in this daemon). */
+  ready?: () => boolean | null;
 }
 
 const KINDS: readonly ObjectKind[] = ['Service', 'EndpointSlice', 'Node'];
@@ -85,6 +87,7 @@ export function sourceCounters(counters: Readonly<Record<string, number>>): Sour
 export class KproxyMetrics {
   readonly syncs: Counter<'trigger' | 'result'>;
   readonly #consecutiveFailures: Gauge;
+  readonly #readyzTotal: Counter<'code'>;
 
   constructor(o: KproxyMetricsOptions) {
     const registers = [o.registry];
@@ -105,6 +108,19 @@ export class KproxyMetrics {
       help: 'Syncs that failed in a row since the last successful one',
       registers,
     });
+    this.#readyzTotal = new Counter({ name: 'kproxy_proxy_readyz_total', help: 'Cumulative proxy readyz HTTP status', labelNames: ['code'] as const, registers });
+    const ready = o.ready;
+    if (ready) {
+      new Gauge({
+        name: 'kproxy_ready',
+        help: 'Whether /readyz answers ready (1): the first full sync succeeded and /healthz is healthy; 0 before the first sync, and while not healthy',
+        registers,
+        collect() {
+          const r = ready();
+          if (r !== null) this.set(r ? 1 : 0);
+        },
+      });
+    }
     new Counter({
       name: 'kproxy_invalid_objects_total',
       help: 'Objects refused as invalid (skipped; the last valid version stays programmed), by kind',
@@ -131,6 +147,11 @@ export class KproxyMetrics {
     });
     if (o.source) this.#sourceMetrics(registers, o.source);
     if (o.serviceHealth) this.#serviceHealthMetrics(registers, o.serviceHealth);
+  }
+
+  /** readyzServed counts a /readyz answer. */
+  readyzServed(code: number): void {
+    this.#readyzTotal.inc({ code: String(code) });
   }
 
   /** syncDone counts a sync by trigger and result. */

@@ -41,6 +41,7 @@ export class ProxyMetrics {
   readonly kproxy: KproxyMetrics;
   readonly #o: ProxyMetricsOptions;
   #serviceHealth: (() => ServiceHealthView | null) | null = null;
+  #ready: (() => boolean) | null = null;
   #packetErrorLogged = false;
 
   constructor(opts: ProxyMetricsOptions) {
@@ -53,6 +54,7 @@ export class ProxyMetrics {
       mode: opts.mode,
       source: opts.source,
       serviceHealth: () => this.#serviceHealth?.() ?? null,
+      ready: () => this.#ready?.() ?? null,
     });
     if (opts.processMetrics !== false) collectDefaultMetrics({ register: this.registry });
   }
@@ -77,9 +79,15 @@ export class ProxyMetrics {
     },
   };
 
-  /** probeServed counts a /healthz or /livez answer by code. */
-  probeServed(probe: 'healthz' | 'livez', code: number): void {
-    this.kubeProxy.probeServed(probe, code);
+  /** probeServed counts a /healthz or /livez answer (kube-proxy's counters) or a /readyz one (kproxy's) by code. */
+  probeServed(probe: 'healthz' | 'livez' | 'readyz', code: number): void {
+    if (probe === 'readyz') this.kproxy.readyzServed(code);
+    else this.kubeProxy.probeServed(probe, code);
+  }
+
+  /** attachReadiness publishes whether /readyz is ready (kproxy_ready). */
+  attachReadiness(ready: () => boolean): void {
+    this.#ready = ready;
   }
 
   /** conntrackReconciled is the conntrack cleaner's hook: one pass, its duration and the flows it deleted. */

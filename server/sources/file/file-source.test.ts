@@ -279,6 +279,21 @@ describe('FileSource at start: synced only once every file was read', () => {
   });
 });
 
+describe('FileSource and this node\'s name', () => {
+  it('warns once when the manifests describe Nodes but none by this node\'s name', async () => {
+    const nodes = (...names: string[]) => JSON.stringify({ apiVersion: 'v1', kind: 'List', items: names.map((name) => ({ apiVersion: 'v1', kind: 'Node', metadata: { name } })) });
+    await writeFile(join(dir, 'nodes.json'), nodes('node-b', 'node-c'));
+    const log = new MemoryLog();
+    const s = source(dir, log);
+    await s.start(new Recorder());
+    await s.reloadNow();
+    expect(log.lines('warn')).toEqual([expect.stringMatching(/the manifests describe Nodes node-b, node-c but none named node-a \(check --hostname-override\)/)]);
+    await writeFile(join(dir, 'nodes.json'), '# no Nodes described\n');
+    await s.reloadNow();
+    expect(log.lines('warn')).toHaveLength(1);
+  });
+});
+
 describe('FileSource after start', () => {
   it('an edit to "# nothing" removes the file\'s objects; an empty write or a parse error keeps them', async () => {
     const file = join(dir, 'a.yaml');

@@ -93,6 +93,8 @@ export class FileSource implements Source {
   #reloading: Promise<void> | null = null;
   #again = false;
   #watchStarted = false;
+  /** #nodeNamesWarned: the Node names last warned about (none named like this node). */
+  #nodeNamesWarned: string | undefined;
   #synced = false;
   /** #announced: handlers were told the source is synced (once). */
   #announced = false;
@@ -401,13 +403,16 @@ export class FileSource implements Source {
   #emitDiff(): void {
     const h = this.#handlers!;
     const wanted = new Map<string, ManifestObject>();
+    const nodes = new Set<string>();
     for (const state of this.#files.values()) {
       for (const [key, o] of state.objects) {
         const other = wanted.get(key);
         if (other) this.#o.logger.warn('object defined in two files, the later file wins', { object: key, files: `${other.file},${o.file}` });
+        if (o.kind === 'Node') nodes.add(o.object.metadata?.name ?? '');
         if (this.#selected(o)) wanted.set(key, o);
       }
     }
+    this.#checkNodeName(nodes);
     // Deletes first: a renamed port or moved endpoint must not briefly exist twice.
     for (const [key, prev] of this.#emitted) {
       if (wanted.has(key)) continue;
@@ -424,6 +429,22 @@ export class FileSource implements Source {
       else this.#counters.objectsAdded++;
       dispatch(h, cur.kind, prev?.object ?? null, cur.object);
     }
+  }
+
+  /**
+   * #checkNodeName warns when the manifests describe Nodes but none by this
+   * node's name (a mistyped --hostname-override): locality and node addresses
+   * stay unknown. Manifests without any Node are normal. Once per set of names.
+   */
+  #checkNodeName(nodes: ReadonlySet<string>): void {
+    const names = [...nodes].sort().join(', ');
+    const missing = nodes.size > 0 && !nodes.has(this.#o.nodeName);
+    if (!missing || names === this.#nodeNamesWarned) {
+      if (!missing) this.#nodeNamesWarned = undefined;
+      return;
+    }
+    this.#nodeNamesWarned = names;
+    this.#o.logger.warn(`the manifests describe Nodes ${names} but none named ${this.#o.nodeName} (check --hostname-override): which endpoints are local, and this node's addresses, are unknown`);
   }
 
   /** #selected applies the same selectors kproxy's informers use, so both sources deliver the same events. */

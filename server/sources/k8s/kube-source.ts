@@ -133,10 +133,13 @@ export class KubeSource implements Source {
       for (const [name, value] of Object.entries(st.counters) as [keyof InformerCounters, number][]) counters[`${st.kind}.${name}`] = value;
     }
     const failed = all.filter((s) => s.lastErrorAt !== undefined).sort((a, b) => b.lastErrorAt! - a.lastErrorAt!)[0];
+    const synced = all.length === KINDS.length && all.every((s) => s.synced);
+    const unlisted = KINDS.filter((k) => !all.some((s) => s.kind === k && s.synced));
     return {
       kind: 'kubernetes',
       description: this.#server,
-      synced: all.length === KINDS.length && all.every((s) => s.synced),
+      synced,
+      ...(synced ? {} : { waitingFor: `the first list of ${unlisted.join(', ')}${failed?.lastError ? ` (last error: ${failed.lastError})` : ''}` }),
       objects: all.reduce((n, s) => n + s.objects, 0),
       lastError: failed?.lastError,
       lastErrorAt: failed?.lastErrorAt,

@@ -49,7 +49,7 @@ export function overview(over: Partial<Overview> = {}): Overview {
     startedAt: 1_000_000,
     now: 1_060_000,
     source: { kind: 'file', description: 'file:deploy/examples/', synced: true, objects: 20 },
-    health: { healthy: true, lastUpdated: 1_050_000, nodeEligible: true },
+    health: { healthy: true, lastUpdated: 1_050_000, nodeEligible: true, ready: true, readyReason: null },
     paused: false,
     counts: { services: 2, servicePorts: 3, endpoints: 6, localEndpoints: 2, rulesByTable: { filter: 4, nat: 40 }, noEndpoints: 0, noLocalEndpoints: 0, invalid: 0 },
     conntrack: { count: 1200, max: 262144, readAt: 1_059_000 },
