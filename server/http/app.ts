@@ -1,6 +1,8 @@
 import Fastify, { type FastifyInstance, type FastifyPluginAsync, type FastifyPluginCallback } from 'fastify';
 import type { ProxyConfig } from '../config/types.ts';
 import { configzDocument } from './configz.ts';
+import { limitedServerFactory, METRICS_LIMITS, type ListenerLimits, type TlsMaterial } from './limits.ts';
+import { refuseWrites } from './read-only.ts';
 
 /** MetricsSource renders the Prometheus exposition (ProxyMetrics satisfies it). */
 export interface MetricsSource {
@@ -20,7 +22,17 @@ export interface MetricsAppOptions {
   config: ProxyConfig;
   /** plugins are registered after kproxy's own routes, before the app is ready. */
   plugins?: readonly MetricsAppPlugin[];
+  /** limits: timeouts and connection caps of the listener (default METRICS_LIMITS). */
+  limits?: ListenerLimits;
+  /** tls: serve HTTPS with this certificate and key (the dashboard off loopback). */
+  tls?: TlsMaterial;
 }
+
+/**
+ * BODY_LIMIT: the biggest body the metrics listener reads. kube-proxy's routes
+ * read none (refuseWrites); the dashboard's actions take {"pause": true}.
+ */
+const BODY_LIMIT = 16 * 1024;
 
 const TEXT = 'text/plain; charset=utf-8';
 
@@ -35,6 +47,7 @@ const healthzPlugin: FastifyPluginAsync = async (app) => {
   app.all(
     '/healthz',
     {
+      onRequest: refuseWrites,
       schema: {
         querystring: {
           type: 'object',
@@ -55,7 +68,7 @@ const healthzPlugin: FastifyPluginAsync = async (app) => {
       return q.verbose === undefined ? 'ok' : `${checks}healthz check passed\n`;
     },
   );
-  app.all('/healthz/ping', { schema: { response: textResponse } }, async (_req, reply) => {
+  app.all('/healthz/ping', { onRequest: refuseWrites, schema: { response: textResponse } }, async (_req, reply) => {
     reply.type(TEXT);
     return 'ok';
   });
@@ -64,18 +77,19 @@ const healthzPlugin: FastifyPluginAsync = async (app) => {
 /**
  * buildMetricsApp builds the metrics listener (:10249 by default) with kube-proxy's
  * routes: /metrics (Prometheus text), /healthz, /proxyMode (plain text) and
- * /configz (the effective configuration as JSON). The caller listens; see
- * listen.ts. Further plugins (the dashboard) come through opts.plugins.
+ * /configz (the effective configuration as JSON), each answering GET and HEAD
+ * without a body only. The caller listens; see listen.ts. Further plugins (the
+ * dashboard) come through opts.plugins.
  */
 export function buildMetricsApp(opts: MetricsAppOptions): FastifyInstance {
-  const app = Fastify({ logger: false });
+  const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT, serverFactory: limitedServerFactory(opts.limits ?? METRICS_LIMITS, opts.tls) });
 
   app.addHook('onSend', async (_req, reply, payload) => {
     reply.header('x-content-type-options', 'nosniff');
     return payload;
   });
 
-  app.get('/metrics', { schema: { response: textResponse } }, async (_req, reply) => {
+  app.all('/metrics', { onRequest: refuseWrites, schema: { response: textResponse } }, async (_req, reply) => {
     const body = await opts.metrics.render();
     reply.header('content-type', opts.metrics.contentType);
     return body;
@@ -83,7 +97,7 @@ export function buildMetricsApp(opts: MetricsAppOptions): FastifyInstance {
 
   app.register(healthzPlugin);
 
-  app.all('/proxyMode', { schema: { response: textResponse } }, async (_req, reply) => {
+  app.all('/proxyMode', { onRequest: refuseWrites, schema: { response: textResponse } }, async (_req, reply) => {
     reply.type(TEXT);
     return opts.config.mode;
   });
@@ -91,6 +105,7 @@ export function buildMetricsApp(opts: MetricsAppOptions): FastifyInstance {
   app.all(
     '/configz',
     {
+      onRequest: refuseWrites,
       schema: { response: { 200: { type: 'object', additionalProperties: true } } },
       // kube-proxy answers exactly "application/json"; fastify would add a charset.
       onSend: async (_req, reply, payload) => {

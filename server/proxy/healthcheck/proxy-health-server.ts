@@ -1,4 +1,6 @@
 import Fastify, { type FastifyInstance } from 'fastify';
+import { HEALTH_LIMITS, limitedServerFactory, type ListenerLimits } from '../../http/limits.ts';
+import { refuseWrites } from '../../http/read-only.ts';
 import { goTimeJSON, type ProxyHealth, type ProxyHealthStatus } from './proxy-health.ts';
 import type { ProxyReadiness } from './readiness.ts';
 
@@ -11,6 +13,8 @@ export interface ProxyHealthAppOptions {
   readiness?: ProxyReadiness;
   /** onServed counts each answer (kubeproxy_proxy_healthz_total / kubeproxy_proxy_livez_total / kproxy_proxy_readyz_total). */
   onServed?: (probe: HealthProbe, code: 200 | 503) => void;
+  /** limits: timeouts and connection caps of the listener (default HEALTH_LIMITS). */
+  limits?: ListenerLimits;
 }
 
 const proxierHealthSchema = {
@@ -68,14 +72,18 @@ export function healthBody(h: ProxyHealthStatus, healthy: boolean, nodeEligible?
 /**
  * buildProxyHealthApp builds the :10256 listener: /healthz (proxy health and
  * node eligibility, what cloud load balancers probe) and /livez (proxy health
- * only, what the kubelet's liveness probe uses), answering any method like
- * kube-proxy's ServeMux handlers; and kproxy's /readyz (has synced: what the
- * DaemonSet's readiness and startup probes use), 503 with the reason until the
- * first full sync has succeeded, then as /healthz.
+ * only, what the kubelet's liveness probe uses), and kproxy's /readyz (has
+ * synced: what the DaemonSet's readiness and startup probes use), 503 with the
+ * reason until the first full sync has succeeded, then as /healthz. Unlike
+ * kube-proxy's ServeMux handlers, which answer any method, it answers GET and
+ * HEAD without a body only (405 and 413 otherwise, before a byte of a body is
+ * read): the port is open on every address without auth, and must stay
+ * answerable to the kubelet whatever other clients send it.
  */
 export function buildProxyHealthApp(opts: ProxyHealthAppOptions): FastifyInstance {
-  const app = Fastify({ logger: false });
+  const app = Fastify({ logger: false, serverFactory: limitedServerFactory(opts.limits ?? HEALTH_LIMITS) });
   const served = opts.onServed ?? (() => {});
+  app.addHook('onRequest', refuseWrites);
 
   app.addHook('onSend', async (_req, reply, payload) => {
     // kube-proxy sends exactly "application/json"; fastify would add a charset.

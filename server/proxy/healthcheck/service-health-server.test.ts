@@ -153,6 +153,20 @@ describe('ServiceHealthServer', () => {
     expect(shs.entries()).toEqual([{ service: 'shop/web', port, addresses: ['127.0.0.1'], localEndpoints: 0 }]);
   });
 
+  it('answers GET and HEAD only: a POST is refused with 405 before its body is read', async () => {
+    const port = await freePort();
+    const { shs } = make();
+    const state = newState();
+    state.onService(null, lbLocal('web', port));
+    await shs.reconcile(state.checkout());
+    const head = await fetch(`http://127.0.0.1:${port}/`, { method: 'HEAD' });
+    expect(head.status).toBe(503);
+    const post = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', body: 'x'.repeat(256 * 1024) });
+    expect(post.status).toBe(405);
+    expect(post.headers.get('allow')).toBe('GET, HEAD');
+    expect(post.headers.get('connection')).toBe('close');
+  });
+
   it('answers 503 with serviceProxyHealthy false while the proxy is unhealthy, even with local endpoints', async () => {
     const port = await freePort();
     let healthy = true;

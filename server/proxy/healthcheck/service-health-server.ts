@@ -1,5 +1,7 @@
-import { createServer, type RequestListener, type ServerResponse } from 'node:http';
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { errorMessage, HealthCheckPortError, type KproxyError } from '../../errors.ts';
+import { createLimitedServer, HEALTH_LIMITS } from '../../http/limits.ts';
+import { readOnlyRefusal, READ_METHODS } from '../../http/read-only.ts';
 import type { Logger } from '../../log.ts';
 import type { StateCheckout } from '../proxy-state.ts';
 import { healthCheckNodePorts, localReadyEndpoints } from './local-endpoints.ts';
@@ -49,10 +51,14 @@ interface Instance {
   endpoints: number;
 }
 
-/** listenHttp is the real ListenFn: a bare node:http server, closed with all its connections. */
+/**
+ * listenHttp is the real ListenFn: a node:http server with the health
+ * listeners' timeouts and connection caps (HEALTH_LIMITS: these ports are
+ * open to whatever reaches the node), closed with all its connections.
+ */
 export const listenHttp: ListenFn = (host, port, handler) =>
   new Promise((resolve, reject) => {
-    const server = createServer(handler);
+    const server = createLimitedServer(HEALTH_LIMITS, handler);
     const onError = (err: Error) => reject(err);
     server.once('error', onError);
     server.listen({ host, port, exclusive: true }, () => {
@@ -156,7 +162,7 @@ export class ServiceHealthServer {
     const inst: Instance = { namespace, name, port, addresses, listeners: [], endpoints: 0 };
     for (const host of addresses) {
       try {
-        inst.listeners.push(await this.#o.listen(host, port, (_req, res) => this.#serve(svc, res)));
+        inst.listeners.push(await this.#o.listen(host, port, (req, res) => this.#serve(svc, req, res)));
       } catch (err) {
         // Whatever opened already must close, so a retry (or another owner) can take the port.
         await this.#closeAll(svc, inst.listeners);
@@ -196,7 +202,18 @@ export class ServiceHealthServer {
     }
   }
 
-  #serve(svc: string, res: ServerResponse): void {
+  #serve(svc: string, req: IncomingMessage, res: ServerResponse): void {
+    // GET and HEAD without a body only: what load balancers send, and nothing to read for anyone else.
+    const refusal = readOnlyRefusal(req);
+    if (refusal) {
+      res.writeHead(refusal.status, {
+        'Content-Type': 'text/plain; charset=utf-8',
+        Connection: 'close',
+        ...(refusal.status === 405 ? { Allow: READ_METHODS.join(', ') } : {}),
+      });
+      res.end(refusal.text);
+      return;
+    }
     const inst = this.#services.get(svc);
     if (!inst) {
       // Only possible while the listener is closing; Go's handler writes nothing (an empty 200).
