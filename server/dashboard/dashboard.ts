@@ -10,12 +10,13 @@ import type { SyncObserver, SyncRecord, SyncTrigger } from '../proxy/sync-loop.t
 import type { SourceStatus } from '../sources/source.ts';
 import { KPROXY_VERSION } from '../version.ts';
 import { KernelReader } from './kernel-reader.ts';
+import { MessageBudget } from './message-budget.ts';
 import type { KernelViewProvider } from './kernel-view.ts';
 import type { ActionResult, ConntrackInfo, Counts, EventEntry, Health, Overview, ServerMessage, ServiceConntrack, ServiceDetail, ServiceSummary, SyncEntry, Viewer } from './protocol.ts';
 import { ServiceCatalog, type ServiceModel } from './service-catalog.ts';
 import { conntrackInfo, countServiceConntrack, type DashboardConntrack } from './service-conntrack.ts';
 import { detailShape, serviceDetail, watchedCounters } from './service-detail.ts';
-import { StreamHub, type HubSocket, type StreamClient, type StreamHubOptions } from './stream-hub.ts';
+import { CLOSE_POLICY, StreamHub, type HubSocket, type StreamClient, type StreamHubOptions } from './stream-hub.ts';
 import { SyncHistory } from './sync-history.ts';
 import { yieldToEventLoop, type Yield } from './yield.ts';
 
@@ -69,6 +70,19 @@ export function eventEntry(e: RecordedEvent): EventEntry {
   return { seq: e.seq, time: e.time, type: e.type, reason: e.reason, action: e.action, object: describeRef(e.regarding), note: e.note };
 }
 
+/** SNAPSHOT_INTERVAL_MS: a client gets at most one snapshot this often; requests meanwhile become one, sent when it is due. */
+export const SNAPSHOT_INTERVAL_MS = 1000;
+/** MAX_DROPPED_MESSAGES: a client whose messages were dropped this often (MessageBudget) is disconnected. */
+export const MAX_DROPPED_MESSAGES = 100;
+
+/** Pacing is what one client may still ask (its message budget) and its pending snapshot. */
+interface Pacing {
+  readonly budget: MessageBudget;
+  lastSnapshotAt: number;
+  /** timer: a snapshot is owed and will be sent when it fires. */
+  timer: TimerHandle | null;
+}
+
 interface PendingSync {
   entry: SyncEntry;
   changed: ReadonlySet<string> | 'all';
@@ -108,6 +122,11 @@ export class Dashboard {
   #skipped: ReadonlyMap<string, string> = new Map();
   /** #shapes: per watching client, the shape of the page it was last sent (see detailShape). */
   readonly #shapes = new WeakMap<StreamClient, string>();
+  readonly #pacing = new WeakMap<StreamClient, Pacing>();
+  /** #snapshotBody: the viewer-independent part of the last snapshot, shared by clients asking within the interval. */
+  #snapshotBody: { json: string; version: number; at: number } | null = null;
+  /** #version changes whenever a snapshot would say something new (a sync, an Event, an action, a kernel read). */
+  #version = 0;
 
   constructor(opts: DashboardOptions) {
     this.#o = opts;
@@ -134,8 +153,20 @@ export class Dashboard {
       skipped: (id) => this.#skipped.get(id),
     };
     opts.daemon.loop.addObserver(this.observer);
-    if (opts.events) this.#unsubscribe.push(opts.events.onEvent((e) => this.hub.broadcast({ type: 'event', event: eventEntry(e) }, 'droppable')));
-    this.#unsubscribe.push(this.reader.onRead(() => this.#sendCounters()));
+    if (opts.events) {
+      this.#unsubscribe.push(
+        opts.events.onEvent((e) => {
+          this.#version++;
+          this.hub.broadcast({ type: 'event', event: eventEntry(e) }, 'droppable');
+        }),
+      );
+    }
+    this.#unsubscribe.push(
+      this.reader.onRead(() => {
+        this.#version++;
+        this.#sendCounters();
+      }),
+    );
   }
 
   /** observer hears every sync; it only records and defers (it runs on the sync's path). */
@@ -157,6 +188,7 @@ export class Dashboard {
     const pending = this.#pending;
     this.#pending = [];
     if (this.#stopped || pending.length === 0) return;
+    this.#version++;
     let upserts: ReturnType<ServiceCatalog['refresh']>['upserts'] = [];
     let removed: readonly string[] = [];
     const changedKeys = new Set<string>();
@@ -197,6 +229,11 @@ export class Dashboard {
 
   get model(): ServiceModel {
     return this.#model;
+  }
+
+  /** yieldTurn lets other work (a sync, /livez) run in the middle of a long job. */
+  get yieldTurn(): Yield {
+    return this.#pause;
   }
 
   get lastAction(): ActionResult | null {
@@ -310,6 +347,7 @@ export class Dashboard {
   connect(socket: HubSocket, viewer: Viewer, remote: string): StreamClient | null {
     const c = this.hub.add(socket, viewer, remote);
     if (!c) return null;
+    this.#pacing.set(c, { budget: new MessageBudget(this.daemon.clock.monotonic()), lastSnapshotAt: -Infinity, timer: null });
     this.touch();
     this.#sendSnapshot(c);
     this.#startTimer();
@@ -318,17 +356,57 @@ export class Dashboard {
     return c;
   }
 
-  /** #sendSnapshot sends a full snapshot and notes its size and cost (the Overview shows them). */
+  /**
+   * #sendSnapshot sends a full snapshot and notes its size and cost (the
+   * Overview shows them). Everything but the viewer is serialised once and
+   * shared by the clients that ask within SNAPSHOT_INTERVAL_MS while nothing
+   * changed: at 10,000 Services that is ~2 MB of JSON and tens of ms each.
+   */
   #sendSnapshot(c: StreamClient): void {
     const clock = this.daemon.clock;
-    const t0 = clock.monotonic();
-    const json = JSON.stringify(this.snapshot(c.viewer));
+    const now = clock.monotonic();
+    const pacing = this.#pacing.get(c);
+    if (pacing) pacing.lastSnapshotAt = now;
+    let body = this.#snapshotBody;
+    if (!body || body.version !== this.#version || now - body.at >= SNAPSHOT_INTERVAL_MS) {
+      const { type: _type, viewer: _viewer, ...rest } = this.snapshot(c.viewer);
+      body = { json: JSON.stringify(rest), version: this.#version, at: now };
+      this.#snapshotBody = body;
+    }
+    const json = `{"type":"snapshot","viewer":${JSON.stringify(c.viewer)},${body.json.slice(1)}`;
     this.hub.sendText(c, json, 'essential');
-    this.#lastSnapshot = { bytes: Buffer.byteLength(json), ms: clock.monotonic() - t0 };
+    this.#lastSnapshot = { bytes: Buffer.byteLength(json), ms: clock.monotonic() - now };
+  }
+
+  /**
+   * #requestSnapshot answers a client's snapshot request: now, if its last
+   * snapshot was at least SNAPSHOT_INTERVAL_MS ago and has left the server's
+   * buffers; otherwise once, when that is so. However often a client asks,
+   * it has one snapshot in flight and one owed at most.
+   */
+  #requestSnapshot(c: StreamClient): void {
+    const pacing = this.#pacing.get(c);
+    if (!pacing) return;
+    if (pacing.timer) return; // one is owed already: this request joins it
+    const clock = this.daemon.clock;
+    const wait = pacing.lastSnapshotAt + SNAPSHOT_INTERVAL_MS - clock.monotonic();
+    if (wait <= 0 && c.socket.bufferedAmount === 0) {
+      this.#sendSnapshot(c);
+      return;
+    }
+    pacing.timer = clock.setTimeout(
+      () => {
+        pacing.timer = null;
+        if (!c.closed && !this.#stopped) this.#requestSnapshot(c);
+      },
+      Math.max(wait, SNAPSHOT_INTERVAL_MS / 10),
+    );
   }
 
   disconnect(c: StreamClient): void {
     this.hub.remove(c);
+    const timer = this.#pacing.get(c)?.timer;
+    if (timer) this.daemon.clock.clearTimeout(timer);
     this.touch();
   }
 
@@ -358,8 +436,23 @@ export class Dashboard {
     this.#idleTimer = clock.setTimeout(check, limit);
   }
 
-  /** receive handles one client message (ClientMessage); anything else is ignored. */
+  /**
+   * receive handles one client message (ClientMessage); anything else is
+   * ignored. Messages past the client's MessageBudget are dropped, and a client
+   * that keeps sending them is disconnected (CLOSE_POLICY).
+   */
   receive(c: StreamClient, text: string): void {
+    const pacing = this.#pacing.get(c);
+    if (pacing && !pacing.budget.take(this.daemon.clock.monotonic())) {
+      const dropped = pacing.budget.dropped;
+      if (dropped === 1) this.#log.warn('dashboard client sends messages faster than its budget; dropping them', { client: c.remote, user: c.viewer.user });
+      if (dropped >= MAX_DROPPED_MESSAGES) {
+        this.#log.warn('dashboard client disconnected: too many messages', { client: c.remote, user: c.viewer.user, dropped });
+        this.disconnect(c);
+        c.socket.close(CLOSE_POLICY, 'KPROXY_ERR_RATE_LIMITED: too many messages');
+      }
+      return;
+    }
     let msg: { type?: unknown; service?: unknown };
     try {
       msg = JSON.parse(text);
@@ -368,7 +461,7 @@ export class Dashboard {
       return;
     }
     if (msg?.type === 'snapshot') {
-      this.#sendSnapshot(c);
+      this.#requestSnapshot(c);
     } else if (msg?.type === 'watch') {
       c.watch = typeof msg.service === 'string' && msg.service.length <= 320 ? msg.service : null;
       if (c.watch) {
@@ -449,6 +542,7 @@ export class Dashboard {
   /** noteAction records an action's result and tells every dashboard. */
   noteAction(result: ActionResult): void {
     this.#lastAction = result;
+    this.#version++;
     this.hub.broadcast({ type: 'action', result }, 'essential');
   }
 

@@ -98,8 +98,9 @@ export interface RestoreInput {
 
 /**
  * KernelViewProvider is a backend's part of the dashboard. Everything but
- * read() and intended() is cheap and synchronous; those two may take long on
- * a big node and must yield to the event loop while they work.
+ * read(), intended() and formatIntended() is cheap and synchronous; those
+ * three may take long on a big node and must yield to the event loop while
+ * they work.
  */
 export interface KernelViewProvider {
   readonly kind: KernelKind;
@@ -134,8 +135,11 @@ export interface KernelViewProvider {
   /** lastInput / lastFailedInput: the last input the kernel accepted, and the last it refused. */
   lastInput(): RestoreInput | null;
   lastFailedInput(): RestoreInput | null;
-  /** formatIntended renders intended() as a downloadable file (iptables-restore text…). */
-  formatIntended(tables: KernelTables): string;
+  /**
+   * formatIntended renders intended() as a downloadable file (iptables-restore
+   * text…), yielding as it goes; the file is the pieces in order, sent one by one.
+   */
+  formatIntended(tables: KernelTables): Promise<string[]>;
 }
 
 /** kernelTables counts the chains and rules of a set of tables. */

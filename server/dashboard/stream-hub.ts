@@ -14,6 +14,8 @@ export interface HubSocket {
 export const CLOSE_SLOW_CLIENT = 4008;
 export const CLOSE_TOO_MANY = 1013;
 export const CLOSE_GOING_AWAY = 1001;
+/** CLOSE_POLICY: the client broke the stream's rules (it sent far more messages than its budget). */
+export const CLOSE_POLICY = 1008;
 
 /** Delivery: essential messages (snapshots) are always queued; droppable ones are skipped for a lagging client. */
 export type Delivery = 'essential' | 'droppable';

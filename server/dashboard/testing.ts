@@ -20,6 +20,7 @@ import { DashboardActions } from './actions.ts';
 import type { AccessReviewer } from './auth/access-review.ts';
 import { DashboardAuth } from './auth/auth.ts';
 import { Dashboard } from './dashboard.ts';
+import type { HeavyReads } from './heavy-reads.ts';
 import { dashboardPlugins } from './http/plugin.ts';
 import { IptablesView } from './iptables/view.ts';
 import { IpvsView } from './ipvs/view.ts';
@@ -78,6 +79,8 @@ export interface TestDashboardOptions {
   conntrack?: { runner?: ConntrackRunner } & Partial<Pick<ConntrackCountsOptions, 'maxQueued' | 'serviceIntervalMs'>>;
   /** wrapBackend lets a test change what the backend reports (the dashboard only sees sync results). */
   wrapBackend?: (backend: Backend) => Backend;
+  /** heavy: the API's limit on expensive reads (default 2 running, 8 waiting). */
+  heavy?: HeavyReads;
 }
 
 /** TestDashboard is a daemon over the simulated kernel with its dashboard on a metrics app (not listening). */
@@ -151,7 +154,7 @@ export async function testDashboard(opts: TestDashboardOptions = {}): Promise<Te
   const app = buildMetricsApp({
     metrics: { contentType: 'text/plain', render: async () => 'kubeproxy_sync_proxy_rules_last_timestamp_seconds 1\n' },
     config,
-    plugins: dashboardPlugins({ dashboard, actions, auth, clock, webRoot: opts.webRoot ?? '/nonexistent-web-root' }),
+    plugins: dashboardPlugins({ dashboard, actions, auth, clock, webRoot: opts.webRoot ?? '/nonexistent-web-root', heavy: opts.heavy }),
   });
   await app.ready();
   await daemon.start();

@@ -82,7 +82,7 @@ const healthzPlugin: FastifyPluginAsync = async (app) => {
  * dashboard) come through opts.plugins.
  */
 export function buildMetricsApp(opts: MetricsAppOptions): FastifyInstance {
-  const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT, serverFactory: limitedServerFactory(opts.limits ?? METRICS_LIMITS, opts.tls) });
+  const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT, serverFactory: limitedServerFactory(opts.limits ?? METRICS_LIMITS, { tls: opts.tls }) });
 
   app.addHook('onSend', async (_req, reply, payload) => {
     reply.header('x-content-type-options', 'nosniff');

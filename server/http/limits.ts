@@ -1,6 +1,7 @@
 import { createServer as createHttpServer, type IncomingMessage, type RequestListener, type Server, type ServerOptions, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { SecureContextOptions } from 'node:tls';
+import { sendRefusal, type Refusal } from './read-only.ts';
 
 /**
  * ListenerLimits bound what one client can cost a listener. Every server
@@ -36,10 +37,11 @@ export interface ListenerLimits {
  * probe timeout is 1 s by default (5 s in deploy/daemonset.yaml), so headers
  * that take seconds are no probe. Kubelets and load balancers open a few
  * connections at a time; the per-address cap keeps one noisy client from
- * taking the total.
+ * taking the total, and the total is well above what sixteen such clients
+ * can hold, so the kubelet still gets in (an idle connection costs a few KiB).
  */
 export const HEALTH_LIMITS: ListenerLimits = {
-  maxConnections: 512,
+  maxConnections: 1024,
   maxConnectionsPerClient: 64,
   headersTimeoutMs: 5_000,
   requestTimeoutMs: 10_000,
@@ -74,12 +76,31 @@ export interface TlsMaterial {
 /** LimitedServer is a node:http or node:https server with the limits applied. */
 export type LimitedServer = Server | HttpsServer;
 
+/** ServerExtras: HTTPS material, and a screen that refuses requests before the app sees them. */
+export interface ServerExtras {
+  readonly tls?: TlsMaterial & SecureContextOptions;
+  /**
+   * screen answers a request on the raw response when it returns a refusal
+   * (readOnlyRefusal on a listener whose every route is read-only): a flood of
+   * refused requests then costs no fastify request, reply or hook each.
+   */
+  readonly screen?: (req: IncomingMessage) => Refusal | null;
+}
+
 /**
  * createLimitedServer makes the server for a listener: HTTP, or HTTPS when
- * tls is given, with every limit of `limits` applied. Connections beyond the
- * caps are destroyed on arrival, before a byte of them is parsed.
+ * extras.tls is given, with every limit of `limits` applied. Connections beyond
+ * the caps are destroyed on arrival, before a byte of them is parsed.
  */
-export function createLimitedServer(limits: ListenerLimits, handler: RequestListener, tls?: TlsMaterial & SecureContextOptions): LimitedServer {
+export function createLimitedServer(limits: ListenerLimits, app: RequestListener, extras: ServerExtras = {}): LimitedServer {
+  const { tls, screen } = extras;
+  const handler: RequestListener = screen
+    ? (req, res) => {
+        const refusal = screen(req);
+        if (refusal) sendRefusal(res, refusal);
+        else app(req, res);
+      }
+    : app;
   const options: ServerOptions = {
     headersTimeout: limits.headersTimeoutMs,
     requestTimeout: limits.requestTimeoutMs,
@@ -118,6 +139,6 @@ function capPerClient(server: LimitedServer, max: number): void {
  * limitedServerFactory is createLimitedServer as fastify's serverFactory
  * (fastify then sets no timeouts of its own: these are the only ones).
  */
-export function limitedServerFactory(limits: ListenerLimits, tls?: TlsMaterial & SecureContextOptions) {
-  return (handler: (req: IncomingMessage, res: ServerResponse) => void) => createLimitedServer(limits, handler, tls);
+export function limitedServerFactory(limits: ListenerLimits, extras: ServerExtras = {}) {
+  return (handler: (req: IncomingMessage, res: ServerResponse) => void) => createLimitedServer(limits, handler, extras);
 }

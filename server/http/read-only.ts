@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
 /** READ_METHODS are what health, metrics and health check routes answer. */
@@ -22,6 +22,24 @@ export function readOnlyRefusal(req: IncomingMessage): { status: 405 | 413; text
   if (req.method !== 'GET' && req.method !== 'HEAD') return { status: 405, text: `405 method not allowed: ${READ_METHODS.join(' and ')} only\n` };
   if (hasBody(req)) return { status: 413, text: '413 request entity too large: no body is read here\n' };
   return null;
+}
+
+/** Refusal is why a read-only listener will not answer a request. */
+export type Refusal = NonNullable<ReturnType<typeof readOnlyRefusal>>;
+
+/**
+ * sendRefusal answers a refused request on the raw response and closes the
+ * connection, so the rest of a body the client may still send is not read.
+ */
+export function sendRefusal(res: ServerResponse, refusal: Refusal): void {
+  res.writeHead(refusal.status, {
+    'Content-Type': TEXT,
+    'Content-Length': Buffer.byteLength(refusal.text),
+    'X-Content-Type-Options': 'nosniff',
+    Connection: 'close',
+    ...(refusal.status === 405 ? { Allow: READ_METHODS.join(', ') } : {}),
+  });
+  res.end(refusal.text);
 }
 
 /**

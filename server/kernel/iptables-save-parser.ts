@@ -375,21 +375,47 @@ export interface FormatOptions {
   tables?: readonly string[];
 }
 
-/** formatIptablesSave prints a dump in iptables-save format (without the timestamp comments). */
-export function formatIptablesSave(dump: IptablesDump, opts: FormatOptions = {}): string {
-  const out: string[] = [];
+/** saveLines yields a dump's lines in iptables-save format (without the timestamp comments). */
+function* saveLines(dump: IptablesDump, opts: FormatOptions): Generator<string> {
   for (const name of opts.tables ?? [...dump.tables.keys()]) {
     const t = dump.tables.get(name);
     if (!t) continue;
-    out.push(`*${name}`);
-    for (const c of t.chains.values()) out.push(`:${c.name} ${c.policy ?? '-'} [${c.packets}:${c.bytes}]`);
+    yield `*${name}`;
+    for (const c of t.chains.values()) yield `:${c.name} ${c.policy ?? '-'} [${c.packets}:${c.bytes}]`;
     for (const c of t.chains.values()) {
       for (const r of c.rules) {
         const rule = r.spec === '' ? `-A ${c.name}` : `-A ${c.name} ${r.spec}`;
-        out.push(opts.counters ? `[${r.packets}:${r.bytes}] ${rule}` : rule);
+        yield opts.counters ? `[${r.packets}:${r.bytes}] ${rule}` : rule;
       }
     }
-    out.push('COMMIT');
+    yield 'COMMIT';
   }
+}
+
+/** formatIptablesSave prints a dump in iptables-save format (without the timestamp comments). */
+export function formatIptablesSave(dump: IptablesDump, opts: FormatOptions = {}): string {
+  const out = [...saveLines(dump, opts)];
   return out.length ? out.join('\n') + '\n' : '';
+}
+
+/**
+ * formatIptablesSavePaced is formatIptablesSave for big listings: it calls
+ * pause every `every` lines, so a caller sharing an event loop with other work
+ * (the daemon's --dry-run kernel, which stands in for a separate process) does
+ * not hold it for the whole listing.
+ */
+export async function formatIptablesSavePaced(dump: IptablesDump, opts: FormatOptions, pause: () => Promise<void>, every = 20_000): Promise<string> {
+  // Joined a chunk at a time: one join of 400,000 lines would be one long stop too.
+  const pieces: string[] = [];
+  let out: string[] = [];
+  for (const line of saveLines(dump, opts)) {
+    out.push(line);
+    if (out.length === every) {
+      pieces.push(out.join('\n'));
+      out = [];
+      await pause();
+    }
+  }
+  if (out.length) pieces.push(out.join('\n'));
+  return pieces.length ? pieces.join('\n') + '\n' : '';
 }

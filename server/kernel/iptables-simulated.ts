@@ -4,7 +4,7 @@ import type { IPFamily } from '../net/ip.ts';
 import { IptablesRestoreError, type IptablesFlavor, type IptablesRunner, type RestoreOptions, type SaveOptions } from './iptables.ts';
 import {
   BUILTIN_CHAINS,
-  formatIptablesSave,
+  formatIptablesSavePaced,
   makeRule,
   parseIptablesScriptPartial,
   splitArgs,
@@ -239,7 +239,8 @@ export class SimulatedIptables implements IptablesRunner {
   async save(opts: SaveOptions = {}): Promise<string> {
     recordCall(this.calls, { program: 'iptables-save', args: [...(opts.table ? ['-t', opts.table] : []), ...(opts.counters ? ['-c'] : [])] }, this.#callLog);
     if (opts.table) this.#table(opts.table);
-    return formatIptablesSave(this.dump(), { counters: opts.counters, tables: opts.table ? [opts.table] : undefined });
+    // iptables-save is a process of its own on a real node: the --dry-run daemon must not wait on this one in its event loop.
+    return formatIptablesSavePaced(this.dump(), { counters: opts.counters, tables: opts.table ? [opts.table] : undefined }, () => new Promise((r) => setImmediate(r)));
   }
 
   /**

@@ -1,9 +1,11 @@
-import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import { Readable } from 'node:stream';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { NotFoundError, RateLimitedError } from '../../errors.ts';
 import { configzDocument } from '../../http/configz.ts';
 import type { DashboardActions } from '../actions.ts';
 import type { DashboardAuth, Permission } from '../auth/auth.ts';
 import type { Dashboard } from '../dashboard.ts';
+import { HeavyReads } from '../heavy-reads.ts';
 import type { KernelTables } from '../kernel-view.ts';
 import type { RowsPage, TableInfo, Viewer } from '../protocol.ts';
 import { TableRows } from '../rows.ts';
@@ -13,6 +15,8 @@ export interface ApiRoutesOptions {
   dashboard: Dashboard;
   actions: DashboardActions;
   auth: DashboardAuth;
+  /** heavy: the limit on expensive reads running at once (default: 2 running, 8 waiting). */
+  heavy?: HeavyReads;
 }
 
 declare module 'fastify' {
@@ -46,6 +50,9 @@ const rowsQuery = {
 /** CONNTRACK_RETRY_AFTER_S: a refused count may be retried after this long (the counter's queue drains by then). */
 const CONNTRACK_RETRY_AFTER_S = 5;
 
+/** HEAVY_RETRY_AFTER_S: a heavy read refused because the dashboard is busy may be retried after this long. */
+const HEAVY_RETRY_AFTER_S = 1;
+
 /** ACTION_BODY_LIMIT: bytes of an action's body (fastify answers 413 past it, before parsing). */
 const ACTION_BODY_LIMIT = 1024;
 
@@ -59,6 +66,16 @@ const ROWS_CACHE = 8;
  */
 export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts) => {
   const { dashboard, actions, auth } = opts;
+  const heavy = opts.heavy ?? new HeavyReads();
+  /** heavily runs an expensive read under the HeavyReads limit (429 with Retry-After when it is full). */
+  const heavily = async <T>(reply: FastifyReply, what: string, fn: () => Promise<T>): Promise<T> => {
+    try {
+      return await heavy.run(what, fn);
+    } catch (err) {
+      if (err instanceof RateLimitedError && !reply.hasHeader('retry-after')) reply.header('retry-after', String(HEAVY_RETRY_AFTER_S));
+      throw err;
+    }
+  };
   app.decorateRequest('dashboardViewer', null);
   app.addHook('onRequest', async (req) => {
     const permission = req.routeOptions.config?.permission ?? 'view';
@@ -78,15 +95,18 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
 
   app.get('/services', { schema: { querystring: { type: 'object', properties: { q: { type: 'string', maxLength: 200 } } }, response: json } }, async (req, reply) => {
     const q = ((req.query as { q?: string }).q ?? '').trim().toLowerCase();
-    const list = dashboard.services();
-    const services = q ? list.filter((s) => s.key.includes(q) || s.clusterIP.startsWith(q) || s.ips.some((ip) => ip.startsWith(q))) : list;
-    // Pre-serialised: 10,000 summaries go faster through JSON.stringify than a generic schema serializer.
-    return reply.type('application/json').send(JSON.stringify({ services }));
+    const body = await heavily(reply, 'the service list', async () => {
+      const list = dashboard.services();
+      const services = q ? list.filter((s) => s.key.includes(q) || s.clusterIP.startsWith(q) || s.ips.some((ip) => ip.startsWith(q))) : list;
+      // Pre-serialised: 10,000 summaries go faster through JSON.stringify than a generic schema serializer.
+      return JSON.stringify({ services });
+    });
+    return reply.type('application/json').send(body);
   });
 
   app.get('/services/:namespace/:name', { schema: { params: nsName, response: { 200: anyObject, 404: anyObject } } }, async (req, reply) => {
     const { namespace, name } = req.params as { namespace: string; name: string };
-    const detail = await dashboard.detail(`${namespace}/${name}`);
+    const detail = await heavily(reply, `the page of service ${namespace}/${name}`, () => dashboard.detail(`${namespace}/${name}`));
     if (!detail) throw new NotFoundError(`no service ${namespace}/${name} on this node`);
     return reply.type('application/json').send(JSON.stringify(detail));
   });
@@ -118,8 +138,8 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
     return dashboard.reader.tables;
   };
 
-  app.get('/tables', { schema: { response: json } }, async () => {
-    const tables = await kernel();
+  app.get('/tables', { schema: { response: json } }, async (_req, reply) => {
+    const tables = await heavily(reply, 'the kernel tables', kernel);
     const info: TableInfo[] = [...(tables?.tables.values() ?? [])].map((t) => {
       let rules = 0;
       for (const c of t.chains.values()) rules += c.rules.length;
@@ -128,7 +148,8 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
     return { kernel: dashboard.reader.status(), tables: info };
   });
 
-  const cache = new Map<string, TableRows>();
+  // Promises: requests for the same view while it is being built share that build.
+  const cache = new Map<string, Promise<TableRows>>();
   const rowsOf = async (table: string, q: string, driftOnly: boolean): Promise<TableRows | null> => {
     const tables = await kernel();
     const t = tables?.tables.get(table);
@@ -136,9 +157,11 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
     const key = `${dashboard.reader.readAt}\u0000${table}\u0000${q}\u0000${driftOnly}\u0000${dashboard.reader.drift.count}`;
     let rows = cache.get(key);
     if (!rows) {
-      rows = new TableRows(t, dashboard.reader.drift.byChain(), { q, driftOnly });
+      rows = TableRows.build(t, dashboard.reader.drift.byChain(), { q, driftOnly }, dashboard.yieldTurn);
       cache.set(key, rows);
       if (cache.size > ROWS_CACHE) cache.delete(cache.keys().next().value!);
+      // A build that failed must not stay cached.
+      rows.catch(() => cache.get(key) === rows && cache.delete(key));
     }
     return rows;
   };
@@ -146,7 +169,7 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
   app.get('/tables/:table/rows', { schema: { params: tableParam, querystring: rowsQuery, response: { 200: anyObject, 404: anyObject } } }, async (req, reply) => {
     const { table } = req.params as { table: string };
     const { offset, limit, q, drift } = req.query as { offset: number; limit: number; q: string; drift: boolean };
-    const rows = await rowsOf(table, q, drift);
+    const rows = await heavily(reply, `the rows of table ${table}`, () => rowsOf(table, q, drift));
     if (!rows) throw new NotFoundError(`the kernel listing has no table ${table}`);
     const page: RowsPage = { table, readAt: dashboard.reader.readAt, total: rows.total, offset, rows: rows.page(offset, limit) };
     return reply.type('application/json').send(JSON.stringify(page));
@@ -161,17 +184,17 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
         response: { 200: anyObject, 404: anyObject },
       },
     },
-    async (req) => {
+    async (req, reply) => {
       const { table, chain } = req.params as { table: string; chain: string };
       const { q, drift } = req.query as { q: string; drift: boolean };
-      const rows = await rowsOf(table, q, drift);
+      const rows = await heavily(reply, `the rows of table ${table}`, () => rowsOf(table, q, drift));
       const row = rows?.chainRow(chain) ?? -1;
       if (row < 0) throw new NotFoundError(`no chain ${chain} in table ${table} (with this filter)`);
       return { table, chain, row };
     },
   );
 
-  app.get('/drift', { schema: { response: json } }, async () => dashboard.reader.drift.report(Infinity));
+  app.get('/drift', { schema: { response: json } }, async (_req, reply) => heavily(reply, 'the drift report', async () => dashboard.reader.drift.report(Infinity)));
   app.get('/syncs', { schema: { response: json } }, async () => ({ syncs: dashboard.history.entries(), failures: dashboard.history.failures }));
   app.get('/events', { schema: { response: json } }, async () => ({ events: dashboard.recentEvents(500) }));
   app.get('/conntrack', { schema: { response: json } }, async () => ({ conntrack: await dashboard.readConntrack() }));
@@ -182,21 +205,36 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
     configz: configzDocument(dashboard.daemon.config),
   }));
 
+  // Downloads of the intended rules asked while one is being formatted share it (the text is ~34 MB at 10,000 × 10).
+  let formatting: { version: number; text: Promise<string[] | null> } | null = null;
+  const intendedText = (): Promise<string[] | null> => {
+    const version = dashboard.provider.intendedVersion();
+    if (formatting?.version !== version) {
+      const text = (async () => {
+        const tables = await dashboard.provider.intended();
+        return tables ? dashboard.provider.formatIntended(tables) : null;
+      })().finally(() => {
+        if (formatting?.text === text) formatting = null;
+      });
+      formatting = { version, text };
+    }
+    return formatting.text;
+  };
+
   app.get(
     '/restore-input/:which',
     { schema: { params: { type: 'object', properties: { which: { type: 'string', enum: ['last', 'failed', 'intended'] } }, required: ['which'] }, response: { 200: { type: 'string' }, 404: anyObject } } },
     async (req, reply) => {
       const { which } = req.params as { which: 'last' | 'failed' | 'intended' };
       const node = dashboard.daemon.nodeName.replace(/[^A-Za-z0-9._-]/g, '_');
-      let body: string | null = null;
+      let body: string | Readable | null = null;
       let file = '';
       if (which === 'intended') {
         dashboard.touch();
-        const tables = await dashboard.provider.intended();
-        if (tables) {
-          body = dashboard.provider.formatIntended(tables);
-          file = `kproxy-${node}-intended.rules`;
-        }
+        const pieces = await heavily(reply, 'the intended rules', intendedText);
+        // Piece by piece: tens of MB encoded for the socket in one go would hold the event loop.
+        if (pieces) body = Readable.from(pieces);
+        file = `kproxy-${node}-intended.rules`;
       } else {
         const input = which === 'last' ? dashboard.provider.lastInput() : dashboard.provider.lastFailedInput();
         if (input) {

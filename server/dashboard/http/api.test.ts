@@ -7,6 +7,7 @@ import { flushMicrotasks } from '../../clock-fake.ts';
 import type { ConntrackRunner } from '../../kernel/conntrack.ts';
 import { SimulatedConntrack, natFlow } from '../../kernel/conntrack-simulated.ts';
 import type { ActionResult, RowsPage, ServiceConntrack, ServiceDetail, ServiceSummary } from '../protocol.ts';
+import { HeavyReads } from '../heavy-reads.ts';
 import { testDashboard, type TestDashboard } from '../testing.ts';
 
 const HOST = { host: 'localhost:10249' };
@@ -271,6 +272,59 @@ describe('dashboard delegated auth (TokenReview + SubjectAccessReview)', () => {
     expect(res.json().error.code).toBe('KPROXY_ERR_AUTH_UNAVAILABLE');
     expect(res.body).not.toMatch(/10\.0\.0\.1|ECONNREFUSED/);
     expect(t.log.lines('error').some((l) => /cannot check the bearer token with the API server: .*ECONNREFUSED 10\.0\.0\.1:6443/.test(l))).toBe(true);
+  });
+});
+
+describe('dashboard budgets for expensive reads', () => {
+  let t: TestDashboard;
+  afterEach(async () => t?.close());
+
+  it('runs a limited number of heavy reads at once, queues a few, and refuses the rest with 429 and Retry-After', async () => {
+    t = await testDashboard({ token: TOKEN, heavy: new HeavyReads({ maxRunning: 1, maxQueued: 1 }) });
+    let release = () => {};
+    const gate = new Promise<void>((r) => (release = r));
+    const real = t.dashboard.detail.bind(t.dashboard);
+    let started = 0;
+    t.dashboard.detail = async (key) => {
+      started++;
+      await gate;
+      return real(key);
+    };
+    const first = t.app.inject({ url: '/api/v1/services/shop/frontend', headers: AUTH });
+    const second = t.app.inject({ url: '/api/v1/services/shop/web', headers: AUTH });
+    for (let i = 0; i < 50 && started === 0; i++) await flushMicrotasks();
+    expect(started).toBe(1);
+    const third = await t.app.inject({ url: '/api/v1/restore-input/intended', headers: AUTH });
+    expect(third.statusCode).toBe(429);
+    expect(third.headers['retry-after']).toBe('1');
+    expect(third.json().error).toMatchObject({ code: 'KPROXY_ERR_RATE_LIMITED' });
+    // Cheap reads are not held up.
+    expect((await t.app.inject({ url: '/api/v1/status', headers: AUTH })).statusCode).toBe(200);
+    release();
+    expect((await first).statusCode).toBe(200);
+    expect((await second).statusCode).toBe(200);
+    expect(started).toBe(2);
+    expect((await t.app.inject({ url: '/api/v1/restore-input/intended', headers: AUTH })).statusCode).toBe(200);
+  });
+
+  it('formats the intended rules once for downloads that run at the same time', async () => {
+    t = await testDashboard({ token: TOKEN, heavy: new HeavyReads({ maxRunning: 3 }) });
+    const format = t.dashboard.provider.formatIntended.bind(t.dashboard.provider);
+    let formats = 0;
+    let release = () => {};
+    const gate = new Promise<void>((r) => (release = r));
+    t.dashboard.provider.formatIntended = async (tables) => {
+      formats++;
+      await gate;
+      return format(tables);
+    };
+    const pending = [1, 2, 3].map(() => t.app.inject({ url: '/api/v1/restore-input/intended', headers: AUTH }));
+    for (let i = 0; i < 50; i++) await flushMicrotasks();
+    release();
+    const bodies = await Promise.all(pending);
+    expect(bodies.map((b) => b.statusCode)).toEqual([200, 200, 200]);
+    expect(new Set(bodies.map((b) => b.body)).size).toBe(1);
+    expect(formats).toBe(1);
   });
 });
 

@@ -6,6 +6,7 @@ import type { DashboardActions } from '../actions.ts';
 import type { DashboardAuth } from '../auth/auth.ts';
 import { offersDashboardProtocol } from '../auth/request-checks.ts';
 import type { Dashboard } from '../dashboard.ts';
+import type { HeavyReads } from '../heavy-reads.ts';
 import { WS_SUBPROTOCOL } from '../protocol.ts';
 import { apiRoutes } from './api-routes.ts';
 import { dashboardErrorHandler } from './error-handler.ts';
@@ -20,6 +21,8 @@ export interface DashboardPluginOptions {
   /** webRoot: the built app (dist/web). */
   webRoot: string;
   pingIntervalMs?: number;
+  /** heavy: the limit on expensive API reads running at once (default: 2 running, 8 waiting). */
+  heavy?: HeavyReads;
 }
 
 /** MAX_CLIENT_MESSAGE: client messages are tiny ({"type":"watch",…}); anything bigger is refused by ws. */
@@ -60,6 +63,6 @@ export const dashboardPlugin: FastifyPluginAsync<DashboardPluginOptions> = async
   // Routes and hooks throw catalogue errors; this one handler answers them all (and fastify's own 400/413/415).
   app.setErrorHandler(dashboardErrorHandler(opts.dashboard.daemon.logger.child('dashboard')));
   await app.register(staticFilesPlugin, { webRoot: opts.webRoot });
-  await app.register(apiRoutes, { prefix: '/api/v1', dashboard: opts.dashboard, actions: opts.actions, auth: opts.auth });
+  await app.register(apiRoutes, { prefix: '/api/v1', dashboard: opts.dashboard, actions: opts.actions, auth: opts.auth, heavy: opts.heavy });
   await app.register(wsRoute, { dashboard: opts.dashboard, auth: opts.auth, clock: opts.clock, pingIntervalMs: opts.pingIntervalMs });
 };

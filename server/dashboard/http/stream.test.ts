@@ -3,7 +3,8 @@ import { WebSocket } from 'ws';
 import { waitFor } from '../../../test/wait.ts';
 import { ep, makeService, makeSlice } from '../../proxy/testing.ts';
 import { WS_SUBPROTOCOL, WS_TOKEN_PREFIX, type ServerMessage } from '../protocol.ts';
-import { CLOSE_SLOW_CLIENT } from '../stream-hub.ts';
+import { MAX_DROPPED_MESSAGES, SNAPSHOT_INTERVAL_MS } from '../dashboard.ts';
+import { CLOSE_POLICY, CLOSE_SLOW_CLIENT } from '../stream-hub.ts';
 import { exampleObjects, testDashboard, type TestDashboard } from '../testing.ts';
 
 const HOST = { host: 'localhost:10249' };
@@ -89,11 +90,38 @@ describe('dashboard live stream (/ws)', () => {
     t = await testDashboard();
     const c = await connect(t);
     await c.next('snapshot');
+    await t.settle(SNAPSHOT_INTERVAL_MS);
     c.ws.send(JSON.stringify({ type: 'snapshot' }));
     const again = await c.next('snapshot', 1);
     expect(again.seq).toBe(c.messages.length);
     const seqs = c.messages.map((m) => m.seq);
     expect(seqs).toEqual(seqs.map((_, i) => i + 1));
+  });
+
+  it('keeps one snapshot in flight per client: requests within the interval become one, sent when it is due', async () => {
+    t = await testDashboard();
+    const c = await connect(t);
+    await c.next('snapshot');
+    for (let i = 0; i < 10; i++) c.ws.send(JSON.stringify({ type: 'snapshot' }));
+    // Let the ten requests arrive: none is answered yet (the connect's snapshot was just sent).
+    await new Promise((r) => setTimeout(r, 100));
+    expect(c.messages.filter((m) => m.type === 'snapshot')).toHaveLength(1);
+    await t.settle(SNAPSHOT_INTERVAL_MS);
+    await c.next('snapshot', 1);
+    await t.settle(5 * SNAPSHOT_INTERVAL_MS);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(c.messages.filter((m) => m.type === 'snapshot')).toHaveLength(2);
+  });
+
+  it('drops messages past a client\'s budget, and disconnects a client that keeps sending them', async () => {
+    t = await testDashboard();
+    const c = await connect(t);
+    await c.next('snapshot');
+    const closed = new Promise<number>((resolve) => c.ws.on('close', (code) => resolve(code)));
+    for (let i = 0; i < 20 + MAX_DROPPED_MESSAGES; i++) c.ws.send(JSON.stringify({ type: 'watch', service: null }));
+    expect(await closed).toBe(CLOSE_POLICY);
+    expect(t.dashboard.hub.size).toBe(0);
+    expect(t.log.lines('warn').join('\n')).toMatch(/dashboard client sends messages faster than its budget; dropping them client=/);
   });
 
   it('removes a deleted service in the delta', async () => {
@@ -133,8 +161,10 @@ describe('dashboard live stream (/ws)', () => {
     await c.next('snapshot');
     const closed = new Promise<number>((resolve) => c.ws.on('close', (code) => resolve(code)));
     (c.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket.pause();
-    for (let i = 0; i < 200 && t.dashboard.hub.size > 0; i++) {
-      c.ws.send(JSON.stringify({ type: 'snapshot' }));
+    // Essential messages (an action's result goes to everyone) queue past the soft limit, until the hard one.
+    const message = 'x'.repeat(8 * 1024);
+    for (let i = 0; i < 2000 && t.dashboard.hub.size > 0; i++) {
+      t.dashboard.noteAction({ action: 'resync', ok: true, at: 0, user: 'token', message, paused: false });
       await new Promise((r) => setImmediate(r));
     }
     expect(t.dashboard.hub.size).toBe(0);

@@ -21,6 +21,7 @@ import type { KernelRule, KernelTables, KernelViewProvider, OwnedChain, Required
 import type { FlowEntry } from '../protocol.ts';
 import { yieldToEventLoop, type Yield } from '../yield.ts';
 import { iptablesRuleKey } from './rule-key.ts';
+import { iptablesSaveText } from './save-text.ts';
 import { IntendedIptables, readSaveOutput } from './tables.ts';
 
 export interface IptablesViewOptions {
@@ -138,21 +139,8 @@ export class IptablesView implements KernelViewProvider {
     return this.#lastFailed;
   }
 
-  formatIntended(tables: KernelTables): string {
-    const dump: IptablesDump = {
-      tables: new Map(
-        [...tables.tables].map(([name, t]): [string, IptablesTable] => [
-          name,
-          {
-            name,
-            chains: new Map(
-              [...t.chains].map(([cn, c]): [string, IptablesChain] => [cn, { ...c, rules: c.rules.map((r) => makeRule(cn, r.spec, [], 0, 0)) }]),
-            ),
-          },
-        ]),
-      ),
-    };
-    return formatIptablesSave(dump);
+  formatIntended(tables: KernelTables): Promise<string[]> {
+    return iptablesSaveText(tables, null, this.#pause);
   }
 
   servicePort(sp: ServicePort, _endpoints: readonly Endpoint[], cat: CategorizedEndpoints): ServicePortObjects {

@@ -1,9 +1,10 @@
 import { createArgs, type IpsetType } from '../../kernel/ipset.ts';
 import type { IpvsForward, IpvsProtocol, IpvsRealServer, IpvsService } from '../../kernel/ipvs-batch.ts';
 import { renderIpvsSave } from '../../kernel/ipvs-listing.ts';
-import { formatIptablesSave, makeRule, type IptablesChain, type IptablesTable } from '../../kernel/iptables-save-parser.ts';
 import { DUMMY_DEVICE } from '../../proxy/ipvs/names.ts';
+import { iptablesSaveText } from '../iptables/save-text.ts';
 import type { KernelTables } from '../kernel-view.ts';
+import type { Yield } from '../yield.ts';
 import { ADDRESSES_TABLE, IPVS_TABLE, SETS_TABLE } from './tables.ts';
 
 const FORWARD: Record<string, IpvsForward> = { Masq: 'masq', Route: 'route', Tunnel: 'tunnel' };
@@ -15,7 +16,7 @@ const FORWARD: Record<string, IpvsForward> = { Masq: 'masq', Route: 'route', Tun
  * and `iptables-save` for the nat and filter tables (`iptables-restore
  * --noflush`). Each part sits under a "# command" header.
  */
-export function formatIpvsIntended(tables: KernelTables): string {
+export async function formatIpvsIntended(tables: KernelTables, pause: Yield): Promise<string[]> {
   const services: IpvsService[] = [];
   for (const c of tables.tables.get(IPVS_TABLE)?.chains.values() ?? []) {
     const vs = c.ipvs;
@@ -32,13 +33,7 @@ export function formatIpvsIntended(tables: KernelTables): string {
   }
   out.push(`# ip addr show ${DUMMY_DEVICE}`);
   for (const r of tables.tables.get(ADDRESSES_TABLE)?.chains.get(DUMMY_DEVICE)?.rules ?? []) out.push(r.spec);
-  const iptables = new Map<string, IptablesTable>();
-  for (const name of ['nat', 'filter']) {
-    const t = tables.tables.get(name);
-    if (!t) continue;
-    const chains = new Map([...t.chains].map(([cn, c]): [string, IptablesChain] => [cn, { ...c, rules: c.rules.map((r) => makeRule(cn, r.spec, [], 0, 0)) }]));
-    iptables.set(name, { name, chains });
-  }
-  out.push('# iptables-save -t nat -t filter', formatIptablesSave({ tables: iptables }).trimEnd());
-  return out.filter((l) => l !== '').join('\n') + '\n';
+  out.push('# iptables-save -t nat -t filter');
+  await pause();
+  return [out.filter((l) => l !== '').join('\n') + '\n', ...(await iptablesSaveText(tables, ['nat', 'filter'], pause))];
 }

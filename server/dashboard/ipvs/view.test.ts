@@ -208,7 +208,7 @@ describe('IPVS kernel view: bookkeeping', () => {
 
   it('formats the intended objects in the formats the tools list and take', async () => {
     const { h } = await synced();
-    const text = h.view.formatIntended((await h.view.intended())!);
+    const text = (await h.view.formatIntended((await h.view.intended())!)).join('');
     const part = (header: string) => text.split(/^# /m).find((p) => p.startsWith(header))!.split('\n').slice(1).join('\n');
     expect(part('ipvsadm -Sn')).toBe(h.ipvs.saveText());
     expect(part('ipset save')).toBe(h.ipset.saveText());

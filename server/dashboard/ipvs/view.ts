@@ -201,7 +201,7 @@ export class IpvsView implements KernelViewProvider {
     return this.#lastFailed;
   }
 
-  formatIntended(tables: KernelTables): string {
-    return formatIpvsIntended(tables);
+  formatIntended(tables: KernelTables): Promise<string[]> {
+    return formatIpvsIntended(tables, this.#pause);
   }
 }

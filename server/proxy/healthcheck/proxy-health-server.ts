@@ -1,6 +1,6 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import { HEALTH_LIMITS, limitedServerFactory, type ListenerLimits } from '../../http/limits.ts';
-import { refuseWrites } from '../../http/read-only.ts';
+import { readOnlyRefusal } from '../../http/read-only.ts';
 import { goTimeJSON, type ProxyHealth, type ProxyHealthStatus } from './proxy-health.ts';
 import type { ProxyReadiness } from './readiness.ts';
 
@@ -81,9 +81,9 @@ export function healthBody(h: ProxyHealthStatus, healthy: boolean, nodeEligible?
  * answerable to the kubelet whatever other clients send it.
  */
 export function buildProxyHealthApp(opts: ProxyHealthAppOptions): FastifyInstance {
-  const app = Fastify({ logger: false, serverFactory: limitedServerFactory(opts.limits ?? HEALTH_LIMITS) });
+  // Every route here is read-only: refusals are answered before fastify sees the request.
+  const app = Fastify({ logger: false, serverFactory: limitedServerFactory(opts.limits ?? HEALTH_LIMITS, { screen: readOnlyRefusal }) });
   const served = opts.onServed ?? (() => {});
-  app.addHook('onRequest', refuseWrites);
 
   app.addHook('onSend', async (_req, reply, payload) => {
     // kube-proxy sends exactly "application/json"; fastify would add a charset.

@@ -1,7 +1,7 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { errorMessage, HealthCheckPortError, type KproxyError } from '../../errors.ts';
 import { createLimitedServer, HEALTH_LIMITS } from '../../http/limits.ts';
-import { readOnlyRefusal, READ_METHODS } from '../../http/read-only.ts';
+import { readOnlyRefusal, sendRefusal } from '../../http/read-only.ts';
 import type { Logger } from '../../log.ts';
 import type { StateCheckout } from '../proxy-state.ts';
 import { healthCheckNodePorts, localReadyEndpoints } from './local-endpoints.ts';
@@ -206,12 +206,7 @@ export class ServiceHealthServer {
     // GET and HEAD without a body only: what load balancers send, and nothing to read for anyone else.
     const refusal = readOnlyRefusal(req);
     if (refusal) {
-      res.writeHead(refusal.status, {
-        'Content-Type': 'text/plain; charset=utf-8',
-        Connection: 'close',
-        ...(refusal.status === 405 ? { Allow: READ_METHODS.join(', ') } : {}),
-      });
-      res.end(refusal.text);
+      sendRefusal(res, refusal);
       return;
     }
     const inst = this.#services.get(svc);
