@@ -90,6 +90,11 @@ export const IpvsError = define('KPROXY_ERR_IPVS');
 export const NetlinkError = define('KPROXY_ERR_NETLINK');
 export const IptablesParseError = define('KPROXY_ERR_IPTABLES_PARSE');
 export const IptablesFlavorError = define('KPROXY_ERR_IPTABLES_FLAVOR');
+/** NftTransactionError: `nft -f` refused a transaction; nothing of it was applied (nftables transactions are atomic). */
+export const NftTransactionError = define('KPROXY_ERR_NFT_TRANSACTION');
+export const NftListError = define('KPROXY_ERR_NFT_LIST');
+/** NftUnsupportedError: this host cannot run nftables mode (no nft, nft or kernel too old, no nf_tables). */
+export const NftUnsupportedError = define('KPROXY_ERR_NFT_UNSUPPORTED');
 
 // --- proxy
 export const SyncFailedError = define('KPROXY_ERR_SYNC_FAILED');

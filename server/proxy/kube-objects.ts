@@ -99,6 +99,11 @@ export interface Node extends KubeObject {
   status?: { addresses?: { type?: string; address?: string }[] };
 }
 
+/** ServiceCIDR (networking.k8s.io/v1): a range the API server allocates cluster IPs from. */
+export interface ServiceCIDR extends KubeObject {
+  spec?: { cidrs?: string[] };
+}
+
 /** Label and annotation keys kproxy reads, as Kubernetes defines them. */
 export const LABEL_SERVICE_NAME = 'kubernetes.io/service-name';
 export const LABEL_SERVICE_PROXY_NAME = 'service.kubernetes.io/service-proxy-name';

@@ -28,11 +28,12 @@ describe('local traffic detectors (kube-proxy LocalTrafficDetector)', () => {
     expect(localDetectorFor(cfg({ detectLocalMode: 'BridgeInterface', detectLocal: { bridgeInterface: 'cbr0', interfaceNamePrefix: '' } }), { podCIDRs: [] }, 'IPv4')).toMatchObject({
       ifLocal: ['-i', 'cbr0'],
       ifNotLocal: ['!', '-i', 'cbr0'],
-      ifNotLocalNFT: ['iif', '!=', 'cbr0'],
+      ifNotLocalNFT: ['iif', '!=', '"cbr0"'],
     });
     expect(localDetectorFor(cfg({ detectLocalMode: 'InterfaceNamePrefix', detectLocal: { bridgeInterface: '', interfaceNamePrefix: 'veth' } }), { podCIDRs: [] }, 'IPv4')).toMatchObject({
       ifLocal: ['-i', 'veth+'],
-      ifLocalNFT: ['iif', 'veth*'],
+      // nft's iif names one existing interface; a wildcard needs iifname.
+      ifLocalNFT: ['iifname', '"veth*"'],
     });
   });
 

@@ -65,8 +65,9 @@ export function detectLocalByBridgeInterface(ifname: string): LocalDetector {
     description: `BridgeInterface ${ifname}`,
     ifLocal: ['-i', ifname],
     ifNotLocal: ['!', '-i', ifname],
-    ifLocalNFT: ['iif', ifname],
-    ifNotLocalNFT: ['iif', '!=', ifname],
+    // Quoted as nft lists them, so the nftables backend reads its rules back as written.
+    ifLocalNFT: ['iif', `"${ifname}"`],
+    ifNotLocalNFT: ['iif', '!=', `"${ifname}"`],
   };
 }
 
@@ -79,8 +80,9 @@ export function detectLocalByInterfaceNamePrefix(prefix: string): LocalDetector 
     description: `InterfaceNamePrefix ${prefix}`,
     ifLocal: ['-i', `${prefix}+`],
     ifNotLocal: ['!', '-i', `${prefix}+`],
-    ifLocalNFT: ['iif', `${prefix}*`],
-    ifNotLocalNFT: ['iif', '!=', `${prefix}*`],
+    // A wildcard needs iifname (iif names one existing interface), as kube-proxy writes it.
+    ifLocalNFT: ['iifname', `"${prefix}*"`],
+    ifNotLocalNFT: ['iifname', '!=', `"${prefix}*"`],
   };
 }
 

@@ -2,7 +2,8 @@ import type { Clock } from '../clock.ts';
 import type { Endpoint } from './endpoint.ts';
 import { EndpointsChangeTracker, type StaleEndpoint } from './endpoints-change-tracker.ts';
 import type { IPFamily } from '../net/ip.ts';
-import { objectKey, objectRef, type EndpointSlice, type KubeObject, type Node, type Service } from './kube-objects.ts';
+import { objectKey, objectRef, type EndpointSlice, type KubeObject, type Node, type Service, type ServiceCIDR } from './kube-objects.ts';
+import { serviceCIDRsOf } from './service-cidrs.ts';
 import { nodeInfoFromNode, topologyChanged, unknownNode, type NodeInfo } from './node-info.ts';
 import { ServiceChangeTracker } from './service-change-tracker.ts';
 import type { ServicePort } from './service-port.ts';
@@ -17,6 +18,8 @@ export interface ChangeHandlers {
   onService(prev: Service | null, cur: Service | null): void;
   onEndpointSlice(prev: EndpointSlice | null, cur: EndpointSlice | null): void;
   onNode(prev: Node | null, cur: Node | null): void;
+  /** onServiceCIDR: a ServiceCIDR (networking.k8s.io/v1) was added, changed or deleted; sources without them never call it. */
+  onServiceCIDR?(prev: ServiceCIDR | null, cur: ServiceCIDR | null): void;
   /** onSynced: the source has delivered a complete initial list of this kind. */
   onSynced(kind: ObjectKind): void;
 }
@@ -40,6 +43,8 @@ export interface StateCheckout {
   readonly newlyActiveUDPServices: ReadonlySet<string>;
   /** triggerTimes: epoch ms of the endpoint changes this sync programs (network programming latency). */
   readonly triggerTimes: readonly number[];
+  /** serviceCIDRs: every ServiceCIDR's ranges (both families), sorted; nftables mode drops traffic to their unallocated addresses. */
+  readonly serviceCIDRs?: readonly string[];
 }
 
 export interface ProxyStateOptions {
@@ -63,6 +68,10 @@ export class ProxyState implements ChangeHandlers {
   readonly #changeListeners: (() => void)[] = [];
   #node: NodeInfo;
   #nodeTopologyDirty = false;
+  /** #serviceCIDRs: each ServiceCIDR's valid ranges by name; #cidrs: all of them, sorted. */
+  readonly #serviceCIDRs = new Map<string, readonly string[]>();
+  #cidrs: readonly string[] = [];
+  #cidrsDirty = false;
   readonly #synced = new Set<ObjectKind>();
   #readyWaiters: (() => void)[] = [];
   /** Totals for kube-proxy's *_changes_total metrics. */
@@ -127,6 +136,23 @@ export class ProxyState implements ChangeHandlers {
     }
   }
 
+  onServiceCIDR(prev: ServiceCIDR | null, cur: ServiceCIDR | null): void {
+    const name = (cur ?? prev)?.metadata?.name;
+    if (typeof name !== 'string') return;
+    if (cur) this.#serviceCIDRs.set(name, serviceCIDRsOf(cur));
+    else this.#serviceCIDRs.delete(name);
+    const all = [...new Set([...this.#serviceCIDRs.values()].flat())].sort();
+    if (all.join(',') === this.#cidrs.join(',')) return;
+    this.#cidrs = all;
+    this.#cidrsDirty = true;
+    this.#changed();
+  }
+
+  /** serviceCIDRs: the ranges of every ServiceCIDR seen, sorted. */
+  get serviceCIDRs(): readonly string[] {
+    return this.#cidrs;
+  }
+
   onSynced(kind: ObjectKind): void {
     this.#synced.add(kind);
     if (this.ready) {
@@ -178,7 +204,7 @@ export class ProxyState implements ChangeHandlers {
 
   /** hasPending: some change is waiting for a sync. */
   get hasPending(): boolean {
-    return this.servicesPending > 0 || this.endpointsPending > 0 || this.#nodeTopologyDirty;
+    return this.servicesPending > 0 || this.endpointsPending > 0 || this.#nodeTopologyDirty || this.#cidrsDirty;
   }
 
   /** checkout applies every pending change and returns the input of one sync. */
@@ -188,6 +214,7 @@ export class ProxyState implements ChangeHandlers {
     const changedServices = new Set([...svc.changed, ...eps.changed]);
     const topology = this.#nodeTopologyDirty;
     this.#nodeTopologyDirty = false;
+    this.#cidrsDirty = false;
     return {
       services: this.#services.ports,
       endpoints: this.#endpoints.endpoints,
@@ -198,6 +225,7 @@ export class ProxyState implements ChangeHandlers {
       staleEndpoints: eps.stale,
       newlyActiveUDPServices: eps.newlyActive,
       triggerTimes: eps.triggerTimes,
+      serviceCIDRs: this.#cidrs,
     };
   }
 }

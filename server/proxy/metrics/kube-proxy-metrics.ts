@@ -61,6 +61,15 @@ export interface RulesWrittenReport {
   readonly rulesWrittenByTable?: Readonly<Record<string, number>>;
 }
 
+/**
+ * NftablesCleanupReport is an optional extension of BackendSyncResult: stale
+ * chain deletions nft refused during the sync (nftables mode deletes them in a
+ * transaction of its own, so the sync itself may still succeed).
+ */
+export interface NftablesCleanupReport {
+  readonly nftablesCleanupFailures?: number;
+}
+
 /** PacketCounters reads kube-proxy's nfacct packet counters (iptables mode); undefined when unavailable. */
 export type PacketCounters = () => { ctStateInvalidDropped?: number; localhostNodePortsAccepted?: number };
 
@@ -187,8 +196,9 @@ export class KubeProxyMetrics {
    * failure counters on failure, and latency, no-local-endpoints and the
    * last-sync timestamp only on success.
    */
-  syncDone(family: IPFamily, record: SyncRecord, result: BackendSyncResult & RulesWrittenReport, noLocal: NoLocalEndpoints | null): void {
+  syncDone(family: IPFamily, record: SyncRecord, result: BackendSyncResult & RulesWrittenReport & NftablesCleanupReport, noLocal: NoLocalEndpoints | null): void {
     const labels = { ip_family: family };
+    if (result.nftablesCleanupFailures) this.nftablesCleanupFailures?.inc(labels, result.nftablesCleanupFailures);
     const seconds = record.durationMs / 1000;
     this.syncDuration.observe(labels, seconds);
     (record.full ? this.syncFullDuration : this.syncPartialDuration)?.observe(labels, seconds);

@@ -210,6 +210,16 @@ describe('kube-proxy metrics on /metrics', () => {
     }
   });
 
+  it('counts the stale-chain deletions nftables mode reports with a sync, failed or not', async () => {
+    const { sync, scrape } = setup('nftables');
+    sync(record({ full: false }), EMPTY_CHECKOUT, { nftablesCleanupFailures: 1 });
+    sync(record({ ok: false, full: true, error: { code: 'KPROXY_ERR_NFT_TRANSACTION', message: 'x' } }), EMPTY_CHECKOUT, { nftablesCleanupFailures: 1 });
+    sync(record({ full: true }));
+    const { text } = await scrape();
+    expect(text).toContain('kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total{ip_family="IPv4"} 2\n');
+    expect(text).toContain('kubeproxy_sync_proxy_rules_nftables_sync_failures_total{ip_family="IPv4"} 1\n');
+  });
+
   it('observes every sync in the sync duration histogram and each in its full or partial one, with kube-proxy buckets', async () => {
     const { sync, scrape } = setup();
     sync(record({ full: true, durationMs: 4 }));

@@ -8,7 +8,7 @@ import type { ProxyMode } from '../../config/modes.ts';
 import type { IPFamily } from '../../net/ip.ts';
 import type { SyncObserver } from '../sync-loop.ts';
 import { KproxyMetrics, type ConntrackView, type KproxyMetricsState, type ServiceHealthView } from './kproxy-metrics.ts';
-import { KubeProxyMetrics, type KubeProxyMetricsState, type PacketCounters, type RulesWrittenReport } from './kube-proxy-metrics.ts';
+import { KubeProxyMetrics, type KubeProxyMetricsState, type NftablesCleanupReport, type PacketCounters, type RulesWrittenReport } from './kube-proxy-metrics.ts';
 import { countNoLocalEndpoints } from './no-local-endpoints.ts';
 
 /** MetricsState is the part of ProxyState the metrics read (ProxyState satisfies it). */
@@ -74,7 +74,7 @@ export class ProxyMetrics {
     },
     onSync: (record, checkout, result) => {
       const noLocal = record.ok ? countNoLocalEndpoints(checkout) : null;
-      this.kubeProxy.syncDone(this.#o.state.family, record, result as typeof result & RulesWrittenReport, noLocal);
+      this.kubeProxy.syncDone(this.#o.state.family, record, result as typeof result & RulesWrittenReport & NftablesCleanupReport, noLocal);
       this.kproxy.syncDone(record);
     },
   };

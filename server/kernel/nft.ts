@@ -1,0 +1,150 @@
+import { release } from 'node:os';
+import { CommandNotFoundError, NftListError, NftTransactionError, NftUnsupportedError } from '../errors.ts';
+import { execFile, type ExecFn } from './exec.ts';
+import { parseNftTableJson, parseNftTablesJson } from './nft-listing.ts';
+import type { NftFamily, NftTable } from './nft-types.ts';
+
+/**
+ * NftRunner is kproxy's boundary to nftables: one `nft -f -` process per
+ * transaction (atomic: all of it or nothing), and `nft -j` listings read as
+ * JSON. Implementations: the real one below and SimulatedNft (nft-simulated.ts),
+ * which --dry-run and the unit tests use.
+ */
+export interface NftRunner {
+  /** run applies one transaction; throws NftTransactionFailure naming the refused lines. */
+  run(transaction: string): Promise<void>;
+  /** listTable lists one table (`nft -j list table FAMILY NAME`); null when it does not exist. */
+  listTable(family: NftFamily, name: string): Promise<NftTable | null>;
+  /** listTables lists every table's family and name (`nft -j list tables`). */
+  listTables(): Promise<{ family: string; name: string }[]>;
+}
+
+/** NftTransactionFailure is a refused transaction; lines are the 1-based input lines nft blamed. */
+export class NftTransactionFailure extends NftTransactionError {
+  readonly lines: readonly number[];
+  readonly stderr: string;
+  constructor(message: string, lines: readonly number[], stderr: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.lines = lines;
+    this.stderr = stderr;
+  }
+}
+
+/** nftErrorLines finds the lines nft blamed: "/dev/stdin:35:107-118: Error: …". */
+export function nftErrorLines(stderr: string): number[] {
+  const out = new Set<number>();
+  for (const m of stderr.matchAll(/^(?:\/dev\/stdin|-):(\d+):/gm)) out.add(Number(m[1]));
+  return [...out].sort((a, b) => a - b);
+}
+
+/** nftErrorSummary keeps nft's "Error: …" lines (the source excerpts and carets are shown by the caller from the input). */
+export function nftErrorSummary(stderr: string): string {
+  const errs = stderr
+    .split('\n')
+    .map((l) => /Error: (.*)$/.exec(l)?.[1])
+    .filter((l): l is string => !!l);
+  return errs.length ? [...new Set(errs)].join('; ') : stderr.trim().split('\n')[0] ?? '';
+}
+
+/** NOT_FOUND: nft's answer for a table (or object) that does not exist. */
+const NOT_FOUND = /No such file or directory/;
+
+export interface RealNftOptions {
+  exec?: ExecFn;
+  /** timeoutMs bounds one nft run (a first sync at 10,000 services writes ~350,000 lines); default 120 s. */
+  timeoutMs?: number;
+}
+
+/** createNftRunner returns the runner that spawns the host's `nft`. */
+export function createNftRunner(opts: RealNftOptions = {}): NftRunner {
+  const exec = opts.exec ?? execFile;
+  const timeoutMs = opts.timeoutMs ?? 120_000;
+  return {
+    async run(transaction) {
+      const r = await exec('nft', ['-f', '-'], { stdin: transaction, timeoutMs });
+      if (r.code === 0) return;
+      const lines = nftErrorLines(r.stderr);
+      throw new NftTransactionFailure(`nft -f refused the transaction (exit ${r.code}): ${nftErrorSummary(r.stderr)}`, lines, r.stderr);
+    },
+    async listTable(family, name) {
+      const r = await exec('nft', ['-j', 'list', 'table', family, name], { timeoutMs, maxOutputBytes: 2 * 1024 * 1024 * 1024 });
+      if (r.code !== 0) {
+        if (NOT_FOUND.test(r.stderr)) return null;
+        throw new NftListError(`nft -j list table ${family} ${name} failed (exit ${r.code}): ${nftErrorSummary(r.stderr)}`);
+      }
+      return parseNftTableJson(r.stdout, family, name);
+    },
+    async listTables() {
+      const r = await exec('nft', ['-j', 'list', 'tables'], { timeoutMs });
+      if (r.code !== 0) throw new NftListError(`nft -j list tables failed (exit ${r.code}): ${nftErrorSummary(r.stderr)}`);
+      return parseNftTablesJson(r.stdout);
+    },
+  };
+}
+
+/** MIN_NFT_VERSION: knftables (kube-proxy) needs nft 1.0.1: older ones parse the whole ruleset on every run. */
+export const MIN_NFT_VERSION = [1, 0, 1] as const;
+/** MIN_KERNEL_VERSION: kube-proxy's nftables mode needs kernel 5.13 (utilkernel.NFTablesKubeProxyKernelVersion). */
+export const MIN_KERNEL_VERSION = [5, 13] as const;
+/** SKIP_KERNEL_CHECK_ENV: kube-proxy's escape hatch for distributions that backport nftables features. */
+export const SKIP_KERNEL_CHECK_ENV = 'KUBE_PROXY_NFTABLES_SKIP_KERNEL_VERSION_CHECK';
+
+/** parseVersion reads "1.0.6" (or "6.18.44-fc") into numbers. */
+export function parseVersion(text: string): number[] | null {
+  const m = /(\d+)\.(\d+)(?:\.(\d+))?/.exec(text);
+  return m ? [Number(m[1]), Number(m[2]), Number(m[3] ?? 0)] : null;
+}
+
+function older(v: readonly number[], min: readonly number[]): boolean {
+  for (let i = 0; i < min.length; i++) if ((v[i] ?? 0) !== min[i]) return (v[i] ?? 0) < min[i];
+  return false;
+}
+
+export interface NftSupportOptions {
+  exec?: ExecFn;
+  /** kernelRelease: `uname -r` (default: this process's kernel). */
+  kernelRelease?: string;
+  env?: NodeJS.ProcessEnv;
+  family?: NftFamily;
+}
+
+/** NftSupport: what the start-up check found. */
+export interface NftSupport {
+  readonly nftVersion: string;
+  readonly kernel: string;
+}
+
+/**
+ * checkNftSupport is nftables mode's start-up check, before anything is
+ * programmed: an `nft` binary of at least 1.0.1, a kernel of at least 5.13
+ * (kube-proxy's check, skipped with KUBE_PROXY_NFTABLES_SKIP_KERNEL_VERSION_CHECK
+ * set), and nf_tables itself: `nft --check` of adding the table makes the
+ * kernel validate the transaction without committing it. Each failure throws
+ * NftUnsupportedError naming what is missing.
+ */
+export async function checkNftSupport(opts: NftSupportOptions = {}): Promise<NftSupport> {
+  const exec = opts.exec ?? execFile;
+  const env = opts.env ?? process.env;
+  const family = opts.family ?? 'ip';
+  let out;
+  try {
+    out = await exec('nft', ['--version'], { timeoutMs: 10_000 });
+  } catch (err) {
+    if (err instanceof CommandNotFoundError) throw new NftUnsupportedError('nftables mode needs the nft command (Debian: apt-get install nftables), and it is not installed', { cause: err });
+    throw err;
+  }
+  const version = parseVersion(out.stdout);
+  if (out.code !== 0 || !version) throw new NftUnsupportedError(`nft --version failed (exit ${out.code}): ${out.stderr.trim() || out.stdout.trim()}`);
+  const nftVersion = version.join('.');
+  if (older(version, MIN_NFT_VERSION)) throw new NftUnsupportedError(`nftables mode needs nft ${MIN_NFT_VERSION.join('.')} or later; this host has nft ${nftVersion}`);
+  const kernel = opts.kernelRelease ?? release();
+  const kv = parseVersion(kernel);
+  if (!env[SKIP_KERNEL_CHECK_ENV] && kv && older(kv, MIN_KERNEL_VERSION)) {
+    throw new NftUnsupportedError(`nftables mode needs Linux ${MIN_KERNEL_VERSION.join('.')} or later; this kernel is ${kernel} (set ${SKIP_KERNEL_CHECK_ENV}=1 to skip this check, as with kube-proxy)`);
+  }
+  const probe = await exec('nft', ['--check', '-f', '-'], { stdin: `add table ${family} kube-proxy\n`, timeoutMs: 10_000 });
+  if (probe.code !== 0) {
+    throw new NftUnsupportedError(`the kernel refused an nftables table (nf_tables missing? try "modprobe nf_tables"): ${nftErrorSummary(probe.stderr)}`);
+  }
+  return { nftVersion, kernel };
+}

@@ -1,0 +1,41 @@
+import { CleanupFailedError, errorMessage, type KproxyError } from '../../errors.ts';
+import type { NftRunner } from '../../kernel/nft.ts';
+import type { NftFamily } from '../../kernel/nft-types.ts';
+import type { Logger } from '../../log.ts';
+import type { CleanupResult } from '../backend.ts';
+import { KUBE_PROXY_TABLE } from './names.ts';
+
+export interface NftablesCleanupOptions {
+  runner: NftRunner;
+  /** families: whose kube-proxy table to delete (--cleanup: both). */
+  families: readonly NftFamily[];
+  logger: Logger;
+}
+
+/**
+ * cleanupNftables deletes kube-proxy's nftables table of each family, the
+ * whole of nftables mode (kube-proxy's CleanupLeftovers). Deleting a table
+ * takes everything in it at once; other tables are never touched. Idempotent:
+ * a table that is not there is not an error. removed counts "nftables" tables.
+ */
+export async function cleanupNftables(opts: NftablesCleanupOptions): Promise<CleanupResult> {
+  const errors: KproxyError[] = [];
+  let removed = 0;
+  let present: Set<string>;
+  try {
+    present = new Set((await opts.runner.listTables()).map((t) => `${t.family} ${t.name}`));
+  } catch (err) {
+    return { removed: {}, errors: [new CleanupFailedError(`listing the nftables tables failed: ${errorMessage(err)}`, { cause: err })] };
+  }
+  for (const family of opts.families) {
+    if (!present.has(`${family} ${KUBE_PROXY_TABLE}`)) continue;
+    try {
+      await opts.runner.run(`delete table ${family} ${KUBE_PROXY_TABLE}\n`);
+      removed++;
+      opts.logger.info('removed nftables table', { table: `${family} ${KUBE_PROXY_TABLE}` });
+    } catch (err) {
+      errors.push(new CleanupFailedError(`deleting nftables table ${family} ${KUBE_PROXY_TABLE} failed: ${errorMessage(err)}`, { cause: err }));
+    }
+  }
+  return { removed: removed ? { nftables: removed } : {}, errors };
+}

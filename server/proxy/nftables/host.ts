@@ -1,0 +1,90 @@
+import type { Clock } from '../../clock.ts';
+import type { ProxyConfig } from '../../config/types.ts';
+import { errorMessage } from '../../errors.ts';
+import { DRY_RUN_LIMITS } from '../../kernel/call-log.ts';
+import { execFile, type ExecFn } from '../../kernel/exec.ts';
+import { hostInterfaces } from '../../kernel/netif.ts';
+import { checkNftSupport, createNftRunner, type NftSupport } from '../../kernel/nft.ts';
+import { SimulatedNft } from '../../kernel/nft-simulated.ts';
+import type { Logger } from '../../log.ts';
+import type { CleanupResult } from '../backend.ts';
+import type { IPFamily } from '../../net/ip.ts';
+import { cleanupIptables, cleanupRunners, cleanupSummary } from '../iptables/cleanup.ts';
+import { cleanupIpvsHost, mergeCleanup } from '../ipvs/host.ts';
+import { nftFamilyOf } from './builder.ts';
+import { cleanupNftables } from './cleanup.ts';
+import { createNftablesBackend, type NftablesBackend } from './proxier.ts';
+
+export interface HostNftablesOptions {
+  config: ProxyConfig;
+  nodeName: string;
+  family?: IPFamily;
+  /** dryRun: program the simulated nftables kernel instead of the host (host addresses are still read). */
+  dryRun: boolean;
+  clock: Clock;
+  logger: Logger;
+  exec?: ExecFn;
+  exists?: (path: string) => boolean;
+}
+
+export interface HostNftables {
+  backend: NftablesBackend;
+  /** kernel: the simulated kernel of --dry-run (its describe() is what would be programmed), else null. */
+  kernel: SimulatedNft | null;
+  /** support: what the start-up check found on the host (null with --dry-run). */
+  support: NftSupport | null;
+}
+
+/**
+ * createHostNftablesBackend wires nftables mode for the daemon. On the host it
+ * first checks, before anything is programmed, that nft and the kernel can run
+ * it (checkNftSupport: nft 1.0.1+, Linux 5.13+, nf_tables); a failure throws
+ * NftUnsupportedError and kproxy exits 1. After its first successful sync the
+ * backend removes what the iptables and IPVS modes (kproxy's or kube-proxy's)
+ * left on the node, as kube-proxy does when it starts in nftables mode: after,
+ * not before, so new connections are served throughout a switch of modes.
+ */
+export async function createHostNftablesBackend(opts: HostNftablesOptions): Promise<HostNftables> {
+  const exec = opts.exec ?? execFile;
+  const family = opts.family ?? 'IPv4';
+  const log = opts.logger.child('nftables');
+  let kernel: SimulatedNft | null = null;
+  let support: NftSupport | null = null;
+  let runner;
+  if (opts.dryRun) {
+    kernel = new SimulatedNft({ callLog: DRY_RUN_LIMITS });
+    runner = kernel;
+  } else {
+    support = await checkNftSupport({ exec, family: nftFamilyOf(family) });
+    log.info('using nftables', { nft: support.nftVersion, kernel: support.kernel });
+    runner = createNftRunner({ exec });
+  }
+  const backend = createNftablesBackend({
+    config: opts.config,
+    nodeName: opts.nodeName,
+    family,
+    runner,
+    netif: hostInterfaces(exec),
+    clock: opts.clock,
+    logger: opts.logger,
+    cleanup: () => cleanupNftables({ runner, families: [nftFamilyOf(family)], logger: log }),
+    ...(opts.dryRun ? {} : { afterFirstSync: () => cleanupOtherModes({ config: opts.config, logger: log, exec, exists: opts.exists }) }),
+  });
+  return { backend, kernel, support };
+}
+
+/**
+ * cleanupOtherModes removes the iptables chains (every flavour and family)
+ * and the IPVS objects of the other modes. It never fails the daemon: what
+ * cannot be removed is logged (kube-proxy also carries on).
+ */
+export async function cleanupOtherModes(opts: { config: ProxyConfig; logger: Logger; exec?: ExecFn; exists?: (p: string) => boolean }): Promise<CleanupResult> {
+  const exec = opts.exec ?? execFile;
+  // iptables first: IPVS mode's ipsets cannot be destroyed while its rules still match them.
+  const iptables = await cleanupIptables({ runners: await cleanupRunners(exec, opts.exists), logger: opts.logger, nftExec: null });
+  const ipvs = await cleanupIpvsHost({ config: opts.config, logger: opts.logger, exec, exists: opts.exists });
+  const result = mergeCleanup(iptables, ipvs);
+  if (Object.keys(result.removed).length) opts.logger.info('removed what the iptables and IPVS modes left on this node', { summary: cleanupSummary(result) });
+  for (const e of result.errors) opts.logger.warn(`leftovers of another mode could not be removed: ${errorMessage(e)}`, { code: e.code });
+  return result;
+}

@@ -1,0 +1,542 @@
+import type { Clock } from '../../clock.ts';
+import type { ProxyConfig } from '../../config/types.ts';
+import { errorMessage, KproxyError, RuleBuildError, SyncFailedError } from '../../errors.ts';
+import type { NetInterfaces } from '../../kernel/netif.ts';
+import { NftTransactionFailure, type NftRunner } from '../../kernel/nft.ts';
+import { formatOp, formatTransaction } from '../../kernel/nft-script.ts';
+import type { NftElement, NftOp, NftSet, NftTable } from '../../kernel/nft-types.ts';
+import type { Logger } from '../../log.ts';
+import type { Backend, BackendSyncInput, BackendSyncResult, CleanupResult } from '../backend.ts';
+import type { Endpoint } from '../endpoint.ts';
+import type { IPFamily } from '../../net/ip.ts';
+import { masqueradeMark } from '../iptables/rules.ts';
+import { localDetectorFor } from '../local-detector.ts';
+import { NODE_PORT_ADDRESSES_PRIMARY } from '../../config/modes.ts';
+import { NodePortAddresses } from '../node-port-addresses.ts';
+import type { StateCheckout } from '../proxy-state.ts';
+import type { ServicePort } from '../service-port.ts';
+import {
+  buildFixedObjects,
+  buildServicePortObjects,
+  nftFamilyOf,
+  type ChainSpec,
+  type FixedObjects,
+  type NftBuildContext,
+  type ServicePortObjects,
+} from './builder.ts';
+import { cleanupNftables } from './cleanup.ts';
+import { ElementIndex } from './element-index.ts';
+import { AFFINITY_PREFIX, ELEMENT_SETS, isServiceChainName, KUBE_PROXY_TABLE, NODEPORT_IPS, TABLE_COMMENT, type ElementSet } from './names.ts';
+import { TxPlan, type HeldChain, type HeldSet } from './plan.ts';
+
+/**
+ * STALE_CHAIN_DELAY_MS: a chain that went stale is flushed at once and deleted
+ * at least this much later. Before Linux 6.2 the kernel notices only a moment
+ * after a map element's deletion that the chain it pointed to is unreferenced,
+ * so deleting both in one transaction can fail (kube-proxy waits one second).
+ */
+export const STALE_CHAIN_DELAY_MS = 1000;
+
+export interface NftablesBackendOptions {
+  config: ProxyConfig;
+  nodeName: string;
+  family: IPFamily;
+  runner: NftRunner;
+  netif: NetInterfaces;
+  clock: Clock;
+  logger: Logger;
+  /** cleanup removes what nftables mode made (see cleanup.ts); default: this family's table. */
+  cleanup?: () => Promise<CleanupResult>;
+  /**
+   * afterFirstSync runs once, after the first successful sync (host.ts: the
+   * other modes' leftovers are removed then, when the table already serves).
+   */
+  afterFirstSync?: () => Promise<unknown>;
+}
+
+/** FailedTransaction is the last transaction nft refused, kept for the dashboard and logs. */
+export interface FailedTransaction {
+  readonly transaction: string;
+  readonly error: KproxyError;
+  /** at: epoch ms. */
+  readonly at: number;
+}
+
+/** NftablesMetrics are the counters the metrics, logs and dashboard read. */
+export interface NftablesMetrics {
+  /** syncFailuresTotal: refused sync transactions (kubeproxy_sync_proxy_rules_nftables_sync_failures_total). */
+  syncFailuresTotal: number;
+  /** cleanupFailuresTotal: refused stale-chain deletions (kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total). */
+  cleanupFailuresTotal: number;
+  /** staleChains: chains flushed and waiting to be deleted. */
+  staleChains: number;
+  skippedServicePorts: Map<string, string>;
+}
+
+/** NftablesBackend is the nftables Backend plus what the daemon and the dashboard read. */
+export interface NftablesBackend extends Backend {
+  sync(input: BackendSyncInput): Promise<BackendSyncResult & NftablesSyncReport>;
+  readonly runner: NftRunner;
+  readonly family: IPFamily;
+  readonly metrics: NftablesMetrics;
+  /** lastAppliedTransaction: the text of the last transaction nft took. */
+  lastAppliedTransaction(): string | null;
+  lastFailedTransaction(): FailedTransaction | null;
+  /** wanted: the table as kproxy's last successful sync left it (its own objects; affinity sets without elements); null before one. */
+  wanted(): NftTable | null;
+}
+
+/** NftablesSyncReport extends a sync result: stale-chain deletions nft refused during this sync. */
+export interface NftablesSyncReport {
+  readonly nftablesCleanupFailures?: number;
+}
+
+interface CacheEntry {
+  readonly sp: ServicePort;
+  readonly eps: readonly Endpoint[] | undefined;
+  readonly objects: ServicePortObjects | null;
+  readonly error: string | null;
+}
+
+const EMPTY: ServicePortObjects = { id: '', service: '', chains: [], affinitySets: [], elements: [], noLocalInternal: false, noLocalExternal: false };
+
+function heldSetOf(s: NftSet | { map: boolean; type: string; flags?: readonly string[]; timeoutSeconds?: number | null; comment?: string | null }): HeldSet {
+  return { map: s.map, type: s.type, flags: s.flags ?? [], timeoutSeconds: s.timeoutSeconds ?? null, comment: s.comment ?? null };
+}
+
+function countRules(objects: ServicePortObjects | null): number {
+  let n = 0;
+  for (const c of objects?.chains ?? []) n += c.rules.length;
+  return n;
+}
+
+/** createNftablesBackend returns kube-proxy's nftables mode as a kproxy Backend. */
+export function createNftablesBackend(opts: NftablesBackendOptions): NftablesBackend {
+  return new NftablesProxier(opts);
+}
+
+/**
+ * NftablesProxier decides what to write and whether it must compare against
+ * the kernel: a full sync (start, after a failure, a new build context, when
+ * the sync loop asks) lists the table with `nft -j` and writes whatever
+ * differs, nothing when all is right; a partial sync compares the changed
+ * service ports' new objects with the ones it wrote last. Either way one
+ * transaction. Objects come from builder.ts, the transaction order from
+ * plan.ts; all I/O goes through the runner.
+ */
+class NftablesProxier implements NftablesBackend {
+  readonly mode = 'nftables' as const;
+  readonly runner: NftRunner;
+  readonly family: IPFamily;
+  readonly metrics: NftablesMetrics = { syncFailuresTotal: 0, cleanupFailuresTotal: 0, staleChains: 0, skippedServicePorts: new Map() };
+  readonly #o: NftablesBackendOptions;
+  readonly #log: Logger;
+  readonly #nftFamily: 'ip' | 'ip6';
+  #needFull = true;
+  #contextKey = '';
+  #cache = new Map<string, CacheEntry>();
+  #index = new ElementIndex();
+  #fixed: FixedObjects | null = null;
+  /** #stale: chains flushed because nothing wants them, by the monotonic time they went stale. */
+  #stale = new Map<string, number>();
+  #rules = 0;
+  #warned = new Set<string>();
+  #lastApplied: string | null = null;
+  #lastFailed: FailedTransaction | null = null;
+  #firstSyncDone = false;
+
+  constructor(opts: NftablesBackendOptions) {
+    this.#o = opts;
+    this.runner = opts.runner;
+    this.family = opts.family;
+    this.#nftFamily = nftFamilyOf(opts.family);
+    this.#log = opts.logger.child('nftables');
+  }
+
+  lastAppliedTransaction(): string | null {
+    return this.#lastApplied;
+  }
+
+  lastFailedTransaction(): FailedTransaction | null {
+    return this.#lastFailed;
+  }
+
+  /** init says at start what nftables mode does not support and the configuration asks for. */
+  async init(): Promise<void> {
+    const npa = new NodePortAddresses(this.family, this.#nodePortAddresses(), []);
+    if (this.#o.config.nodePortAddresses.length > 0 && !npa.matchAll && npa.containsIPv4Loopback) {
+      this.#log.warn('--nodeport-addresses includes 127.0.0.0/8, but nftables mode does not accept node ports on localhost (as kube-proxy): they answer on the other addresses only');
+    }
+  }
+
+  async cleanup(): Promise<CleanupResult> {
+    this.#needFull = true;
+    if (this.#o.cleanup) return this.#o.cleanup();
+    return cleanupNftables({ runner: this.runner, families: [this.#nftFamily], logger: this.#log });
+  }
+
+  /** #nodePortAddresses: nftables mode defaults to the node's primary IPs, as kube-proxy does. */
+  #nodePortAddresses(): string[] {
+    const v = this.#o.config.nodePortAddresses;
+    return v.length ? v : [NODE_PORT_ADDRESSES_PRIMARY];
+  }
+
+  async #context(state: StateCheckout): Promise<NftBuildContext> {
+    const { config, family } = this.#o;
+    const node = state.node;
+    const npa = new NodePortAddresses(family, this.#nodePortAddresses(), node.addresses);
+    let nodePortIPs: string[] = [];
+    if (!npa.matchAll) {
+      try {
+        nodePortIPs = npa.nodeIPs((await this.#o.netif.addresses()).map((a) => a.address));
+      } catch (err) {
+        // Node ports then answer on no address until the next sync can list them (kube-proxy does the same).
+        this.#log.error('cannot list host addresses for --nodeport-addresses; node ports may not work', { cidrs: npa.toString(), err: errorMessage(err) });
+      }
+    }
+    return {
+      family,
+      nodeName: this.#o.nodeName,
+      zone: node.zone,
+      masqueradeMark: masqueradeMark(config.nftables.masqueradeBit),
+      masqueradeAll: config.nftables.masqueradeAll,
+      localDetector: localDetectorFor(config, node, family),
+      nodePortsMatchAll: npa.matchAll,
+      nodePortIPs,
+      nodeIP: node.addresses.find((a) => (family === 'IPv6') === a.includes(':')) ?? null,
+      serviceCIDRs: (state.serviceCIDRs ?? []).filter((c: string) => (family === 'IPv6') === c.includes(':')),
+    };
+  }
+
+  wanted(): NftTable | null {
+    if (!this.#fixed) return null;
+    const chains = new Map<string, { name: string; base: null | NonNullable<ChainSpec['base']>; comment: null; rules: readonly string[] }>();
+    const sets = new Map<string, NftSet>();
+    const addChain = (c: ChainSpec) => chains.set(c.name, { name: c.name, base: c.base ?? null, comment: null, rules: c.rules });
+    for (const c of this.#fixed.chains) addChain(c);
+    for (const s of this.#fixed.sets) {
+      const elements = new Map<string, NftElement>();
+      const list: Iterable<NftElement> = s.name === NODEPORT_IPS ? this.#fixed.nodePortIPs.map((k) => ({ key: k, value: null, comment: null })) : this.#index.elements(s.name as ElementSet);
+      for (const e of list) elements.set(e.key, e);
+      sets.set(s.name, { ...heldSetOf(s), name: s.name, flags: (s.flags ?? []).filter((f) => f !== 'dynamic').sort(), elements });
+    }
+    for (const e of this.#cache.values()) {
+      for (const c of e.objects?.chains ?? []) addChain(c);
+      for (const s of e.objects?.affinitySets ?? []) sets.set(s.name, { ...heldSetOf(s), name: s.name, flags: ['timeout'], elements: new Map() });
+    }
+    // Stale chains are in the table, empty, until they are deleted.
+    for (const name of this.#stale.keys()) if (!chains.has(name)) addChain({ name, rules: [] });
+    return { family: this.#nftFamily, name: KUBE_PROXY_TABLE, chains, sets };
+  }
+
+  async sync(input: BackendSyncInput): Promise<BackendSyncResult & NftablesSyncReport> {
+    const clock = this.#o.clock;
+    const t0 = clock.monotonic();
+    let ioMs = 0;
+    let full = true;
+    let text: string | undefined;
+    let cleanupFailures = 0;
+    const io = async <T>(f: () => Promise<T>): Promise<T> => {
+      const t = clock.monotonic();
+      try {
+        return await f();
+      } finally {
+        ioMs += clock.monotonic() - t;
+      }
+    };
+    try {
+      const state = input.state;
+      const ctx = await io(() => this.#context(state));
+      const key = JSON.stringify(ctx);
+      cleanupFailures = await io(() => this.#deleteStaleChains());
+      full = input.forceFull || this.#needFull || key !== this.#contextKey;
+
+      let listing: NftTable | null | 'unknown' = null;
+      if (full) {
+        try {
+          listing = await io(() => this.runner.listTable(this.#nftFamily, KUBE_PROXY_TABLE));
+        } catch (err) {
+          // Without a listing every object is written afresh (flushed first); stale chains are found next time.
+          this.#log.error('cannot list the kube-proxy table; rewriting all of it this sync', { err: errorMessage(err) });
+          listing = 'unknown';
+        }
+      }
+      const built = full ? this.#planFull(state, ctx, listing) : this.#planPartial(state, ctx);
+      const ops = built.plan.ops();
+      text = formatTransaction(this.#nftFamily, KUBE_PROXY_TABLE, ops);
+      if (text !== '') await io(() => this.runner.run(text!));
+
+      // Success: the kernel holds what this sync planned.
+      this.#cache = built.cache;
+      this.#fixed = built.fixed;
+      this.#stale = built.stale;
+      this.#rules = built.rules;
+      this.#contextKey = key;
+      this.#needFull = false;
+      if (text !== '') this.#lastApplied = text;
+      this.metrics.staleChains = this.#stale.size;
+      for (const w of built.fixed.warnings) this.#warnOnce(w);
+      if (!this.#firstSyncDone) {
+        this.#firstSyncDone = true;
+        // Best effort, outside the sync's timing: a leftover that stays only costs rules that no longer match.
+        const t = clock.monotonic();
+        await this.#o.afterFirstSync?.().catch((err: unknown) => this.#log.warn('removing other modes\' leftovers failed', { err: errorMessage(err) }));
+        ioMs += clock.monotonic() - t;
+      }
+      return {
+        full,
+        buildMs: Math.max(0, clock.monotonic() - t0 - ioMs),
+        applyMs: ioMs,
+        linesWritten: ops.length,
+        bytesWritten: Buffer.byteLength(text),
+        servicesWritten: built.servicesWritten,
+        rulesByTable: { [KUBE_PROXY_TABLE]: this.#rules },
+        skippedServicePorts: new Map(this.metrics.skippedServicePorts),
+        ...(text !== '' ? { batch: text } : {}),
+        ...(cleanupFailures ? { nftablesCleanupFailures: cleanupFailures } : {}),
+      };
+    } catch (err) {
+      // This sync's changes were consumed: only a full sync (with a fresh listing) can bring the table in line.
+      this.#needFull = true;
+      // The element index was updated while planning; a full sync rebuilds it.
+      this.#index = new ElementIndex();
+      const error = this.#describeFailure(err, text);
+      if (err instanceof NftTransactionFailure && text !== undefined) {
+        this.metrics.syncFailuresTotal++;
+        this.#lastFailed = { transaction: text, error, at: clock.now() };
+      }
+      this.#log.error('nftables sync failed; the table keeps its previous state and the next sync is full', { full, code: error.code, err: error.message });
+      return {
+        full,
+        buildMs: Math.max(0, clock.monotonic() - t0 - ioMs),
+        applyMs: ioMs,
+        linesWritten: 0,
+        bytesWritten: 0,
+        servicesWritten: 0,
+        rulesByTable: { [KUBE_PROXY_TABLE]: this.#rules },
+        error,
+        ...(text !== undefined && text !== '' ? { batch: text } : {}),
+        ...(cleanupFailures ? { nftablesCleanupFailures: cleanupFailures } : {}),
+      };
+    }
+  }
+
+  #warnOnce(w: string): void {
+    if (this.#warned.has(w)) return;
+    this.#warned.add(w);
+    this.#log.warn(w);
+  }
+
+  #describeFailure(err: unknown, text: string | undefined): KproxyError {
+    if (err instanceof NftTransactionFailure && text !== undefined) {
+      const lines = text.split('\n');
+      const shown = err.lines.slice(0, 5).map((n) => `  line ${n}: ${lines[n - 1] ?? ''}`);
+      return new NftTransactionFailure(`${err.message}${shown.length ? `\n${shown.join('\n')}` : ''}`, err.lines, err.stderr, { cause: err });
+    }
+    if (err instanceof KproxyError) return err;
+    return new SyncFailedError(`nftables sync failed: ${errorMessage(err)}`, { cause: err });
+  }
+
+  /**
+   * #deleteStaleChains deletes, in a transaction of its own before the sync's,
+   * the chains that went stale at least STALE_CHAIN_DELAY_MS ago (kube-proxy
+   * does the same). A refused deletion is counted and retried later; it never
+   * holds up the sync. Returns how many transactions failed (0 or 1).
+   */
+  async #deleteStaleChains(): Promise<number> {
+    if (this.#stale.size === 0) return 0;
+    const now = this.#o.clock.monotonic();
+    const due = [...this.#stale].filter(([, at]) => now - at >= STALE_CHAIN_DELAY_MS).map(([name]) => name).sort();
+    if (due.length === 0) return 0;
+    const ops: NftOp[] = due.map((name) => ({ op: 'delete', kind: 'chain', name }));
+    const text = formatTransaction(this.#nftFamily, KUBE_PROXY_TABLE, ops);
+    try {
+      await this.runner.run(text);
+      for (const name of due) this.#stale.delete(name);
+      this.#log.info('deleted stale chains', { chains: due.length });
+    } catch (err) {
+      // As kube-proxy: forget them; this sync is full, its listing finds those still there and retries them a second later.
+      for (const name of due) this.#stale.delete(name);
+      this.#needFull = true;
+      this.metrics.cleanupFailuresTotal++;
+      const lines = err instanceof NftTransactionFailure ? err.lines.map((n) => `line ${n}: ${formatOp(this.#nftFamily, KUBE_PROXY_TABLE, ops[n - 1] ?? ops[0])}`) : [];
+      this.#log.error('deleting stale chains failed; retrying later', { chains: due.length, err: errorMessage(err), ...(lines.length ? { lines: lines.join('; ') } : {}) });
+      return 1;
+    }
+    this.metrics.staleChains = this.#stale.size;
+    return 0;
+  }
+
+  /** #buildPorts builds every service port, reusing the last build of unchanged ones. */
+  #buildPorts(state: StateCheckout, ctx: NftBuildContext, contextSame: boolean): { cache: Map<string, CacheEntry>; rebuilt: Set<string> } {
+    const cache = new Map<string, CacheEntry>();
+    const rebuilt = new Set<string>();
+    const changed = state.changedServices;
+    for (const id of [...state.services.keys()].sort()) {
+      const sp = state.services.get(id)!;
+      const eps = state.endpoints.get(id);
+      const prev = this.#cache.get(id);
+      if (prev && contextSame && prev.sp === sp && prev.eps === eps && !changed.has(sp.service)) {
+        cache.set(id, prev);
+        continue;
+      }
+      let entry: CacheEntry;
+      try {
+        entry = { sp, eps, objects: buildServicePortObjects(sp, eps, ctx), error: null };
+      } catch (err) {
+        if (!(err instanceof RuleBuildError)) throw err;
+        entry = { sp, eps, objects: null, error: err.message };
+      }
+      cache.set(id, entry);
+      rebuilt.add(id);
+      if (entry.objects === null) {
+        if (this.metrics.skippedServicePorts.get(id) !== entry.error) this.#log.warn('service port skipped: its objects cannot be written safely', { servicePort: id, err: entry.error });
+        this.metrics.skippedServicePorts.set(id, entry.error!);
+      } else this.metrics.skippedServicePorts.delete(id);
+    }
+    for (const id of this.metrics.skippedServicePorts.keys()) if (!state.services.has(id)) this.metrics.skippedServicePorts.delete(id);
+    return { cache, rebuilt };
+  }
+
+  /**
+   * #planFull compares everything kproxy wants with the listed table: what
+   * is right is left alone, what differs is rewritten, what nothing wants is
+   * flushed (service chains, deleted a second later) or removed.
+   */
+  #planFull(state: StateCheckout, ctx: NftBuildContext, listing: NftTable | null | 'unknown') {
+    const plan = new TxPlan();
+    const fixed = buildFixedObjects(ctx);
+    const { cache } = this.#buildPorts(state, ctx, JSON.stringify(ctx) === this.#contextKey);
+    const index = new ElementIndex();
+    for (const [id, e] of cache) index.replace(id, [], e.objects?.elements ?? []);
+    this.#index = index;
+    const blind = listing === 'unknown';
+    const held = blind || listing === null ? null : listing;
+    if (!held) plan.addTable(TABLE_COMMENT);
+    const stale = new Map(this.#stale);
+    const now = this.#o.clock.monotonic();
+    // Without a listing nothing is known: every object is added (a no-op if it exists), emptied and filled.
+    const reconcileChain = (c: ChainSpec, force = false) => (blind ? plan.blindChain(c) : plan.chain(held?.chains.get(c.name), c, force));
+
+    const recreated = new Set<string>();
+    const wantedSets = new Set<string>();
+    for (const spec of fixed.sets) {
+      wantedSets.add(spec.name);
+      const h = held?.sets.get(spec.name);
+      const wanted: Iterable<NftElement> = spec.name === NODEPORT_IPS ? fixed.nodePortIPs.map((k) => ({ key: k, value: null, comment: null })) : index.elements(spec.name as ElementSet);
+      if (blind) {
+        plan.blindSet(spec);
+        for (const e of wanted) plan.addElement(spec.name, e);
+        continue;
+      }
+      const fresh = plan.set(h ? heldSetOf(h) : undefined, spec);
+      if (fresh) {
+        if (h) recreated.add(spec.name);
+        for (const e of wanted) plan.addElement(spec.name, e);
+        continue;
+      }
+      const seen = new Set<string>();
+      for (const e of wanted) {
+        seen.add(e.key);
+        plan.element(spec.name, spec.map, h!.elements.get(e.key), e);
+      }
+      for (const e of h!.elements.values()) if (!seen.has(e.key)) plan.element(spec.name, spec.map, e, undefined);
+    }
+    const wantedChains = new Set<string>();
+    const namesRecreated = (c: ChainSpec) => recreated.size > 0 && c.rules.some((r) => [...recreated].some((s) => r.includes(`@${s} `) || r.endsWith(`@${s}`)));
+    for (const c of fixed.chains) {
+      wantedChains.add(c.name);
+      reconcileChain(c, namesRecreated(c));
+    }
+    let rules = 0;
+    for (const c of fixed.chains) rules += c.rules.length;
+    const services = new Set<string>();
+    for (const e of cache.values()) {
+      const o = e.objects;
+      if (!o) continue;
+      rules += countRules(o);
+      const before = plan.size;
+      for (const s of o.affinitySets) {
+        wantedSets.add(s.name);
+        if (blind) plan.blindSet(s);
+        else plan.set(held?.sets.get(s.name) ? heldSetOf(held.sets.get(s.name)!) : undefined, s);
+      }
+      for (const c of o.chains) {
+        wantedChains.add(c.name);
+        stale.delete(c.name);
+        reconcileChain(c);
+      }
+      if (plan.size !== before) services.add(o.service);
+    }
+    if (held) {
+      for (const c of held.chains.values()) {
+        if (wantedChains.has(c.name)) continue;
+        if (c.base) {
+          // A hook kproxy no longer uses (an older layout): unhooked at once.
+          plan.removeChain(c.name, c);
+          continue;
+        }
+        if (c.rules.length) plan.flushChain(c.name);
+        if (!stale.has(c.name)) stale.set(c.name, now);
+      }
+      for (const s of held.sets.values()) if (!wantedSets.has(s.name)) plan.deleteSet(s.name, s.map);
+    }
+    for (const name of stale.keys()) if (wantedChains.has(name) || (held && !held.chains.has(name))) stale.delete(name);
+    return { plan, cache, fixed, stale, rules, servicesWritten: services.size };
+  }
+
+  /**
+   * #planPartial writes only what changed since the last successful sync: the
+   * objects of service ports whose Service or endpoints changed (compared with
+   * what that sync wrote for them), the elements they add or drop, and the
+   * chains they no longer use (flushed now, deleted a second later).
+   */
+  #planPartial(state: StateCheckout, ctx: NftBuildContext) {
+    const plan = new TxPlan();
+    const fixed = this.#fixed!;
+    const { cache, rebuilt } = this.#buildPorts(state, ctx, true);
+    const stale = new Map(this.#stale);
+    const now = this.#o.clock.monotonic();
+    let rules = this.#rules;
+    const services = new Set<string>();
+    const changes: [string, ServicePortObjects | null, ServicePortObjects | null][] = [];
+    for (const id of rebuilt) changes.push([id, this.#cache.get(id)?.objects ?? null, cache.get(id)!.objects]);
+    for (const [id, prev] of this.#cache) if (!cache.has(id)) changes.push([id, prev.objects, null]);
+    changes.sort((a, b) => (a[0] < b[0] ? -1 : 1));
+    for (const [id, prev, next] of changes) {
+      const before = plan.size;
+      rules += countRules(next) - countRules(prev);
+      const prevChains = new Map((prev ?? EMPTY).chains.map((c) => [c.name, c]));
+      const nextChains = new Set((next ?? EMPTY).chains.map((c) => c.name));
+      const prevSets = new Map((prev ?? EMPTY).affinitySets.map((s) => [s.name, s]));
+      const nextSets = new Set((next ?? EMPTY).affinitySets.map((s) => s.name));
+      for (const s of (next ?? EMPTY).affinitySets) {
+        const p = prevSets.get(s.name);
+        plan.set(p ? heldSetOf(p) : undefined, s);
+      }
+      for (const c of (next ?? EMPTY).chains) {
+        const p = prevChains.get(c.name);
+        // A chain that went stale earlier is still in the table, empty.
+        const held: HeldChain | undefined = p ? { base: null, rules: p.rules } : stale.has(c.name) ? { base: null, rules: [] } : undefined;
+        stale.delete(c.name);
+        plan.chain(held, c);
+      }
+      for (const c of prevChains.values()) {
+        if (nextChains.has(c.name)) continue;
+        if (c.rules.length) plan.flushChain(c.name);
+        stale.set(c.name, now);
+      }
+      for (const s of prevSets.values()) if (!nextSets.has(s.name)) plan.deleteSet(s.name, false);
+      for (const ch of this.#index.replace(id, prev?.elements ?? [], next?.elements ?? [])) {
+        plan.element(ch.set, ch.set !== 'cluster-ips', ch.before, ch.after);
+      }
+      if (plan.size !== before) services.add((next ?? prev ?? { service: id }).service);
+    }
+    return { plan, cache, fixed, stale, rules, servicesWritten: services.size };
+  }
+}
+
+/** isKproxyObject: a chain or set kproxy (or kube-proxy) makes in its table. */
+export function isKproxyObject(name: string): boolean {
+  return isServiceChainName(name) || name.startsWith(AFFINITY_PREFIX) || (ELEMENT_SETS as readonly string[]).includes(name);
+}

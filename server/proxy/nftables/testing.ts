@@ -1,0 +1,47 @@
+import { FakeClock } from '../../clock-fake.ts';
+import { testConfig } from '../../config/testing.ts';
+import type { ProxyConfig } from '../../config/types.ts';
+import type { InterfaceAddress } from '../../kernel/netif.ts';
+import { FakeNetInterfaces } from '../../kernel/netif-fake.ts';
+import { SimulatedNft } from '../../kernel/nft-simulated.ts';
+import { silentLogger, type Logger } from '../../log.ts';
+import { createNftablesBackend, type NftablesBackend } from './proxier.ts';
+
+/**
+ * Test helpers for the nftables backend: a backend over the simulated nft
+ * kernel with a fake clock and host addresses. Manifests become a ProxyState
+ * with the iptables helpers (stateFromObjects, objectsFromYaml).
+ */
+
+export { objectsFromYaml, stateFromObjects } from '../iptables/testing.ts';
+export { testConfig };
+
+export interface NftHarness {
+  backend: NftablesBackend;
+  kernel: SimulatedNft;
+  netif: FakeNetInterfaces;
+  clock: FakeClock;
+}
+
+/** hostAddress makes an interface address ("lo" for 127.x). */
+export function hostAddress(a: string): InterfaceAddress {
+  return { ifname: a.startsWith('127.') ? 'lo' : 'eth0', family: a.includes(':') ? 'IPv6' : 'IPv4', address: a, prefixLength: a.includes(':') ? 64 : 24 };
+}
+
+/** nftHarness builds an nftables backend over the simulated kernel. */
+export function nftHarness(opts: { config?: ProxyConfig; nodeName?: string; kernel?: SimulatedNft; logger?: Logger; hostAddresses?: string[]; clock?: FakeClock } = {}): NftHarness {
+  const kernel = opts.kernel ?? new SimulatedNft();
+  const netif = new FakeNetInterfaces();
+  netif.list = (opts.hostAddresses ?? ['127.0.0.1', '10.0.0.10']).map(hostAddress);
+  const clock = opts.clock ?? new FakeClock();
+  const backend = createNftablesBackend({
+    config: opts.config ?? testConfig({ mode: 'nftables' }),
+    nodeName: opts.nodeName ?? 'node-a',
+    family: 'IPv4',
+    runner: kernel,
+    netif,
+    clock,
+    logger: opts.logger ?? silentLogger,
+  });
+  return { backend, kernel, netif, clock };
+}
