@@ -64,7 +64,6 @@ export const NoSourceError = define('KPROXY_ERR_NO_SOURCE');
 // --- input objects (skipped, counted, never fatal)
 export const ServiceInvalidError = define('KPROXY_ERR_SERVICE_INVALID');
 export const EndpointSliceInvalidError = define('KPROXY_ERR_ENDPOINTSLICE_INVALID');
-export const NodeInvalidError = define('KPROXY_ERR_NODE_INVALID');
 export const ManifestParseError = define('KPROXY_ERR_MANIFEST_PARSE');
 
 // --- sources

@@ -7,7 +7,6 @@ import type { ActionResult, Viewer } from './protocol.ts';
 import type { ActionRateLimiter } from './rate-limiter.ts';
 
 export type ActionName = ActionResult['action'];
-export const ACTIONS: readonly ActionName[] = ['resync', 'cleanup', 'pause', 'resume'];
 
 export interface ActionRequest {
   readonly action: ActionName;

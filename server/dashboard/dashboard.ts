@@ -54,7 +54,7 @@ export interface DashboardOptions {
   conntrackSimulated?: boolean;
   backendDescription: string;
   events?: RecentEvents;
-  /** health: the node servers' health (late-bound: they start after the dashboard is built). */
+  /** health: the node's health (the sync observers' ProxyHealth); null where the daemon has none. */
   health?: () => Health | null;
   pause?: Yield;
   /** countersIntervalMs: how often connected dashboards get counters (default 5 s). */

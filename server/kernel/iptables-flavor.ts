@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { CommandNotFoundError, IptablesFlavorError } from '../errors.ts';
 import type { IPFamily } from '../net/ip.ts';
 import { execFile, type ExecFn } from './exec.ts';
-import { iptablesBinaries, parseIptablesVersion, type IptablesFlavor } from './iptables.ts';
+import { iptablesBinaries, type IptablesFlavor } from './iptables.ts';
 
 /** FlavorChoice is --iptables-flavor: auto detects like kube-proxy's images. */
 export type FlavorChoice = 'auto' | 'legacy' | 'nft';
@@ -119,10 +119,4 @@ export async function resolveIptablesFlavor(choice: FlavorChoice, opts: DetectOp
   const res = await saveText(exec, bin, ['--version']);
   if (res === null) throw new IptablesFlavorError(`--iptables-flavor=${choice} but ${bin} is not installed`);
   return { flavor: choice, reason: `--iptables-flavor=${choice}` };
-}
-
-/** flavorOfSystemIptables reads which flavour the plain `iptables` binary is. */
-export async function flavorOfSystemIptables(exec: ExecFn = execFile): Promise<'legacy' | 'nft' | null> {
-  const text = await saveText(exec, 'iptables', ['--version']);
-  return text ? (parseIptablesVersion(text)?.flavor ?? null) : null;
 }

@@ -165,13 +165,6 @@ export class EndpointSliceCache {
     return true;
   }
 
-  /** sliceCount returns the number of slices held. */
-  get sliceCount(): number {
-    let n = 0;
-    for (const s of this.#slices.values()) n += s.size;
-    return n;
-  }
-
   /**
    * endpointsOf merges the slices of one service ("ns/name") into endpoints per
    * service port id ("ns/name:port/PROTO"), deduplicated by ip:port (a local

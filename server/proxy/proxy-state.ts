@@ -198,10 +198,6 @@ export class ProxyState implements ChangeHandlers {
     return this.#endpoints.pendingCount;
   }
 
-  get sliceCount(): number {
-    return this.#endpoints.sliceCount;
-  }
-
   /** hasPending: some change is waiting for a sync. */
   get hasPending(): boolean {
     return this.servicesPending > 0 || this.endpointsPending > 0 || this.#nodeTopologyDirty || this.#cidrsDirty;

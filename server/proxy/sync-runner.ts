@@ -27,8 +27,6 @@ export class SyncRunner {
   #lastEnd = -Infinity;
   #started = false;
   #stopped = false;
-  /** runs counts completed runs (for tests and the dashboard). */
-  runs = 0;
 
   constructor(opts: SyncRunnerOptions) {
     if (opts.minIntervalMs < 0 || opts.maxIntervalMs <= 0) throw new RangeError('SyncRunner intervals must be positive');
@@ -66,10 +64,6 @@ export class SyncRunner {
   /** idle resolves when no run is in progress (tests). */
   async idle(): Promise<void> {
     while (this.#running) await this.#running;
-  }
-
-  get running(): boolean {
-    return this.#running !== null;
   }
 
   #nextDue(): number {
@@ -112,7 +106,6 @@ export class SyncRunner {
       } catch (err) {
         this.#opts.onError?.(err);
       } finally {
-        this.runs++;
         this.#lastEnd = clock.monotonic();
         this.#running = null;
         this.#schedule();

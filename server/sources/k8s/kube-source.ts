@@ -109,11 +109,6 @@ export class KubeSource implements Source {
     for (const inf of this.#informers.values()) inf.stop();
   }
 
-  /** relist makes every informer list again (delivering only differences); for operators and tests. */
-  relist(): void {
-    for (const inf of this.#informers.values()) inf.relist();
-  }
-
   /** informers: each informer's status, for the dashboard. */
   informers(): InformerStatus[] {
     return KINDS.flatMap((k) => {
