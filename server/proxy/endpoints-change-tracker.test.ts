@@ -123,3 +123,20 @@ describe('EndpointsChangeTracker', () => {
     expect([...t.endpoints.keys()]).toEqual(['ns/s:p80/TCP']);
   });
 });
+
+describe('EndpointsChangeTracker and bad input', () => {
+  it('reports a refused slice as invalid, but lets an error that is not about the object through (a bug is not bad input)', () => {
+    const t = tracker();
+    const bad = makeSlice('ns', 's', 's-1', [ep('10.0.0.1')]);
+    bad.addressType = 'Bogus' as never;
+    const res = t.update('ns/s-1', bad);
+    expect(res.kind).toBe('invalid');
+    const broken = makeSlice('ns', 's', 's-2', [ep('10.0.0.2')]);
+    Object.defineProperty(broken, 'endpoints', {
+      get() {
+        throw new TypeError('a bug while reading the slice');
+      },
+    });
+    expect(() => t.update('ns/s-2', broken)).toThrow(TypeError);
+  });
+});

@@ -1,3 +1,4 @@
+import { EndpointSliceInvalidError } from '../errors.ts';
 import { sameEndpointList, type Endpoint } from './endpoint.ts';
 import { EndpointSliceCache, sliceInfoFromEndpointSlice } from './endpoint-slice-cache.ts';
 import type { IPFamily } from '../net/ip.ts';
@@ -62,7 +63,9 @@ export class EndpointsChangeTracker {
     try {
       conv = sliceInfoFromEndpointSlice(cur, this.#family);
     } catch (error) {
-      return { kind: 'invalid', error: error as Error };
+      // Only a refused object is bad input; anything else is a bug in kproxy and must not pass for one.
+      if (!(error instanceof EndpointSliceInvalidError)) throw error;
+      return { kind: 'invalid', error };
     }
     if (conv.kind === 'ignored') return { kind: 'ignored', reason: conv.reason };
     const previousService = this.#sliceService.get(key);
@@ -87,10 +90,6 @@ export class EndpointsChangeTracker {
   /** endpoints returns the applied map: service port id -> endpoints sorted by ip:port. */
   get endpoints(): ReadonlyMap<string, readonly Endpoint[]> {
     return this.#applied;
-  }
-
-  get sliceCount(): number {
-    return this.#cache.sliceCount;
   }
 
   /** checkout applies pending changes and reports what changed. */

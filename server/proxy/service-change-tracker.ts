@@ -1,3 +1,4 @@
+import { ServiceInvalidError } from '../errors.ts';
 import type { IPFamily } from '../net/ip.ts';
 import type { Service } from './kube-objects.ts';
 import { sameServicePort, servicePortsFromService, type ServicePort } from './service-port.ts';
@@ -47,7 +48,9 @@ export class ServiceChangeTracker {
         if (conv.kind === 'ignored') result = { kind: 'ignored', reason: conv.reason };
         else ports = conv.ports;
       } catch (error) {
-        return { kind: 'invalid', error: error as Error };
+        // Only a refused object is bad input; anything else is a bug in kproxy and must not pass for one.
+        if (!(error instanceof ServiceInvalidError)) throw error;
+        return { kind: 'invalid', error };
       }
     }
     const before = this.#current.get(key) ?? [];
@@ -66,11 +69,6 @@ export class ServiceChangeTracker {
   /** ports returns the applied map: service port id -> ServicePort. */
   get ports(): ReadonlyMap<string, ServicePort> {
     return this.#applied;
-  }
-
-  /** portsOf returns the applied ports of one service. */
-  portsOf(service: string): readonly ServicePort[] {
-    return this.#appliedByService.get(service) ?? [];
   }
 
   /** checkout applies pending changes to the map and reports what changed. */
