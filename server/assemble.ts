@@ -13,6 +13,7 @@ import { MemoryEventRecorder } from './events/memory-event-recorder.ts';
 import type { SimulatedIptables } from './kernel/iptables-simulated.ts';
 import type { Logger } from './log.ts';
 import type { Backend } from './proxy/backend.ts';
+import type { PacketCounters } from './proxy/metrics/kube-proxy-metrics.ts';
 import { createHostIptablesBackend } from './proxy/iptables/host.ts';
 import { createHostIpvsBackend } from './proxy/ipvs/host.ts';
 import { createHostNftablesBackend } from './proxy/nftables/host.ts';
@@ -41,6 +42,8 @@ export interface Assembled {
    * the mode has none yet and the dashboard is off).
    */
   readonly kernelView: ((logger: Logger) => KernelViewProvider) | null;
+  /** packetCounters: kube-proxy's nfacct packet counters (iptables mode where the kernel has nfacct), else null. */
+  readonly packetCounters: PacketCounters | null;
 }
 
 /**
@@ -67,6 +70,7 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
   let dryRunKernel: Assembled['dryRunKernel'] = null;
   let backendDescription: string;
   let kernelView: Assembled['kernelView'];
+  let packetCounters: PacketCounters | null = null;
   switch (config.mode) {
     case 'iptables': {
       const host = await createHostIptablesBackend({ config, nodeName, flavor: run.iptablesFlavor, dryRun: run.dryRun, clock, logger });
@@ -76,6 +80,7 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
       if (kernel) dryRunKernel = { describe: () => kernel.save() };
       const runner = host.backend.runner;
       kernelView = (log) => new IptablesView({ runner, simulated: run.dryRun, logger: log });
+      packetCounters = host.packetCounters;
       break;
     }
     case 'ipvs': {
@@ -107,5 +112,5 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
   // --once programs rules and exits: no stale-entry cleanup or sysctls for a one-shot run.
   const conntrack = run.once ? null : new ConntrackSetup({ config, family: daemon.state.family, nodeName, dryRun: run.dryRun, clock, logger: logger.child('conntrack'), events });
   if (conntrack) daemon.loop.addObserver(conntrack.cleaner);
-  return { daemon, memoryEvents, kubeEvents, dryRunKernel, backendDescription, conntrack, kernelView };
+  return { daemon, memoryEvents, kubeEvents, dryRunKernel, backendDescription, conntrack, kernelView, packetCounters };
 }

@@ -87,6 +87,7 @@ export const ConntrackError = define('KPROXY_ERR_CONNTRACK');
 export const IpsetError = define('KPROXY_ERR_IPSET');
 export const IpvsError = define('KPROXY_ERR_IPVS');
 export const NetlinkError = define('KPROXY_ERR_NETLINK');
+export const NfacctError = define('KPROXY_ERR_NFACCT');
 export const IptablesParseError = define('KPROXY_ERR_IPTABLES_PARSE');
 export const IptablesFlavorError = define('KPROXY_ERR_IPTABLES_FLAVOR');
 /** NftTransactionError: `nft -f` refused a transaction; nothing of it was applied (nftables transactions are atomic). */

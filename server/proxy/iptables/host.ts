@@ -7,12 +7,15 @@ import { DRY_RUN_LIMITS } from '../../kernel/call-log.ts';
 import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
 import { resolveIptablesFlavor, type FlavorChoice, type FlavorDecision } from '../../kernel/iptables-flavor.ts';
 import { hostInterfaces } from '../../kernel/netif.ts';
+import { createNfacctRunner, type NfacctRunner } from '../../kernel/nfacct.ts';
 import { SimulatedSysctl } from '../../kernel/sysctl-simulated.ts';
 import { procSysctl } from '../../kernel/sysctl.ts';
 import type { Logger } from '../../log.ts';
 import type { CleanupResult } from '../backend.ts';
 import type { IPFamily } from '../../net/ip.ts';
+import type { PacketCounters } from '../metrics/kube-proxy-metrics.ts';
 import { cleanupIptables, cleanupRunners } from './cleanup.ts';
+import { NO_NFACCT, setupNfacctCounters } from './nfacct.ts';
 import { createIptablesBackend, SYSCTL_ROUTE_LOCALNET, SYSCTL_TCP_BE_LIBERAL, type IptablesBackend } from './proxier.ts';
 
 export interface HostIptablesOptions {
@@ -26,6 +29,8 @@ export interface HostIptablesOptions {
   clock: Clock;
   logger: Logger;
   exec?: ExecFn;
+  /** nfacct: the accounting objects' runner (default: the nfacct command; none in --dry-run). */
+  nfacct?: NfacctRunner | null;
 }
 
 export interface HostIptables {
@@ -33,6 +38,8 @@ export interface HostIptables {
   decision: FlavorDecision;
   /** kernel is the simulated kernel in --dry-run (its save() is what would be programmed), else null. */
   kernel: SimulatedIptables | null;
+  /** packetCounters reads kube-proxy's nfacct counters at a scrape; null where nfacct is unavailable. */
+  packetCounters: PacketCounters | null;
 }
 
 /**
@@ -70,6 +77,9 @@ export async function createHostIptablesBackend(opts: HostIptablesOptions): Prom
     runner = await createIptablesRunner({ family, flavor: decision.flavor, exec });
   }
   log.info('using iptables', { flavor: decision.flavor, why: decision.reason });
+  // The simulated kernel of --dry-run has no accounting objects: its rules are written without -m nfacct.
+  const nfacctRunner = opts.nfacct !== undefined ? opts.nfacct : opts.dryRun ? null : createNfacctRunner({ exec });
+  const nfacct = nfacctRunner ? await setupNfacctCounters(nfacctRunner, log) : NO_NFACCT;
   const backend = createIptablesBackend({
     config: opts.config,
     nodeName: opts.nodeName,
@@ -82,8 +92,9 @@ export async function createHostIptablesBackend(opts: HostIptablesOptions): Prom
     // The dashboard's cleanup action removes what kproxy made in the flavour it uses;
     // --cleanup (cleanupIptablesHost) sweeps every flavour and family.
     cleanup: () => cleanupIptables({ runners: [runner], logger: log, nftExec: null }),
+    nfacct: nfacct.rules,
   });
-  return { backend, decision, kernel };
+  return { backend, decision, kernel, packetCounters: nfacct.read };
 }
 
 /**

@@ -70,8 +70,8 @@ export interface NftablesCleanupReport {
   readonly nftablesCleanupFailures?: number;
 }
 
-/** PacketCounters reads kube-proxy's nfacct packet counters (iptables mode); undefined when unavailable. */
-export type PacketCounters = () => { ctStateInvalidDropped?: number; localhostNodePortsAccepted?: number };
+/** PacketCounters reads kube-proxy's nfacct packet counters (iptables mode) at a scrape; undefined when unavailable. */
+export type PacketCounters = () => Promise<{ ctStateInvalidDropped?: number; localhostNodePortsAccepted?: number }>;
 
 /**
  * KubeProxyMetrics registers the families kube-proxy registers for a proxy
@@ -98,7 +98,13 @@ export class KubeProxyMetrics {
   readonly nftablesSyncFailures: Counter<'ip_family'> | null = null;
   readonly nftablesCleanupFailures: Counter<'ip_family'> | null = null;
 
-  constructor(registry: Registry, mode: ProxyMode, state: KubeProxyMetricsState) {
+  /**
+   * The failure counters start at 0 for each of the node's families (beyond
+   * kube-proxy, which creates a series at its first failure), so rate() and
+   * increase() alerts see the series from the first scrape instead of missing
+   * the first failure (Prometheus' "avoid missing metrics").
+   */
+  constructor(registry: Registry, mode: ProxyMode, state: KubeProxyMetricsState, families: readonly IPFamily[]) {
     this.mode = mode;
     this.#registry = registry;
     const registers = [registry];
@@ -183,6 +189,9 @@ export class KubeProxyMetrics {
       this.nftablesSyncFailures = familyCounter('kubeproxy_sync_proxy_rules_nftables_sync_failures_total', 'Cumulative proxy nftables sync failures');
       this.nftablesCleanupFailures = familyCounter('kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total', 'Cumulative proxy nftables cleanup failures');
     }
+    for (const counter of [this.restoreFailures, this.partialRestoreFailures, this.nftablesSyncFailures, this.nftablesCleanupFailures]) {
+      for (const family of families) counter?.inc({ ip_family: family }, 0);
+    }
   }
 
   /** syncQueued: a change was queued for a sync (kube-proxy's Sync(), and the sync loop's start). */
@@ -249,14 +258,14 @@ export class KubeProxyMetrics {
    */
   enablePacketCounters(read: PacketCounters, onError: (err: unknown) => void): void {
     if (this.mode !== 'iptables') return;
-    const counter = (name: string, help: string, pick: (v: ReturnType<PacketCounters>) => number | undefined) =>
+    const counter = (name: string, help: string, pick: (v: Awaited<ReturnType<PacketCounters>>) => number | undefined) =>
       new Counter({
         name,
         help: ALPHA + help,
         registers: [this.#registry],
-        collect() {
+        async collect() {
           try {
-            const v = pick(read());
+            const v = pick(await read());
             if (v !== undefined) {
               this.reset();
               this.inc(v);

@@ -139,16 +139,28 @@ function cumulative(n: number, hits: number[]): number[] {
 }
 
 describe('kube-proxy metrics on /metrics', () => {
-  it('answers with the Prometheus text content type and no families nobody has touched', async () => {
+  it('answers with the Prometheus text content type and no families nobody has touched, but the failure counters at 0', async () => {
     const { scrape } = setup();
     const { families, headers } = await scrape();
     expect(headers['content-type']).toBe('text/plain; version=0.0.4; charset=utf-8');
     expect([...families.keys()].filter((n) => n.startsWith('kubeproxy_'))).toEqual([
       'kubeproxy_sync_proxy_rules_endpoint_changes_pending',
       'kubeproxy_sync_proxy_rules_endpoint_changes_total',
+      'kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total',
+      'kubeproxy_sync_proxy_rules_iptables_restore_failures_total',
       'kubeproxy_sync_proxy_rules_service_changes_pending',
       'kubeproxy_sync_proxy_rules_service_changes_total',
     ]);
+  });
+
+  it.each([
+    ['iptables', ['kubeproxy_sync_proxy_rules_iptables_restore_failures_total', 'kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total']],
+    ['ipvs', ['kubeproxy_sync_proxy_rules_iptables_restore_failures_total']],
+    ['nftables', ['kubeproxy_sync_proxy_rules_nftables_sync_failures_total', 'kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total']],
+  ] as const)('starts the %s failure counters at 0 for the node family, so rate() sees the first failure', async (mode, names) => {
+    const { scrape } = setup(mode);
+    const { families } = await scrape();
+    for (const name of names) expect(block(families, name).split('\n').at(-1)).toBe(`${name}{ip_family="IPv4"} 0`);
   });
 
   it('declares every iptables-mode family with kube-proxy names, types, help and labels', async () => {
@@ -397,7 +409,7 @@ describe('kube-proxy metrics on /metrics', () => {
   it('publishes the nfacct packet counters only once the iptables backend provides them', async () => {
     const { metrics, scrape } = setup();
     expect((await scrape()).families.has('kubeproxy_iptables_ct_state_invalid_dropped_packets_total')).toBe(false);
-    metrics.enablePacketCounters(() => ({ ctStateInvalidDropped: 17, localhostNodePortsAccepted: 2 }));
+    metrics.enablePacketCounters(async () => ({ ctStateInvalidDropped: 17, localhostNodePortsAccepted: 2 }));
     const { families } = await scrape();
     expect(block(families, 'kubeproxy_iptables_ct_state_invalid_dropped_packets_total')).toBe(
       '# HELP kubeproxy_iptables_ct_state_invalid_dropped_packets_total [ALPHA] packets dropped by iptables to work around conntrack problems\n' +

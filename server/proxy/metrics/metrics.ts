@@ -46,7 +46,7 @@ export class ProxyMetrics {
 
   constructor(opts: ProxyMetricsOptions) {
     this.#o = opts;
-    this.kubeProxy = new KubeProxyMetrics(this.registry, opts.mode, opts.state);
+    this.kubeProxy = new KubeProxyMetrics(this.registry, opts.mode, opts.state, [opts.state.family]);
     this.kproxy = new KproxyMetrics({
       registry: this.registry,
       state: opts.state,
