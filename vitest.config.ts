@@ -1,7 +1,7 @@
 import { svelte } from '@sveltejs/vite-plugin-svelte';
 import { defineConfig } from 'vitest/config';
 
-// One runner, one project per testing tier (../shared/DESIGN.md §8). Tiers that
+// One runner, one project per testing tier (README.md, "Testing"). Tiers that
 // the machine cannot run skip themselves and say why (test/tiers.ts).
 export default defineConfig({
   test: {

@@ -3,7 +3,7 @@ import { IPVS_SCHEDULERS, PROXY_MODES } from './modes.ts';
 import { LOCAL_MODES, LOG_FORMATS } from './validation.ts';
 
 /**
- * The command line (../../../shared/DESIGN.md §4): kube-proxy's flag names and
+ * The command line (docs/configuration.md, "Flags"): kube-proxy's flag names and
  * meanings where kube-proxy has the flag, plus kproxy's own. A flag either sets
  * KubeProxyConfiguration fields (`fields`, dotted v1alpha1 paths) or a RunOptions
  * entry (`run`). Unlike kube-proxy, which ignores most flags when --config is

@@ -41,7 +41,7 @@ export async function readDashboardToken(path: string): Promise<string> {
 
 /**
  * checkDashboardBind refuses a dashboard reachable from the network without
- * auth (DESIGN.md §7): actions can remove every rule of the node.
+ * auth (docs/dashboard.md, "Security model"): actions can remove every rule of the node.
  */
 export function checkDashboardBind(metricsBindAddress: string, auth: DashboardAuth): void {
   if (auth.enabled || metricsBindAddress === '' || isLoopbackBind(metricsBindAddress)) return;
