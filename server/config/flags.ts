@@ -122,7 +122,7 @@ function parseValue(spec: FlagSpec, text: string | undefined): FlagValue {
       try {
         return parseDuration(text!);
       } catch (err) {
-        throw new Error(err instanceof DurationSyntaxError ? `${err.message}; write e.g. 30s, 1m30s, 500ms` : String(err));
+        throw new Error(err instanceof DurationSyntaxError ? `${err.message}; write e.g. 30s, 1m30s, 500ms` : String(err), { cause: err });
       }
     case 'strings':
       return text === '' ? [] : text!.split(',').map((s) => s.trim());

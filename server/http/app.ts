@@ -12,6 +12,7 @@ export interface MetricsSource {
 
 /** MetricsAppPlugin is a further plugin for the metrics listener (the dashboard registers /, /api/v1/…, /ws). */
 export interface MetricsAppPlugin {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each plugin has its own options type; `options` below is handed to it as is.
   plugin: FastifyPluginAsync<any> | FastifyPluginCallback<any>;
   options?: Record<string, unknown>;
 }

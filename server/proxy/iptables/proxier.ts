@@ -571,7 +571,11 @@ class IptablesProxier implements IptablesBackend {
     const declared = new Set(fixed.filterChains);
     for (const c of fixed.filterChains) out.writeLine(chainLine(c));
     // Missing chains only: a chain a deferred jump needs or the canary, none of which exists (declaring creates).
-    for (const j of prepared.deferred) if (j.table === 'filter' && !declared.has(j.to)) declared.add(j.to), out.writeLine(chainLine(j.to));
+    for (const j of prepared.deferred) {
+      if (j.table !== 'filter' || declared.has(j.to)) continue;
+      declared.add(j.to);
+      out.writeLine(chainLine(j.to));
+    }
     if (prepared.deferredCanaries.includes('filter')) out.writeLine(chainLine(KUBE_PROXY_CANARY));
     out.writeText(fixed.filterHead.text(), fixed.filterHead.lines);
     out.writeText(shared.text(), shared.lines);

@@ -85,7 +85,6 @@ describe('same rules as kube-proxy for the same input', () => {
       'nat/KUBE-MARK-MASQ': ['-j MARK --or-mark 0x4000'],
       'nat/KUBE-POSTROUTING': ['-m mark ! --mark 0x4000/0x4000 -j RETURN', '-j MARK --xor-mark 0x4000', '-m comment --comment kubernetes service traffic requiring SNAT -j MASQUERADE'],
     };
-    const filterChains = ['KUBE-EXTERNAL-SERVICES', 'KUBE-FIREWALL', 'KUBE-FORWARD', 'KUBE-NODEPORTS', 'KUBE-PROXY-FIREWALL', 'KUBE-SERVICES'];
     const natFixed = ['KUBE-MARK-MASQ', 'KUBE-NODEPORTS', 'KUBE-POSTROUTING', 'KUBE-SERVICES'];
     const nodePortsTail = '-m comment --comment kubernetes service nodeports; NOTE: this must be the last rule in this chain -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS';
     const clusterIP = (n: string, ip: string, port: number, chain: string) => `-m comment --comment ${n} cluster IP -m tcp -p tcp -d ${ip} --dport ${port} -j ${chain}`;

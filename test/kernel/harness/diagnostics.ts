@@ -15,7 +15,7 @@ export async function diagnosed(cluster: TestCluster | undefined, body: () => Pr
       err.message += `\n\n${report}`;
       throw err;
     }
-    throw new Error(`${String(err)}\n\n${report}`);
+    throw new Error(`${String(err)}\n\n${report}`, { cause: err });
   }
 }
 

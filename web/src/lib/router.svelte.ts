@@ -39,9 +39,10 @@ export function href(r: Route): string {
       return r.q ? `#/services?q=${e(r.q)}` : '#/services';
     case 'service':
       return `#/services/${e(r.namespace)}/${e(r.name)}`;
-    case 'rules':
+    case 'rules': {
       const query = [r.q ? `q=${e(r.q)}` : '', r.drift ? 'drift' : ''].filter(Boolean).join('&');
       return `#/rules/${e(r.table)}${r.chain ? `/${e(r.chain)}` : ''}${query ? `?${query}` : ''}`;
+    }
     default:
       return `#/${r.page}`;
   }
