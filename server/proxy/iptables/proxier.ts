@@ -15,12 +15,13 @@ import { NodePortAddresses } from '../node-port-addresses.ts';
 import type { StateCheckout } from '../proxy-state.ts';
 import type { ServicePort } from '../service-port.ts';
 import { startCanaryMonitor } from './canary-monitor.ts';
-import { ChainNames, isServiceChainName, KUBE_MARK_MASQ, KUBE_PROXY_CANARY, KUBE_SERVICES } from './chain-names.ts';
+import { ChainNames, isServiceChainName, KUBE_PROXY_CANARY } from './chain-names.ts';
 import { cleanupIptables } from './cleanup.ts';
-import { ensureJumpRules, jumpRuleLines, type JumpRule } from './jump-chains.ts';
+import { ensureJumpRules, jumpRuleLines } from './jump-chains.ts';
 import { chainLine, extractLines, LineBuffer, ProbabilityCache } from './restore-writer.ts';
-import { buildFixedRules, type FixedRules } from './fixed-rules.ts';
-import { countChainLines, editLines, FixedChainDiff, linesOfChain, planChains } from './fixed-chain-diff.ts';
+import { buildFixedRules } from './fixed-rules.ts';
+import { FixedChainDiff } from './fixed-chain-diff.ts';
+import { applyDiff, countedChains, fullFilterPart, fullNatShared, natTablePart, partialShared, type ChainLengths, type FullSyncPrep } from './restore-text.ts';
 import {
   buildServicePortRules,
   contextKey,
@@ -97,46 +98,6 @@ export interface IptablesBackend extends Backend {
   lastAppliedBatch(): string | null;
   lastFailedBatch(): FailedBatch | null;
   readonly metrics: IptablesMetrics;
-}
-
-/** SharedPart is the nat table's shared chains for one sync: declarations ("*nat" first), rules, and the KUBE-NODEPORTS jump that goes last. */
-interface SharedPart {
-  readonly chains: LineBuffer;
-  readonly rules: LineBuffer;
-  readonly tail: LineBuffer;
-  readonly rulesWritten: number;
-}
-
-/** FullSyncPrep is what a full sync learned from the kernel before building: see #prepareFullSync. */
-interface FullSyncPrep {
-  readonly existingNat: Set<string>;
-  readonly deferred: readonly JumpRule[];
-  readonly deferredCanaries: readonly string[];
-}
-
-/** ChainLengths: rules per shared chain in the kernel after the last successful sync, per table. */
-interface ChainLengths {
-  readonly filter: ReadonlyMap<string, number>;
-  readonly nat: ReadonlyMap<string, number>;
-}
-
-function countedChains(text: string): Map<string, number> {
-  const out = new Map<string, number>();
-  countChainLines(text, out);
-  return out;
-}
-
-/** applyDiff returns chain lengths after the diff's deletions and additions. */
-function applyDiff(before: ReadonlyMap<string, number>, diff: FixedChainDiff): Map<string, number> {
-  const out = new Map(before);
-  for (const [chain, e] of diff.chains) out.set(chain, (out.get(chain) ?? 0) + e.added.length - e.deleted.length);
-  return out;
-}
-
-function countLines(text: string): number {
-  let n = 0;
-  for (let i = text.indexOf('\n'); i >= 0; i = text.indexOf('\n', i + 1)) n++;
-  return n;
 }
 
 interface CacheEntry {
@@ -439,7 +400,7 @@ class IptablesProxier implements IptablesBackend {
     let filterCount = 0;
     let natCount = 0;
     let natServiceRulesWritten = 0;
-    // Service chains written in this sync, in blocks of whole service ports (see #natText).
+    // Service chains written in this sync, in blocks of whole service ports (see natTablePart in restore-text.ts).
     const blocks: { chains: LineBuffer; rules: LineBuffer }[] = [];
     let block = { chains: new LineBuffer(), rules: new LineBuffer() };
     let noLocalInternal = 0;
@@ -519,8 +480,9 @@ class IptablesProxier implements IptablesBackend {
     for (const id of this.#skipped.keys()) if (!state.services.has(id)) this.#skipped.delete(id);
     if (block.chains.lines > 0) blocks.push(block);
 
-    const filter = full ? this.#fullFilter(fixed, filterShared, prepared) : this.#partialShared('filter', filterDiff, cache, fixed);
-    const shared = full ? this.#fullNatShared(fixed, natShared) : this.#partialShared('nat', natDiff, cache, fixed);
+    const partial = (diff: FixedChainDiff, lengths: ReadonlyMap<string, number>) => ({ diff, ports: cache, fixed, lengths, inPlaceEdits: this.#inPlaceEdits });
+    const filter = full ? fullFilterPart(fixed, filterShared, prepared) : partialShared('filter', partial(filterDiff, this.#chainLengths.filter));
+    const shared = full ? fullNatShared(fixed, natShared) : partialShared('nat', partial(natDiff, this.#chainLengths.nat));
     const sortedStale = [...stale].sort();
     const natChains = shared.chains;
     const natEnd = new LineBuffer();
@@ -535,7 +497,7 @@ class IptablesProxier implements IptablesBackend {
     // Only "*nat": nothing in the table changes, so the table is left out of the input.
     const natEmpty = natChains.lines === 1 && shared.rules.lines === 0 && natEnd.lines === 0 && blocks.length === 0;
     natEnd.writeLine('COMMIT');
-    const nat = natEmpty ? { text: '', lines: 0 } : this.#natText(blocks, natChains, shared.rules, natEnd, ctx.masqueradeMark);
+    const nat = natEmpty ? { text: '', lines: 0 } : natTablePart(blocks, natChains, shared.rules, natEnd, ctx.masqueradeMark);
 
     const fixedFilter = fixed.filterHead.lines + fixed.filterTail.lines;
     const fixedNat = fixed.natHead.lines + fixed.natTail.lines;
@@ -553,140 +515,5 @@ class IptablesProxier implements IptablesBackend {
       noLocalExternal,
       warnings: fixed.warnings,
     };
-  }
-
-  /**
-   * #fullFilter writes the whole filter table part: every fixed chain declared
-   * and rewritten, plus the jumps and canary the listing showed missing (a
-   * mangle part comes first when its canary is missing).
-   */
-  #fullFilter(fixed: FixedRules, shared: LineBuffer, prepared: FullSyncPrep): { text: string; lines: number; rulesWritten: number } {
-    const out = new LineBuffer();
-    if (prepared.deferredCanaries.includes('mangle')) {
-      out.writeLine('*mangle');
-      out.writeLine(chainLine(KUBE_PROXY_CANARY));
-      out.writeLine('COMMIT');
-    }
-    out.writeLine('*filter');
-    const declared = new Set(fixed.filterChains);
-    for (const c of fixed.filterChains) out.writeLine(chainLine(c));
-    // Missing chains only: a chain a deferred jump needs or the canary, none of which exists (declaring creates).
-    for (const j of prepared.deferred) {
-      if (j.table !== 'filter' || declared.has(j.to)) continue;
-      declared.add(j.to);
-      out.writeLine(chainLine(j.to));
-    }
-    if (prepared.deferredCanaries.includes('filter')) out.writeLine(chainLine(KUBE_PROXY_CANARY));
-    out.writeText(fixed.filterHead.text(), fixed.filterHead.lines);
-    out.writeText(shared.text(), shared.lines);
-    out.writeText(fixed.filterTail.text(), fixed.filterTail.lines);
-    const jumps = jumpRuleLines(prepared.deferred, 'filter');
-    for (const l of jumps) out.writeLine(l);
-    out.writeLine('COMMIT');
-    return { text: out.text(), lines: out.lines, rulesWritten: fixed.filterHead.lines + shared.lines + fixed.filterTail.lines + jumps.length };
-  }
-
-  /** #fullNatShared declares every fixed nat chain and writes their rules; the KUBE-NODEPORTS jump goes last. */
-  #fullNatShared(fixed: FixedRules, shared: LineBuffer): SharedPart {
-    const chains = new LineBuffer();
-    chains.writeLine('*nat');
-    for (const c of fixed.natChains) chains.writeLine(chainLine(c));
-    const rules = new LineBuffer();
-    rules.writeText(fixed.natHead.text(), fixed.natHead.lines);
-    rules.writeText(shared.text(), shared.lines);
-    return { chains, rules, tail: fixed.natTail, rulesWritten: fixed.natHead.lines + shared.lines + fixed.natTail.lines };
-  }
-
-  /**
-   * #partialShared writes, for one table, only the shared chains this sync
-   * changes: edited in place, or declared and rewritten from every service
-   * port's rules (in sync order) when much of the chain changed. Chains that
-   * hold no service's rules (KUBE-POSTROUTING, KUBE-FORWARD...) depend only on
-   * the build context, whose change makes a sync full, so they are not written.
-   * For filter the result is the whole table part (or nothing).
-   */
-  #partialShared(table: 'filter', diff: FixedChainDiff, cache: ReadonlyMap<string, CacheEntry>, fixed: FixedRules): { text: string; lines: number; rulesWritten: number };
-  #partialShared(table: 'nat', diff: FixedChainDiff, cache: ReadonlyMap<string, CacheEntry>, fixed: FixedRules): SharedPart;
-  #partialShared(table: 'filter' | 'nat', diff: FixedChainDiff, cache: ReadonlyMap<string, CacheEntry>, fixed: FixedRules): SharedPart | { text: string; lines: number; rulesWritten: number } {
-    const plan = planChains(diff, this.#chainLengths[table]);
-    if (!this.#inPlaceEdits) for (const c of plan.keys()) plan.set(c, 'rewrite');
-    const chains = new LineBuffer();
-    const rules = new LineBuffer();
-    const tail = new LineBuffer();
-    const inserts = new LineBuffer();
-    let rulesWritten = 0;
-    for (const [chain, how] of plan) {
-      if (how === 'edit') {
-        const e = editLines(chain, diff.chains.get(chain)!);
-        for (const l of e.deletes) rules.writeLine(l);
-        for (const l of e.inserts) inserts.writeLine(l);
-        rulesWritten += e.inserts.length;
-        continue;
-      }
-      chains.writeLine(chainLine(chain));
-      for (const entry of cache.values()) {
-        if (!entry.rules) continue;
-        const text = linesOfChain(table === 'filter' ? entry.rules.filterText : entry.rules.jumpsText, chain);
-        if (text === '') continue;
-        const n = countLines(text);
-        rules.writeText(text, n);
-        rulesWritten += n;
-      }
-      if (table === 'nat' && chain === KUBE_SERVICES) {
-        tail.writeText(fixed.natTail.text(), fixed.natTail.lines);
-        rulesWritten += fixed.natTail.lines;
-      }
-    }
-    rules.writeText(inserts.text(), inserts.lines);
-    if (table === 'nat') {
-      const head = new LineBuffer();
-      head.writeLine('*nat');
-      head.writeText(chains.text(), chains.lines);
-      return { chains: head, rules, tail, rulesWritten };
-    }
-    if (plan.size === 0) return { text: '', lines: 0, rulesWritten: 0 };
-    const out = new LineBuffer();
-    out.writeLine('*filter');
-    out.writeText(chains.text(), chains.lines);
-    out.writeText(rules.text(), rules.lines);
-    out.writeLine('COMMIT');
-    return { text: out.text(), lines: out.lines, rulesWritten };
-  }
-  /**
-   * #natText assembles the nat table. Normally one block: fixed and service
-   * chain declarations, then the rules, as kube-proxy writes them. When the
-   * service chains were split (nft), each block of whole service ports is its
-   * own COMMIT and the fixed chains, which reference them, come last; so at
-   * every commit each rule jumps only to chains that exist and are complete:
-   * a service's chains change together, new ones become reachable only with
-   * the final KUBE-SERVICES, and stale ones are deleted only after it. A
-   * failure part-way leaves earlier blocks committed and a consistent kernel,
-   * and forces the next sync to be full, as any failure does.
-   */
-  #natText(
-    blocks: { chains: LineBuffer; rules: LineBuffer }[],
-    natChains: LineBuffer,
-    natRules: LineBuffer,
-    natEnd: LineBuffer,
-    mark: string,
-  ): { text: string; lines: number } {
-    if (blocks.length <= 1) {
-      const chains = blocks[0]?.chains;
-      const rules = blocks[0]?.rules;
-      // Every declaration first (a rule may only jump to a declared chain), then the fixed
-      // chains' rules and jumps, the service chains' rules, deletions, the KUBE-NODEPORTS tail.
-      const parts = [natChains.text(), chains?.text() ?? '', natRules.text(), rules?.text() ?? '', natEnd.text()];
-      return { text: parts.join(''), lines: natChains.lines + (chains?.lines ?? 0) + natRules.lines + (rules?.lines ?? 0) + natEnd.lines };
-    }
-    // The endpoint chains jump to KUBE-MARK-MASQ: it must exist before the first block.
-    const head = `*nat\n${chainLine(KUBE_MARK_MASQ)}\n-A ${KUBE_MARK_MASQ} -j MARK --or-mark ${mark}\nCOMMIT\n`;
-    const out = [head];
-    let lines = 4;
-    for (const b of blocks) {
-      out.push('*nat\n', b.chains.text(), b.rules.text(), 'COMMIT\n');
-      lines += 2 + b.chains.lines + b.rules.lines;
-    }
-    out.push(natChains.text(), natRules.text(), natEnd.text());
-    return { text: out.join(''), lines: lines + natChains.lines + natRules.lines + natEnd.lines };
   }
 }
