@@ -8,6 +8,8 @@ export class FakeNfacct implements NfacctRunner {
   readonly calls: string[] = [];
   /** fail: behave like a host without the tool, a kernel without nfnetlink_acct, or a hung process. */
   fail: 'not-installed' | 'unsupported' | 'timeout' | null = null;
+  /** slow: while set, list() waits for it (a listing on a loaded node). */
+  slow: Promise<void> | null = null;
 
   async ensure(name: string): Promise<void> {
     this.calls.push(`ensure ${name}`);
@@ -18,6 +20,7 @@ export class FakeNfacct implements NfacctRunner {
   async list(): Promise<NfacctCounter[]> {
     this.calls.push('list');
     this.#check();
+    if (this.slow) await this.slow;
     return [...this.#counters].map(([name, c]) => ({ name, ...c }));
   }
 

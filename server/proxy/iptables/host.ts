@@ -79,7 +79,7 @@ export async function createHostIptablesBackend(opts: HostIptablesOptions): Prom
   log.info('using iptables', { flavor: decision.flavor, why: decision.reason });
   // The simulated kernel of --dry-run has no accounting objects: its rules are written without -m nfacct.
   const nfacctRunner = opts.nfacct !== undefined ? opts.nfacct : opts.dryRun ? null : createNfacctRunner({ exec });
-  const nfacct = nfacctRunner ? await setupNfacctCounters(nfacctRunner, log) : NO_NFACCT;
+  const nfacct = nfacctRunner ? await setupNfacctCounters(nfacctRunner, { clock: opts.clock, logger: log }) : NO_NFACCT;
   const backend = createIptablesBackend({
     config: opts.config,
     nodeName: opts.nodeName,

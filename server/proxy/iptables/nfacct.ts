@@ -1,3 +1,4 @@
+import type { Clock, TimerHandle } from '../../clock.ts';
 import { errorMessage } from '../../errors.ts';
 import type { NfacctRunner } from '../../kernel/nfacct.ts';
 import type { Logger } from '../../log.ts';
@@ -15,6 +16,17 @@ export interface NfacctCounters {
 /** NO_NFACCT: the fallback, rules without -m nfacct and no packet counter metrics, as kube-proxy without nfacct. */
 export const NO_NFACCT: NfacctCounters = { rules: { ctStateInvalid: false, localhostNodePorts: false }, read: null };
 
+export interface NfacctSetupOptions {
+  clock: Clock;
+  logger: Logger;
+  /**
+   * scrapeBoundMs: how long a scrape waits for a listing (default 500 ms). A
+   * slower listing goes on and serves the next scrape; this one gets the last
+   * values, so a loaded node never makes /metrics slow.
+   */
+  scrapeBoundMs?: number;
+}
+
 /**
  * setupNfacctCounters creates kube-proxy's two accounting objects
  * (ct_state_invalid_dropped_pkts, localhost_nps_accepted_pkts) where the
@@ -22,10 +34,13 @@ export const NO_NFACCT: NfacctCounters = { rules: { ctStateInvalid: false, local
  * at start. A counter that cannot be created is left out of the rules (a rule
  * naming a missing object would make every restore fail); without nfacct at
  * all kproxy runs exactly as before, with one info line saying why. The
- * returned reader lists the objects once per scrape; the runner bounds each
- * listing in time, and concurrent scrapes share one listing.
+ * returned reader lists the objects once per scrape, waiting at most
+ * scrapeBoundMs for it; concurrent scrapes share one listing, and the runner
+ * bounds the listing's process in time.
  */
-export async function setupNfacctCounters(runner: NfacctRunner, logger: Logger): Promise<NfacctCounters> {
+export async function setupNfacctCounters(runner: NfacctRunner, opts: NfacctSetupOptions): Promise<NfacctCounters> {
+  const { clock, logger } = opts;
+  const boundMs = opts.scrapeBoundMs ?? 500;
   const created: string[] = [];
   for (const name of [NFACCT_CT_STATE_INVALID, NFACCT_LOCALHOST_NODEPORTS]) {
     try {
@@ -37,16 +52,25 @@ export async function setupNfacctCounters(runner: NfacctRunner, logger: Logger):
   }
   if (created.length === 0) return NO_NFACCT;
   logger.info('nfacct counters ready', { counters: created.join(',') });
-  let inFlight: ReturnType<PacketCounters> | null = null;
-  const read: PacketCounters = () => {
+  type Values = Awaited<ReturnType<PacketCounters>>;
+  let last: Values = {};
+  let inFlight: Promise<Values> | null = null;
+  const read: PacketCounters = async () => {
     inFlight ??= runner
       .list()
       .then((all) => {
         const packets = (name: string) => (created.includes(name) ? all.find((c) => c.name === name)?.packets : undefined);
-        return { ctStateInvalidDropped: packets(NFACCT_CT_STATE_INVALID), localhostNodePortsAccepted: packets(NFACCT_LOCALHOST_NODEPORTS) };
+        last = { ctStateInvalidDropped: packets(NFACCT_CT_STATE_INVALID), localhostNodePortsAccepted: packets(NFACCT_LOCALHOST_NODEPORTS) };
+        return last;
       })
       .finally(() => (inFlight = null));
-    return inFlight;
+    let timer: TimerHandle | null = null;
+    const late = new Promise<Values>((resolve) => (timer = clock.setTimeout(() => resolve(last), boundMs)));
+    try {
+      return await Promise.race([inFlight, late]);
+    } finally {
+      if (timer) clock.clearTimeout(timer);
+    }
   };
   return { rules: { ctStateInvalid: created.includes(NFACCT_CT_STATE_INVALID), localhostNodePorts: created.includes(NFACCT_LOCALHOST_NODEPORTS) }, read };
 }
