@@ -6,7 +6,8 @@ import { describe, expect, it } from 'vitest';
  * eslint.config.js refuses an upward import in server/net, server/kernel and
  * server/config, and lets the layers above import downward.
  */
-describe('lint: layers point down', () => {
+// Loading typescript-eslint's parser takes seconds on a busy machine: these tests get a minute.
+describe('lint: layers point down', { timeout: 60_000 }, () => {
   const eslint = new ESLint();
   const restricted = async (filePath: string, code: string): Promise<string[]> => {
     const [result] = await eslint.lintText(code, { filePath });
