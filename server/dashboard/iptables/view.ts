@@ -1,7 +1,7 @@
 import { errorMessage } from '../../errors.ts';
 import type { IptablesRunner } from '../../kernel/iptables.ts';
 import { silentLogger, type Logger } from '../../log.ts';
-import { formatIptablesSave, makeRule, ruleComment, splitArgs, type IptablesChain, type IptablesDump, type IptablesTable } from '../../kernel/iptables-save-parser.ts';
+import { ruleComment, splitArgs } from '../../kernel/iptables-save-parser.ts';
 import type { BackendSyncResult } from '../../proxy/backend.ts';
 import type { Endpoint } from '../../proxy/endpoint.ts';
 import {
