@@ -1,7 +1,7 @@
 // ESLint for the server (TypeScript), the dashboard (Svelte 5 + TypeScript) and
-// the tests. `npm run lint` runs it, and `npm test` runs lint before the tiers.
-// None of the recommended sets below enables a formatting rule: formatting is
-// left to a formatter.
+// the tests. `npm run lint` runs it and Prettier's check (.prettierrc.json;
+// `npm run format` writes), and `npm test` runs lint before the tiers. None of
+// the recommended sets below enables a formatting rule: formatting is Prettier's.
 import js from '@eslint/js';
 import svelte from 'eslint-plugin-svelte';
 import globals from 'globals';

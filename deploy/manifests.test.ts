@@ -42,12 +42,9 @@ describe('every manifest under deploy/ and deploy/examples/ is valid against the
     expect([...exampleKinds]).toEqual(expect.arrayContaining(['EndpointSlice', 'Node', 'Service']));
   });
 
-  it.each([...shipped, ...examples].map((m): [string, Manifest] => [`${m.where} (${m.object.kind})`, m]))(
-    '%s',
-    async (_where, manifest) => {
-      expect(await validateObject(manifest.object)).toEqual([]);
-    },
-  );
+  it.each([...shipped, ...examples].map((m): [string, Manifest] => [`${m.where} (${m.object.kind})`, m]))('%s', async (_where, manifest) => {
+    expect(await validateObject(manifest.object)).toEqual([]);
+  });
 });
 
 describe('the schema check is strict', () => {
@@ -61,10 +58,7 @@ describe('the schema check is strict', () => {
     const bad = structuredClone(daemonSet);
     bad.spec.template.spec.containers[0].livenessProbe.httpGet.paht = '/livez';
     bad.spec.template.spec.volumes[1].hostPath.kind = 'File';
-    expect((await validateObject(bad)).map((v) => v.path).sort()).toEqual([
-      'spec.template.spec.containers[0].livenessProbe.httpGet.paht',
-      'spec.template.spec.volumes[1].hostPath.kind',
-    ]);
+    expect((await validateObject(bad)).map((v) => v.path).sort()).toEqual(['spec.template.spec.containers[0].livenessProbe.httpGet.paht', 'spec.template.spec.volumes[1].hostPath.kind']);
   });
 
   it('rejects a Service whose type is not one the API defines', async () => {
@@ -89,9 +83,7 @@ describe('the schema check is strict', () => {
 
   it('rejects kinds and API versions the API does not serve', async () => {
     expect(await validateObject({ ...daemonSet, kind: 'DaemonSett' })).toEqual([{ path: 'kind', message: 'no kind DaemonSett in apps/v1' }]);
-    expect(await validateObject({ ...daemonSet, apiVersion: 'apps/v2' })).toEqual([
-      { path: 'apiVersion', message: 'no API group version apps/v2' },
-    ]);
+    expect(await validateObject({ ...daemonSet, apiVersion: 'apps/v2' })).toEqual([{ path: 'apiVersion', message: 'no API group version apps/v2' }]);
   });
 
   it('reads YAML as kubectl does: `on` is a boolean (a label value must be a string), duplicate keys are errors', async () => {
@@ -206,9 +198,7 @@ describe("the ClusterRole grants system:node-proxier's rules plus delegated auth
 
   it('as (group, resource, verb) triples', () => {
     const role = only('ClusterRole');
-    const granted = role.rules.flatMap((r: Obj) =>
-      r.apiGroups.flatMap((g: string) => r.resources.flatMap((res: string) => r.verbs.map((v: string) => `${g} ${res} ${v}`))),
-    );
+    const granted = role.rules.flatMap((r: Obj) => r.apiGroups.flatMap((g: string) => r.resources.flatMap((res: string) => r.verbs.map((v: string) => `${g} ${res} ${v}`))));
     expect(new Set(granted).size).toBe(granted.length);
     expect([...granted].sort()).toEqual([...expected].sort());
     expect(role.rules.some((r: Obj) => r.resourceNames || r.nonResourceURLs)).toBe(false);
@@ -278,7 +268,10 @@ describe('config.conf is a KubeProxyConfiguration matching the DaemonSet', () =>
 
   it('refuses to start in a pod without its service account token, instead of serving the example cluster', async () => {
     // automountServiceAccountToken: false, set by a policy engine or by hand.
-    const err = await podStart(daemonSet, configText, [], { token: false }).then(() => null, (e: unknown) => e as { code: string; message: string });
+    const err = await podStart(daemonSet, configText, [], { token: false }).then(
+      () => null,
+      (e: unknown) => e as { code: string; message: string },
+    );
     expect(err?.code).toBe('KPROXY_ERR_NO_SOURCE');
     expect(err?.message).toContain(`the service account token ${SERVICE_ACCOUNT_TOKEN} is missing`);
   });
@@ -347,7 +340,9 @@ describe('the documented DaemonSet patches (deploy/patches/) give valid DaemonSe
 
 describe('the image', () => {
   const dockerfile = readFileSync(join(import.meta.dirname, 'Dockerfile'), 'utf8');
-  const ignored = readFileSync(join(import.meta.dirname, '..', '.dockerignore'), 'utf8').split('\n').map((l) => l.trim());
+  const ignored = readFileSync(join(import.meta.dirname, '..', '.dockerignore'), 'utf8')
+    .split('\n')
+    .map((l) => l.trim());
 
   it('does not ship the example cluster: a node must never fall back to a demo', () => {
     expect(ignored).toContain('deploy/examples');

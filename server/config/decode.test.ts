@@ -98,16 +98,11 @@ detectLocal: [a]
   });
 
   it('names list elements by index', () => {
-    expect(problems(`${header}nodePortAddresses: [10.0.0.0/8, {a: 1}]\n`)).toEqual([
-      'nodePortAddresses[1]: must be a string (line 3)',
-    ]);
+    expect(problems(`${header}nodePortAddresses: [10.0.0.0/8, {a: 1}]\n`)).toEqual(['nodePortAddresses[1]: must be a string (line 3)']);
   });
 
   it('requires apiVersion and kind of KubeProxyConfiguration v1alpha1', () => {
-    expect(problems('mode: ipvs\n')).toEqual([
-      'apiVersion: Required value: must be "kubeproxy.config.k8s.io/v1alpha1" (line 1)',
-      'kind: Required value: must be "KubeProxyConfiguration" (line 1)',
-    ]);
+    expect(problems('mode: ipvs\n')).toEqual(['apiVersion: Required value: must be "kubeproxy.config.k8s.io/v1alpha1" (line 1)', 'kind: Required value: must be "KubeProxyConfiguration" (line 1)']);
     expect(problems('apiVersion: kubeproxy.config.k8s.io/v1alpha2\nkind: KubeletConfiguration\n')).toEqual([
       'apiVersion: Unsupported value: "kubeproxy.config.k8s.io/v1alpha2": supported values: "kubeproxy.config.k8s.io/v1alpha1"',
       'kind: Unsupported value: "KubeletConfiguration": supported values: "KubeProxyConfiguration"',

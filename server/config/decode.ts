@@ -1,18 +1,10 @@
 import { isAlias, isMap, isScalar, isSeq, LineCounter, parseAllDocuments, type Document, type Node } from 'yaml';
 import { DurationSyntaxError, parseDuration } from './duration.ts';
 import type { FieldError } from './field-error.ts';
-import {
-  API_VERSION,
-  KIND,
-  KUBE_PROXY_CONFIGURATION_SCHEMA,
-  type FieldSchema,
-  type KubeProxyConfigurationDocument,
-} from './v1alpha1.ts';
+import { API_VERSION, KIND, KUBE_PROXY_CONFIGURATION_SCHEMA, type FieldSchema, type KubeProxyConfigurationDocument } from './v1alpha1.ts';
 
 /** DecodeResult is a decoded document, or every problem found while decoding it. */
-export type DecodeResult =
-  | { readonly ok: true; readonly document: KubeProxyConfigurationDocument }
-  | { readonly ok: false; readonly errors: readonly FieldError[] };
+export type DecodeResult = { readonly ok: true; readonly document: KubeProxyConfigurationDocument } | { readonly ok: false; readonly errors: readonly FieldError[] };
 
 const INT32_MIN = -(2 ** 31);
 const INT32_MAX = 2 ** 31 - 1;
@@ -201,9 +193,7 @@ function scalar(schema: FieldSchema, value: unknown, bad: (detail: string) => un
       }
     case 'quantity':
       if (typeof value === 'number') return String(value);
-      return typeof value === 'string' && /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+|[KMGTPE]i?|[munk])?$/.test(value)
-        ? value
-        : bad(`must be ${describe(schema)}`);
+      return typeof value === 'string' && /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+|[KMGTPE]i?|[munk])?$/.test(value) ? value : bad(`must be ${describe(schema)}`);
     default:
       return bad('unexpected scalar');
   }

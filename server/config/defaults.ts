@@ -63,12 +63,8 @@ export function setDefaults(doc: KubeProxyConfigurationDocument = {}): KubeProxy
     },
     hostnameOverride: doc.hostnameOverride ?? '',
     bindAddress,
-    healthzBindAddress: doc.healthzBindAddress
-      ? appendPortIfNeeded(doc.healthzBindAddress, PROXY_HEALTHZ_PORT)
-      : `${healthzHost}:${PROXY_HEALTHZ_PORT}`,
-    metricsBindAddress: doc.metricsBindAddress
-      ? appendPortIfNeeded(doc.metricsBindAddress, PROXY_STATUS_PORT)
-      : `${metricsHost}:${PROXY_STATUS_PORT}`,
+    healthzBindAddress: doc.healthzBindAddress ? appendPortIfNeeded(doc.healthzBindAddress, PROXY_HEALTHZ_PORT) : `${healthzHost}:${PROXY_HEALTHZ_PORT}`,
+    metricsBindAddress: doc.metricsBindAddress ? appendPortIfNeeded(doc.metricsBindAddress, PROXY_STATUS_PORT) : `${metricsHost}:${PROXY_STATUS_PORT}`,
     bindAddressHardFail: doc.bindAddressHardFail ?? false,
     enableProfiling: doc.enableProfiling ?? false,
     showHiddenMetricsForVersion: doc.showHiddenMetricsForVersion ?? '',

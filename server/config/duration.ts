@@ -9,8 +9,8 @@
 const NS_PER_UNIT: Record<string, bigint> = {
   ns: 1n,
   us: 1_000n,
-  'µs': 1_000n, // U+00B5 micro sign
-  'μs': 1_000n, // U+03BC Greek small letter mu
+  µs: 1_000n, // U+00B5 micro sign
+  μs: 1_000n, // U+03BC Greek small letter mu
   ms: 1_000_000n,
   s: 1_000_000_000n,
   m: 60_000_000_000n,

@@ -37,9 +37,7 @@ describe('parseFlags', () => {
   it('parses durations the Go way', () => {
     const f = parseFlags(['--iptables-sync-period=1m30s', '--ipvs-min-sync-period', '500ms', '--config-sync-period=0s']);
     expect(Object.fromEntries(f)).toEqual({ 'iptables-sync-period': 90_000, 'ipvs-min-sync-period': 500, 'config-sync-period': 0 });
-    expect(flagError(['--iptables-sync-period=30'])).toBe(
-      'invalid value "30" for --iptables-sync-period: invalid duration "30": missing unit (ns, us, ms, s, m, h); write e.g. 30s, 1m30s, 500ms',
-    );
+    expect(flagError(['--iptables-sync-period=30'])).toBe('invalid value "30" for --iptables-sync-period: invalid duration "30": missing unit (ns, us, ms, s, m, h); write e.g. 30s, 1m30s, 500ms');
   });
 
   it('reads lists, appending on repetition, and merges feature gates', () => {
@@ -99,10 +97,7 @@ describe('parseFlags', () => {
 describe('applyConfigFlags and runFlags', () => {
   it("writes flags into kube-proxy's fields and records which flag set each", () => {
     const c = setDefaults({ featureGates: { A: true }, iptables: { masqueradeBit: 10 } });
-    const setBy = applyConfigFlags(
-      c,
-      parseFlags(['--masquerade-all', '--iptables-sync-period=10s', '--cluster-cidr=10.0.0.0/8', '--feature-gates=B=false', '-v', '3', '--kubeconfig=/k']),
-    );
+    const setBy = applyConfigFlags(c, parseFlags(['--masquerade-all', '--iptables-sync-period=10s', '--cluster-cidr=10.0.0.0/8', '--feature-gates=B=false', '-v', '3', '--kubeconfig=/k']));
     expect(c.iptables).toMatchObject({ masqueradeAll: true, syncPeriod: 10_000, masqueradeBit: 10 });
     // like kube-proxy, the iptables sync flags also drive nftables mode and --masquerade-all both backends
     expect(c.nftables).toMatchObject({ masqueradeAll: true, syncPeriod: 10_000 });

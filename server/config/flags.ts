@@ -204,7 +204,7 @@ export function usage(): string {
     'Usage: kproxy [flags]',
     '',
     'kproxy is a Kubernetes service proxy for Linux nodes, compatible with kube-proxy.',
-    'Flags keep kube-proxy\'s names and meanings, and override the --config file.',
+    "Flags keep kube-proxy's names and meanings, and override the --config file.",
   ];
   for (const group of GROUPS) {
     lines.push('', `${group}:`);

@@ -64,10 +64,7 @@ featureGates: {A: true}
 `,
       },
     });
-    const r = await loadConfiguration(
-      ['--config', '/etc/kproxy.yaml', '--proxy-mode=nftables', '--iptables-masquerade-bit=12', '--feature-gates=B=true', '--once', '--dry-run'],
-      env,
-    );
+    const r = await loadConfiguration(['--config', '/etc/kproxy.yaml', '--proxy-mode=nftables', '--iptables-masquerade-bit=12', '--feature-gates=B=true', '--once', '--dry-run'], env);
     expect(r.config.mode).toBe('nftables');
     expect(r.config.iptables.masqueradeBit).toBe(12);
     expect(r.config.iptables.syncPeriodMs).toBe(60_000);
@@ -102,9 +99,7 @@ featureGates: {A: true}
   it('blames the flag when a flag set the bad value', async () => {
     const err = await rejection(loadConfiguration(['--iptables-masquerade-bit=40'], machine()));
     expect(err).toBeInstanceOf(FlagInvalidError);
-    expect(err.message).toBe(
-      'invalid configuration (flags): iptables.masqueradeBit: Invalid value: 40: must be within the range [0, 31] (set by --iptables-masquerade-bit)',
-    );
+    expect(err.message).toBe('invalid configuration (flags): iptables.masqueradeBit: Invalid value: 40: must be within the range [0, 31] (set by --iptables-masquerade-bit)');
   });
 
   it('lists every problem, from file and flags, one per line', async () => {
@@ -201,7 +196,9 @@ describe('loadConfiguration: source selection', () => {
     const config = machine({ env: inCluster, files: { '/var/lib/kproxy/config.conf': `${header}clientConnection: {kubeconfig: ""}\n` } });
     const err = await rejection(loadConfiguration(['--config', '/var/lib/kproxy/config.conf', '--hostname-override', 'node-7'], config));
     expect(err).toBeInstanceOf(NoSourceError);
-    expect(err.message).toContain(`KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are set but the service account token ${SERVICE_ACCOUNT_TOKEN} is missing (automountServiceAccountToken: false?)`);
+    expect(err.message).toContain(
+      `KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are set but the service account token ${SERVICE_ACCOUNT_TOKEN} is missing (automountServiceAccountToken: false?)`,
+    );
   });
 
   it('--cleanup needs no source', async () => {

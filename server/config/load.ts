@@ -164,9 +164,7 @@ function nodeName(c: KubeProxyConfiguration, sourceIsDefault: boolean, host: () 
   if (c.hostnameOverride !== '') {
     const name = normalizeNodeName(c.hostnameOverride);
     const why = dnsSubdomainProblem(name);
-    return why
-      ? { name, fromOverride: true, problem: { field: 'hostnameOverride', type: 'Invalid', value: c.hostnameOverride, detail: why } }
-      : { name, fromOverride: true };
+    return why ? { name, fromOverride: true, problem: { field: 'hostnameOverride', type: 'Invalid', value: c.hostnameOverride, detail: why } } : { name, fromOverride: true };
   }
   if (sourceIsDefault) {
     return {

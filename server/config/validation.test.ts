@@ -39,7 +39,12 @@ describe('validateKubeProxyConfiguration (kube-proxy rules)', () => {
   });
 
   it("checks the selected mode's sync periods under that mode's field names", () => {
-    for (const [mode, section] of [['', 'iptables'], ['iptables', 'iptables'], ['nftables', 'nftables'], ['ipvs', 'ipvs']] as const) {
+    for (const [mode, section] of [
+      ['', 'iptables'],
+      ['iptables', 'iptables'],
+      ['nftables', 'nftables'],
+      ['ipvs', 'ipvs'],
+    ] as const) {
       const sec = (c: KubeProxyConfiguration) => c[section];
       expect(check({ mode }, (c) => (sec(c).syncPeriod = -1000))).toEqual([`${section}.syncPeriod: Invalid value: "-1s": must be greater than 0`]);
       expect(check({ mode }, (c) => (sec(c).minSyncPeriod = -1000))).toEqual([`${section}.minSyncPeriod: Invalid value: "-1s": must be greater than or equal to 0`]);
@@ -69,9 +74,7 @@ describe('validateKubeProxyConfiguration (kube-proxy rules)', () => {
   });
 
   it('checks the proxy mode', () => {
-    expect(check({ mode: 'userspace' })).toEqual([
-      'mode: Invalid value: "userspace": must be iptables, ipvs, nftables or blank (blank means the best-available proxy [currently iptables])',
-    ]);
+    expect(check({ mode: 'userspace' })).toEqual(['mode: Invalid value: "userspace": must be iptables, ipvs, nftables or blank (blank means the best-available proxy [currently iptables])']);
   });
 
   it('checks clientConnection.burst and configSyncPeriod', () => {
@@ -80,9 +83,7 @@ describe('validateKubeProxyConfiguration (kube-proxy rules)', () => {
   });
 
   it('checks bindAddress and the listener addresses (host:port, port 1..65535)', () => {
-    expect(check({ bindAddress: '10.10.12.11:2000' })).toEqual([
-      'bindAddress: Invalid value: "10.10.12.11:2000": not a valid textual representation of an IP address',
-    ]);
+    expect(check({ bindAddress: '10.10.12.11:2000' })).toEqual(['bindAddress: Invalid value: "10.10.12.11:2000": not a valid textual representation of an IP address']);
     expect(check({}, (c) => (c.healthzBindAddress = 'localhost:10256'))).toEqual(['healthzBindAddress: Invalid value: "localhost": must be a valid IP']);
     expect(check({}, (c) => (c.metricsBindAddress = '127.0.0.1:0'))).toEqual(['metricsBindAddress: Invalid value: "0": must be a valid port']);
     expect(check({}, (c) => (c.metricsBindAddress = '127.0.0.1:65536'))).toEqual(['metricsBindAddress: Invalid value: "65536": must be a valid port']);
@@ -105,15 +106,13 @@ describe('validateKubeProxyConfiguration (kube-proxy rules)', () => {
       'nodePortAddresses[1]: Invalid value: "invalid": must be a valid CIDR',
       'nodePortAddresses[2]: Invalid value: "10.20.30.40": must be a valid CIDR',
     ]);
-    expect(check({ nodePortAddresses: ['primary', '127.0.0.1/32'] })).toEqual(['nodePortAddresses[0]: Invalid value: "primary": can\'t use both \'primary\' and CIDRs']);
-    expect(check({ nodePortAddresses: ['127.0.0.1/32', 'primary'] })).toEqual(['nodePortAddresses[1]: Invalid value: "primary": can\'t use both \'primary\' and CIDRs']);
+    expect(check({ nodePortAddresses: ['primary', '127.0.0.1/32'] })).toEqual(["nodePortAddresses[0]: Invalid value: \"primary\": can't use both 'primary' and CIDRs"]);
+    expect(check({ nodePortAddresses: ['127.0.0.1/32', 'primary'] })).toEqual(["nodePortAddresses[1]: Invalid value: \"primary\": can't use both 'primary' and CIDRs"]);
   });
 
   it('checks cluster CIDRs: valid, at most one per family', () => {
     expect(check({ clusterCIDR: '10.0.0.0/8' })).toEqual([]);
-    expect(check({ clusterCIDR: '192.168.0.0/16,invalid' })).toEqual([
-      'clusterCIDR: Invalid value: "invalid": must be a valid CIDR block (e.g. 10.100.0.0/16 or fde4:8dba:82e1::/48)',
-    ]);
+    expect(check({ clusterCIDR: '192.168.0.0/16,invalid' })).toEqual(['clusterCIDR: Invalid value: "invalid": must be a valid CIDR block (e.g. 10.100.0.0/16 or fde4:8dba:82e1::/48)']);
     expect(check({ clusterCIDR: '192.168.0.0/16,10.0.0.0/8' })).toEqual([
       'clusterCIDR: Invalid value: "192.168.0.0/16,10.0.0.0/8": must be either a single CIDR or a dual-stack pair of CIDRs (e.g. 10.100.0.0/16,fde4:8dba:82e1::/48)',
     ]);
@@ -123,9 +122,7 @@ describe('validateKubeProxyConfiguration (kube-proxy rules)', () => {
   });
 
   it('checks detectLocalMode and the setting each mode needs', () => {
-    expect(check({ detectLocalMode: 'Magic' })).toEqual([
-      'detectLocalMode: Unsupported value: "Magic": supported values: "ClusterCIDR", "NodeCIDR", "BridgeInterface", "InterfaceNamePrefix", ""',
-    ]);
+    expect(check({ detectLocalMode: 'Magic' })).toEqual(['detectLocalMode: Unsupported value: "Magic": supported values: "ClusterCIDR", "NodeCIDR", "BridgeInterface", "InterfaceNamePrefix", ""']);
     expect(check({ detectLocalMode: 'BridgeInterface' })).toEqual(['detectLocal.bridgeInterface: Invalid value: "": must not be empty']);
     expect(check({ detectLocalMode: 'InterfaceNamePrefix' })).toEqual(['detectLocal.interfaceNamePrefix: Invalid value: "": must not be empty']);
     expect(check({ detectLocalMode: 'BridgeInterface', detectLocal: { bridgeInterface: 'cbr0' } })).toEqual([]);
@@ -147,9 +144,7 @@ describe('validateKubeProxyConfiguration (kube-proxy rules)', () => {
   });
 
   it('checks feature gate names and the log format', () => {
-    expect(check({ featureGates: { 'not a gate': true } })).toEqual([
-      'featureGates.not a gate: Invalid value: "not a gate": must be a feature gate name (letters and digits)',
-    ]);
+    expect(check({ featureGates: { 'not a gate': true } })).toEqual(['featureGates.not a gate: Invalid value: "not a gate": must be a feature gate name (letters and digits)']);
     expect(check({ logging: { format: 'xml' } })).toEqual(['logging.format: Unsupported value: "xml": supported values: "text", "json"']);
     expect(check({ logging: { format: 'json', vmodule: [{ filePattern: 'x', verbosity: 2 }] } })).toEqual([
       'logging.vmodule: Invalid value: [{"filePattern":"x","verbosity":2}]: only supported for text log format',

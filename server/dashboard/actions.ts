@@ -126,6 +126,12 @@ export class DashboardActions {
     else logger.warn('dashboard action', fields);
     if (!event) return;
     const e = EVENT[req.action];
-    events.record(nodeReference(dashboard.daemon.nodeName), outcome === 'failed' ? 'Warning' : e.type, e.reason, e.action, `${req.action} by "${req.viewer.user}" from ${req.remote} (dashboard): ${outcome}: ${message}`);
+    events.record(
+      nodeReference(dashboard.daemon.nodeName),
+      outcome === 'failed' ? 'Warning' : e.type,
+      e.reason,
+      e.action,
+      `${req.action} by "${req.viewer.user}" from ${req.remote} (dashboard): ${outcome}: ${message}`,
+    );
   }
 }

@@ -271,7 +271,14 @@ export class Dashboard {
       version: KPROXY_VERSION,
       startedAt: this.startedAt,
       now: d.clock.now(),
-      source: { kind: src.kind, description: src.description, synced: src.synced, ...(src.waitingFor ? { waitingFor: src.waitingFor } : {}), objects: src.objects, ...(src.lastError ? { lastError: src.lastError, lastErrorAt: src.lastErrorAt } : {}) },
+      source: {
+        kind: src.kind,
+        description: src.description,
+        synced: src.synced,
+        ...(src.waitingFor ? { waitingFor: src.waitingFor } : {}),
+        objects: src.objects,
+        ...(src.lastError ? { lastError: src.lastError, lastErrorAt: src.lastErrorAt } : {}),
+      },
       health: this.#o.health?.() ?? null,
       paused: d.loop.paused,
       counts: this.counts(),
@@ -306,7 +313,12 @@ export class Dashboard {
     if (!catalog.ports(key)) return null;
     this.touch();
     const intended = await this.provider.intended();
-    const missing = new Set(this.reader.drift.report(Infinity).findings.filter((f) => f.kind === 'missing-chain').map((f) => `${f.table}/${f.chain}`));
+    const missing = new Set(
+      this.reader.drift
+        .report(Infinity)
+        .findings.filter((f) => f.kind === 'missing-chain')
+        .map((f) => `${f.table}/${f.chain}`),
+    );
     return serviceDetail(key, catalog, this.#model, this.provider, {
       kernel: this.reader.tables,
       // Released tables (an idle dashboard) leave the read's time behind: the page comes from what kproxy wrote.

@@ -31,7 +31,7 @@ describe('findDrift', () => {
     expect(await findDrift(tables(WRITTEN), kernel, rules, noYield)).toEqual([]);
   });
 
-  it('names missing chains, missing and unexpected rules, reordered rules, foreign chains in kproxy\'s namespace and lost jumps', async () => {
+  it("names missing chains, missing and unexpected rules, reordered rules, foreign chains in kproxy's namespace and lost jumps", async () => {
     const kernel = tables({
       nat: {
         'KUBE-SERVICES': ['-d 10.96.0.1/32 -p tcp -m tcp --dport 443 -j KUBE-SVC-A', '-j LOG'],
@@ -42,13 +42,7 @@ describe('findDrift', () => {
     const written = tables({ nat: { ...WRITTEN.nat, 'KUBE-SVC-B': ['-j KUBE-SEP-3'] } });
     const found = await findDrift(written, kernel, rules, noYield);
     const brief = (f: RawFinding) => `${f.kind} ${f.chain}${f.kind.endsWith('rule') ? ` ${f.detail}` : ''}`;
-    expect(found.map(brief)).toEqual([
-      'unexpected-rule KUBE-SERVICES -j LOG',
-      'order KUBE-SVC-A',
-      'missing-chain KUBE-SVC-B',
-      'unexpected-chain KUBE-SVC-OLD',
-      'missing-jump PREROUTING',
-    ]);
+    expect(found.map(brief)).toEqual(['unexpected-rule KUBE-SERVICES -j LOG', 'order KUBE-SVC-A', 'missing-chain KUBE-SVC-B', 'unexpected-chain KUBE-SVC-OLD', 'missing-jump PREROUTING']);
   });
 
   it('lists at most three rule findings per chain and counts the rest', async () => {

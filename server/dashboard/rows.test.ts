@@ -33,10 +33,7 @@ describe('long dashboard work yields to the event loop', () => {
     const rows = await TableRows.build(table, new Map(), { q: '10.64.7.3' }, pause);
     expect(pause.turns).toBeGreaterThanOrEqual(5);
     expect(rows.total).toBe(40 * 2);
-    expect(rows.page(0, 2)).toEqual([
-      expect.objectContaining({ t: 'c', chain: 'KUBE-SEP-0000000000000007' }),
-      expect.objectContaining({ t: 'r', spec: '-s 10.64.7.3 -j KUBE-MARK-MASQ' }),
-    ]);
+    expect(rows.page(0, 2)).toEqual([expect.objectContaining({ t: 'c', chain: 'KUBE-SEP-0000000000000007' }), expect.objectContaining({ t: 'r', spec: '-s 10.64.7.3 -j KUBE-MARK-MASQ' })]);
   });
 
   it('iptablesSaveText pauses while it writes 100,000 rules, and writes what iptables-save lists', async () => {

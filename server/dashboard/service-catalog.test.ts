@@ -10,16 +10,39 @@ function model(state: ProxyState, skipped = new Map<string, string>()): ServiceM
 
 function setup() {
   const state = new ProxyState({ family: 'IPv4', nodeName: 'node-a', clock: new FakeClock() });
-  state.onService(null, makeService('shop', 'web', { clusterIP: '10.96.0.10', ports: [{ name: 'https', port: 443, protocol: 'TCP' }, { name: 'http', port: 80, protocol: 'TCP' }] }));
+  state.onService(
+    null,
+    makeService('shop', 'web', {
+      clusterIP: '10.96.0.10',
+      ports: [
+        { name: 'https', port: 443, protocol: 'TCP' },
+        { name: 'http', port: 80, protocol: 'TCP' },
+      ],
+    }),
+  );
   state.onEndpointSlice(
     null,
-    makeSlice('shop', 'web', 'web-1', [ep('10.244.0.1', { nodeName: 'node-a' }), ep('10.244.1.1', { nodeName: 'node-b', ready: false, serving: true, terminating: true })], [
-      { name: 'https', port: 8443, protocol: 'TCP' },
-      { name: 'http', port: 8080, protocol: 'TCP' },
-    ]),
+    makeSlice(
+      'shop',
+      'web',
+      'web-1',
+      [ep('10.244.0.1', { nodeName: 'node-a' }), ep('10.244.1.1', { nodeName: 'node-b', ready: false, serving: true, terminating: true })],
+      [
+        { name: 'https', port: 8443, protocol: 'TCP' },
+        { name: 'http', port: 8080, protocol: 'TCP' },
+      ],
+    ),
   );
   state.onService(null, makeService('shop', 'empty', { clusterIP: '10.96.0.11' }));
-  state.onService(null, makeService('shop', 'lb', { type: 'LoadBalancer', clusterIP: '10.96.0.12', externalTrafficPolicy: 'Local', ports: [{ name: 'p80', port: 80, protocol: 'TCP', nodePort: 30080 }] }, { status: { loadBalancer: { ingress: [{ ip: '192.0.2.1' }] } } }));
+  state.onService(
+    null,
+    makeService(
+      'shop',
+      'lb',
+      { type: 'LoadBalancer', clusterIP: '10.96.0.12', externalTrafficPolicy: 'Local', ports: [{ name: 'p80', port: 80, protocol: 'TCP', nodePort: 30080 }] },
+      { status: { loadBalancer: { ingress: [{ ip: '192.0.2.1' }] } } },
+    ),
+  );
   state.onEndpointSlice(null, makeSlice('shop', 'lb', 'lb-1', [ep('10.244.1.5', { nodeName: 'node-b' })]));
   state.onSynced('Service');
   state.onSynced('EndpointSlice');

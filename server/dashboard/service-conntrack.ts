@@ -56,13 +56,7 @@ export function serviceFrontends(ports: readonly ServicePort[]): Frontend[] {
  * the whole request: the caller answers 429 and the counts listed so far are
  * cached for the retry. Any other failure is that frontend's error, logged.
  */
-export async function countServiceConntrack(opts: {
-  counter: DashboardConntrack;
-  service: string;
-  ports: readonly ServicePort[];
-  simulated: boolean;
-  logger: Logger;
-}): Promise<ServiceConntrack> {
+export async function countServiceConntrack(opts: { counter: DashboardConntrack; service: string; ports: readonly ServicePort[]; simulated: boolean; logger: Logger }): Promise<ServiceConntrack> {
   const all = serviceFrontends(opts.ports);
   const counted = all.slice(0, MAX_CONNTRACK_FRONTENDS);
   const frontends: ConntrackFrontend[] = [];

@@ -20,7 +20,7 @@ class FakeSocket implements HubSocket {
 const viewer = { authMode: 'off' as const, user: 'anonymous', canAct: true };
 
 describe('StreamHub', () => {
-  it('numbers each client\'s messages from 1 and puts seq first', () => {
+  it("numbers each client's messages from 1 and puts seq first", () => {
     const hub = new StreamHub({ logger: new MemoryLog().logger });
     const a = new FakeSocket();
     const b = new FakeSocket();

@@ -131,9 +131,7 @@ export async function testDashboard(opts: TestDashboardOptions = {}): Promise<Te
   };
   const backend = opts.wrapBackend ? opts.wrapBackend(h.backend) : h.backend;
   const daemon = new Daemon({ config, run, nodeName: 'node-a', logger: log.logger, clock, backend, source, events });
-  const provider = ipvs
-    ? new IpvsView({ backend: ipvs.backend, simulated: true, clock, pause: noYield })
-    : new IptablesView({ runner: kernel, simulated: true, pause: noYield });
+  const provider = ipvs ? new IpvsView({ backend: ipvs.backend, simulated: true, clock, pause: noYield }) : new IptablesView({ runner: kernel, simulated: true, pause: noYield });
   const sysctl = new SimulatedSysctl({ 'net/netfilter/nf_conntrack_count': '1234', 'net/netfilter/nf_conntrack_max': '262144' });
   const table = new SimulatedConntrack();
   const { runner, ...limits } = opts.conntrack ?? {};

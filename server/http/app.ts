@@ -62,7 +62,10 @@ const healthzPlugin: FastifyPluginAsync = async (app) => {
       const excluded = new Set(q.exclude === undefined ? [] : Array.isArray(q.exclude) ? q.exclude : [q.exclude]);
       let checks = excluded.delete('ping') ? '[+]ping excluded: ok\n' : '[+]ping ok\n';
       if (excluded.size > 0) {
-        const quoted = [...excluded].sort().map((e) => JSON.stringify(e)).join(',');
+        const quoted = [...excluded]
+          .sort()
+          .map((e) => JSON.stringify(e))
+          .join(',');
         checks += `warn: some health checks cannot be excluded: no matches for ${quoted}\n`;
       }
       reply.type(TEXT);

@@ -47,7 +47,13 @@ class MemorySource implements Source {
   }
   async stop(): Promise<void> {}
   status(): SourceStatus {
-    return { kind: 'kubernetes', description: 'memory', synced: true, objects: 0, counters: { relists: 2, connects: 3, 'Service.relists': 1, 'EndpointSlice.relists': 1, 'Service.connects': 2, 'EndpointSlice.connects': 1 } };
+    return {
+      kind: 'kubernetes',
+      description: 'memory',
+      synced: true,
+      objects: 0,
+      counters: { relists: 2, connects: 3, 'Service.relists': 1, 'EndpointSlice.relists': 1, 'Service.connects': 2, 'EndpointSlice.connects': 1 },
+    };
   }
 }
 

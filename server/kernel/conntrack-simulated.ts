@@ -14,15 +14,7 @@ export interface SimulatedFlow {
 }
 
 /** natFlow is the entry a DNATed packet leaves: client -> vip:port, answered by endpoint:targetPort. */
-export function natFlow(o: {
-  protocol?: 'udp' | 'tcp' | 'sctp';
-  client: string;
-  clientPort: number;
-  vip: string;
-  port: number;
-  endpoint: string;
-  targetPort?: number;
-}): SimulatedFlow {
+export function natFlow(o: { protocol?: 'udp' | 'tcp' | 'sctp'; client: string; clientPort: number; vip: string; port: number; endpoint: string; targetPort?: number }): SimulatedFlow {
   const family: IPFamily = o.client.includes(':') ? 'IPv6' : 'IPv4';
   return {
     family,
@@ -42,16 +34,29 @@ type Command = 'L' | 'D' | 'C';
 const COMMANDS: Record<string, Command> = { '-L': 'L', '--dump': 'L', '-D': 'D', '--delete': 'D', '-C': 'C', '--count': 'C' };
 /** Options that take a value, by every spelling conntrack accepts, mapped to one name. */
 const OPTIONS: Record<string, string> = {
-  '-f': 'family', '--family': 'family',
-  '-p': 'proto', '--proto': 'proto', '--protonum': 'proto',
-  '-s': 'origSrc', '--src': 'origSrc', '--orig-src': 'origSrc',
-  '-d': 'origDst', '--dst': 'origDst', '--orig-dst': 'origDst',
-  '-r': 'replySrc', '--reply-src': 'replySrc',
-  '-q': 'replyDst', '--reply-dst': 'replyDst',
-  '--sport': 'origSport', '--orig-port-src': 'origSport',
-  '--dport': 'origDport', '--orig-port-dst': 'origDport',
-  '--reply-port-src': 'replySport', '--reply-port-dst': 'replyDport',
-  '-o': 'output', '--output': 'output',
+  '-f': 'family',
+  '--family': 'family',
+  '-p': 'proto',
+  '--proto': 'proto',
+  '--protonum': 'proto',
+  '-s': 'origSrc',
+  '--src': 'origSrc',
+  '--orig-src': 'origSrc',
+  '-d': 'origDst',
+  '--dst': 'origDst',
+  '--orig-dst': 'origDst',
+  '-r': 'replySrc',
+  '--reply-src': 'replySrc',
+  '-q': 'replyDst',
+  '--reply-dst': 'replyDst',
+  '--sport': 'origSport',
+  '--orig-port-src': 'origSport',
+  '--dport': 'origDport',
+  '--orig-port-dst': 'origDport',
+  '--reply-port-src': 'replySport',
+  '--reply-port-dst': 'replyDport',
+  '-o': 'output',
+  '--output': 'output',
 };
 const PORT_OPTIONS = new Set(['origSport', 'origDport', 'replySport', 'replyDport']);
 

@@ -8,12 +8,19 @@ import { Conntrack, execConntrack, filterArgs, parseFlowLine, parseSummary } fro
 describe('conntrack filters', () => {
   it('renders protocol, original destination and port, and reply source as conntrack options', () => {
     expect(filterArgs({ family: 'IPv4', protocol: 'udp', origDst: '10.96.0.10', origDstPort: 53, replySrc: '10.244.1.5' })).toEqual([
-      '-f', 'ipv4', '-p', 'udp', '--orig-dst', '10.96.0.10', '--orig-port-dst', '53', '--reply-src', '10.244.1.5',
+      '-f',
+      'ipv4',
+      '-p',
+      'udp',
+      '--orig-dst',
+      '10.96.0.10',
+      '--orig-port-dst',
+      '53',
+      '--reply-src',
+      '10.244.1.5',
     ]);
     expect(filterArgs({ family: 'IPv6', protocol: 'sctp', origDst: 'fd00:0::a' })).toEqual(['-f', 'ipv6', '-p', 'sctp', '--orig-dst', 'fd00::a']);
-    expect(filterArgs({ family: 'IPv4', protocol: 'udp', origDstPort: 30053, replySrc: '010.0.0.1' })).toEqual([
-      '-f', 'ipv4', '-p', 'udp', '--orig-port-dst', '30053', '--reply-src', '10.0.0.1',
-    ]);
+    expect(filterArgs({ family: 'IPv4', protocol: 'udp', origDstPort: 30053, replySrc: '010.0.0.1' })).toEqual(['-f', 'ipv4', '-p', 'udp', '--orig-port-dst', '30053', '--reply-src', '10.0.0.1']);
   });
 
   it('refuses values that are not addresses of the family, ports out of range and unknown protocols', () => {
@@ -44,7 +51,12 @@ describe('conntrack output', () => {
     expect(parseFlowLine(v6)).toMatchObject({ family: 'IPv6', reply: { src: 'fd00::5' } });
     const icmp = 'icmp     1 29 src=10.0.0.2 dst=10.0.0.1 type=8 code=0 id=7 src=10.0.0.1 dst=10.0.0.2 type=0 code=0 id=7 mark=0 use=1';
     expect(parseFlowLine(icmp)).toMatchObject({ protocol: 'icmp', orig: { dst: '10.0.0.1', sport: 0, dport: 0 }, reply: { src: '10.0.0.1' } });
-    for (const junk of ['', 'udp 17 29 src=10.0.0.2 dst=10.96.0.10 sport=1 dport=53 mark=0', 'conntrack v1.4.7 (conntrack-tools): 2 flow entries have been shown.', 'udp 17 99 src=10.0.0.2 dst=nonsense']) {
+    for (const junk of [
+      '',
+      'udp 17 29 src=10.0.0.2 dst=10.96.0.10 sport=1 dport=53 mark=0',
+      'conntrack v1.4.7 (conntrack-tools): 2 flow entries have been shown.',
+      'udp 17 99 src=10.0.0.2 dst=nonsense',
+    ]) {
       expect(parseFlowLine(junk)).toBeNull();
     }
   });
@@ -130,9 +142,13 @@ describe('execConntrack (a stand-in binary)', () => {
       ].join('\n'),
     );
     const lines: string[] = [];
-    const res = await execConntrack({ binary: bin }).stream(['-L', '-p', 'udp'], (l) => {
-      lines.push(l);
-    }, { maxLineBytes: 4096 });
+    const res = await execConntrack({ binary: bin }).stream(
+      ['-L', '-p', 'udp'],
+      (l) => {
+        lines.push(l);
+      },
+      { maxLineBytes: 4096 },
+    );
     expect(lines[0]).toBe('args: -L -p udp');
     expect(lines.filter((l) => parseFlowLine(l)).length).toBe(3000);
     expect(lines.at(-1)).toBe('last-line-without-newline');

@@ -92,8 +92,7 @@ export function filterArgs(f: ConntrackFilter): string[] {
   const dst = checkIP('orig-dst', f.origDst, f.family);
   if (dst) args.push('--orig-dst', dst);
   if (f.origDstPort !== undefined) {
-    if (!Number.isInteger(f.origDstPort) || f.origDstPort < 1 || f.origDstPort > 65535)
-      throw new ConntrackError(`conntrack filter: port ${JSON.stringify(f.origDstPort)} is out of range`);
+    if (!Number.isInteger(f.origDstPort) || f.origDstPort < 1 || f.origDstPort > 65535) throw new ConntrackError(`conntrack filter: port ${JSON.stringify(f.origDstPort)} is out of range`);
     args.push('--orig-port-dst', String(f.origDstPort));
   }
   const src = checkIP('reply-src', f.replySrc, f.family);
@@ -180,9 +179,13 @@ export class Conntrack {
    */
   async delete(f: ConntrackFilter): Promise<number> {
     let lines = 0;
-    const res = await this.runner.stream(['-D', ...filterArgs(f)], (line) => {
-      if (line.trim() !== '') lines++;
-    }, { timeoutMs: this.#timeoutMs });
+    const res = await this.runner.stream(
+      ['-D', ...filterArgs(f)],
+      (line) => {
+        if (line.trim() !== '') lines++;
+      },
+      { timeoutMs: this.#timeoutMs },
+    );
     const n = parseSummary(res.stderr);
     if (n !== null) return n;
     // No summary but a clean exit: the flows it printed are the ones it deleted.
@@ -193,9 +196,13 @@ export class Conntrack {
   /** count streams `conntrack -L` for f and counts the flows without keeping them. */
   async count(f: ConntrackFilter): Promise<number> {
     let lines = 0;
-    const res = await this.runner.stream(['-L', ...filterArgs(f)], (line) => {
-      if (line.trim() !== '') lines++;
-    }, { timeoutMs: this.#timeoutMs });
+    const res = await this.runner.stream(
+      ['-L', ...filterArgs(f)],
+      (line) => {
+        if (line.trim() !== '') lines++;
+      },
+      { timeoutMs: this.#timeoutMs },
+    );
     if (res.code !== 0) throw new ConntrackError(`listing conntrack flows (${describeFilter(f)}) failed (exit ${res.code}): ${firstLine(res.stderr)}`);
     return parseSummary(res.stderr) ?? lines;
   }
@@ -206,15 +213,19 @@ export class Conntrack {
    */
   async list(f: ConntrackFilter, onFlow: (flow: ConntrackFlow) => boolean | void, opts: { timeoutMs?: number } = {}): Promise<StreamResult & { unparsed: number }> {
     let unparsed = 0;
-    const res = await this.runner.stream(['-L', ...filterArgs(f), '-o', 'extended'], (line) => {
-      if (line.trim() === '') return;
-      const flow = parseFlowLine(line);
-      if (!flow) {
-        unparsed++;
-        return;
-      }
-      return onFlow(flow);
-    }, { timeoutMs: opts.timeoutMs ?? this.#timeoutMs });
+    const res = await this.runner.stream(
+      ['-L', ...filterArgs(f), '-o', 'extended'],
+      (line) => {
+        if (line.trim() === '') return;
+        const flow = parseFlowLine(line);
+        if (!flow) {
+          unparsed++;
+          return;
+        }
+        return onFlow(flow);
+      },
+      { timeoutMs: opts.timeoutMs ?? this.#timeoutMs },
+    );
     if (res.code !== 0 && !res.stopped) throw new ConntrackError(`listing conntrack flows (${describeFilter(f)}) failed (exit ${res.code}): ${firstLine(res.stderr)}`);
     return { ...res, unparsed };
   }

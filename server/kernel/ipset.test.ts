@@ -84,7 +84,9 @@ add other-software 00:11:22:33:44:55
 describe('real ipset runner', () => {
   it('names the line ipset refused', async () => {
     const exec: ExecFn = async () => ({ code: 1, stdout: '', stderr: 'ipset v7.17: Error in line 2: The set with the given name does not exist\n' });
-    const err = await createIpsetRunner({ exec }).restore('create A hash:ip family inet hashsize 1024 maxelem 65536 -exist\nadd B 10.0.0.1 -exist\n').catch((e) => e);
+    const err = await createIpsetRunner({ exec })
+      .restore('create A hash:ip family inet hashsize 1024 maxelem 65536 -exist\nadd B 10.0.0.1 -exist\n')
+      .catch((e) => e);
     expect(err).toBeInstanceOf(IpsetRestoreError);
     expect(err.line).toBe(2);
     expect(err.message).toContain('The set with the given name does not exist at line 2: add B 10.0.0.1 -exist');

@@ -85,11 +85,7 @@ describe('SimulatedIptables restore', () => {
     await k.restore('*nat\nCOMMIT\n');
     await k.save({ table: 'nat' });
     await k.chainExists('mangle', 'KUBE-PROXY-CANARY');
-    expect(k.calls.map((c) => `${c.program} ${c.args.join(' ')}`)).toEqual([
-      'iptables-restore --noflush --counters',
-      'iptables-save -t nat',
-      'iptables -S KUBE-PROXY-CANARY -t mangle',
-    ]);
+    expect(k.calls.map((c) => `${c.program} ${c.args.join(' ')}`)).toEqual(['iptables-restore --noflush --counters', 'iptables-save -t nat', 'iptables -S KUBE-PROXY-CANARY -t mangle']);
   });
 });
 

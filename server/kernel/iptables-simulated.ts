@@ -21,9 +21,40 @@ import {
  * be an existing chain, as the kernel requires ("Couldn't load target").
  */
 const EXTENSION_TARGETS = new Set([
-  'ACCEPT', 'DROP', 'RETURN', 'QUEUE', 'REJECT', 'DNAT', 'SNAT', 'MASQUERADE', 'REDIRECT', 'NETMAP', 'MARK',
-  'CONNMARK', 'LOG', 'NFLOG', 'NFQUEUE', 'NOTRACK', 'CT', 'TPROXY', 'TCPMSS', 'TOS', 'TTL', 'HL', 'DSCP',
-  'CLASSIFY', 'CHECKSUM', 'AUDIT', 'SET', 'TRACE', 'SECMARK', 'CONNSECMARK', 'TEE', 'SYNPROXY', 'ECN', 'IDLETIMER',
+  'ACCEPT',
+  'DROP',
+  'RETURN',
+  'QUEUE',
+  'REJECT',
+  'DNAT',
+  'SNAT',
+  'MASQUERADE',
+  'REDIRECT',
+  'NETMAP',
+  'MARK',
+  'CONNMARK',
+  'LOG',
+  'NFLOG',
+  'NFQUEUE',
+  'NOTRACK',
+  'CT',
+  'TPROXY',
+  'TCPMSS',
+  'TOS',
+  'TTL',
+  'HL',
+  'DSCP',
+  'CLASSIFY',
+  'CHECKSUM',
+  'AUDIT',
+  'SET',
+  'TRACE',
+  'SECMARK',
+  'CONNSECMARK',
+  'TEE',
+  'SYNPROXY',
+  'ECN',
+  'IDLETIMER',
 ]);
 
 /** The kernel's xt_comment keeps at most 255 characters. */
@@ -130,9 +161,7 @@ export class SimulatedIptables implements IptablesRunner {
   /** #apply runs one table block on a copy of the table and returns the copy (the commit). */
   #apply(block: TableBlock, noflush: boolean, counters: boolean): Table {
     const base = this.#tables.get(block.name) ?? newTable(block.name);
-    const t: Table = noflush
-      ? { name: base.name, chains: new Map(base.chains), refs: new Map(base.refs) }
-      : newTable(block.name);
+    const t: Table = noflush ? { name: base.name, chains: new Map(base.chains), refs: new Map(base.refs) } : newTable(block.name);
     if (!noflush) for (const c of base.chains.values()) if (c.builtin) t.chains.set(c.name, { ...c, rules: [], packets: 0, bytes: 0 });
     const owned = new Set<string>();
     const writable = (name: string): Chain => {
@@ -268,7 +297,12 @@ export class SimulatedIptables implements IptablesRunner {
 
   /** rules lists a chain's rule specs (tests). */
   rules(table: string, chain: string): string[] {
-    return this.#tables.get(table)?.chains.get(chain)?.rules.map((r) => r.spec) ?? [];
+    return (
+      this.#tables
+        .get(table)
+        ?.chains.get(chain)
+        ?.rules.map((r) => r.spec) ?? []
+    );
   }
 
   /** addCounters simulates traffic through a rule (the dashboard's counters in --dry-run demos). */

@@ -69,7 +69,11 @@ describe('real runner (spawned commands)', () => {
     const { exec, calls } = scriptedExec((c) => (c.args[0] === '--version' ? ok('iptables v1.8.9 (legacy)') : c.args.includes('-C') ? { code: 1, stdout: '', stderr: '' } : ok()));
     const r = await createIptablesRunner({ family: 'IPv6', flavor: 'legacy', exec });
     await r.insertRule('filter', 'INPUT', ['-m', 'comment', '--comment', 'a comment with spaces', '-j', 'KUBE-X']);
-    expect(calls[1]).toEqual({ file: 'ip6tables-legacy', args: ['-w', '5', '-W', '100000', '-I', 'INPUT', '-t', 'filter', '-m', 'comment', '--comment', 'a comment with spaces', '-j', 'KUBE-X'], stdin: undefined });
+    expect(calls[1]).toEqual({
+      file: 'ip6tables-legacy',
+      args: ['-w', '5', '-W', '100000', '-I', 'INPUT', '-t', 'filter', '-m', 'comment', '--comment', 'a comment with spaces', '-j', 'KUBE-X'],
+      stdin: undefined,
+    });
     expect(await r.deleteRule('filter', 'INPUT', ['-j', 'KUBE-X'])).toBe(false);
   });
 
@@ -132,7 +136,15 @@ describe('flavour detection (iptables-wrappers logic)', () => {
   });
 
   it('falls back to the plain binary when no suffixed one exists', async () => {
-    const exec = host({ 'iptables-nft-save': 'missing', 'ip6tables-nft-save': 'missing', 'iptables-legacy-save': 'missing', 'ip6tables-legacy-save': 'missing', 'iptables-legacy': 'missing', 'ip6tables-legacy': 'missing', iptables: 'iptables v1.8.7 (legacy)' });
+    const exec = host({
+      'iptables-nft-save': 'missing',
+      'ip6tables-nft-save': 'missing',
+      'iptables-legacy-save': 'missing',
+      'ip6tables-legacy-save': 'missing',
+      'iptables-legacy': 'missing',
+      'ip6tables-legacy': 'missing',
+      iptables: 'iptables v1.8.7 (legacy)',
+    });
     expect((await detectIptablesFlavor({ exec, exists })).flavor).toBe('system');
   });
 

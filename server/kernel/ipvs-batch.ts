@@ -58,12 +58,7 @@ export function realServerKey(rs: Pick<IpvsRealServer, 'address' | 'port'>): str
 
 /** sameVirtualServer compares what `ipvsadm -E` can change (kube-proxy's VirtualServer.Equal). */
 export function sameVirtualServer(a: IpvsVirtualServer, b: IpvsVirtualServer): boolean {
-  return (
-    a.scheduler === b.scheduler &&
-    a.persistence === b.persistence &&
-    a.schedFlags.length === b.schedFlags.length &&
-    a.schedFlags.every((f, i) => f === b.schedFlags[i])
-  );
+  return a.scheduler === b.scheduler && a.persistence === b.persistence && a.schedFlags.length === b.schedFlags.length && a.schedFlags.every((f, i) => f === b.schedFlags[i]);
 }
 
 const PROTOCOL_OPTION: Record<IpvsProtocol, string> = { TCP: '-t', UDP: '-u', SCTP: '--sctp-service' };
@@ -223,7 +218,23 @@ function checkOptions(op: string, seen: ReadonlySet<string>): void {
 }
 
 const TRY_HELP = "Try `ipvsadm -h' or 'ipvsadm --help' for more information.";
-const COMMAND_WORDS = new Set(['-A', '--add-service', '-E', '--edit-service', '-D', '--delete-service', '-a', '--add-server', '-e', '--edit-server', '-d', '--delete-server', '-C', '--clear', '--set']);
+const COMMAND_WORDS = new Set([
+  '-A',
+  '--add-service',
+  '-E',
+  '--edit-service',
+  '-D',
+  '--delete-service',
+  '-a',
+  '--add-server',
+  '-e',
+  '--edit-server',
+  '-d',
+  '--delete-server',
+  '-C',
+  '--clear',
+  '--set',
+]);
 
 /**
  * parseIpvsCommand reads one ipvsadm command line (without "ipvsadm") into a
@@ -234,7 +245,10 @@ const COMMAND_WORDS = new Set(['-A', '--add-service', '-E', '--edit-service', '-
  * forwarding "route" (-g). Throws IpvsSyntaxError with ipvsadm's messages.
  */
 export function parseIpvsCommand(line: string): IpvsCommand {
-  const words = line.trim().split(/\s+/).filter((w) => w !== '');
+  const words = line
+    .trim()
+    .split(/\s+/)
+    .filter((w) => w !== '');
   let cmd: string | null = null;
   let svc: { protocol: IpvsProtocol; address: string; port: number } | null = null;
   let real: { address: string; port: number } | null = null;
@@ -264,48 +278,96 @@ export function parseIpvsCommand(line: string): IpvsCommand {
       seen.add(name);
     };
     switch (w) {
-      case '-A': case '--add-service': setCmd('add-service', w, i); break;
-      case '-E': case '--edit-service': setCmd('edit-service', w, i); break;
-      case '-D': case '--delete-service': setCmd('delete-service', w, i); break;
-      case '-a': case '--add-server': setCmd('add-real', w, i); break;
-      case '-e': case '--edit-server': setCmd('edit-real', w, i); break;
-      case '-d': case '--delete-server': setCmd('delete-real', w, i); break;
-      case '-C': case '--clear': setCmd('clear', w, i); break;
+      case '-A':
+      case '--add-service':
+        setCmd('add-service', w, i);
+        break;
+      case '-E':
+      case '--edit-service':
+        setCmd('edit-service', w, i);
+        break;
+      case '-D':
+      case '--delete-service':
+        setCmd('delete-service', w, i);
+        break;
+      case '-a':
+      case '--add-server':
+        setCmd('add-real', w, i);
+        break;
+      case '-e':
+      case '--edit-server':
+        setCmd('edit-real', w, i);
+        break;
+      case '-d':
+      case '--delete-server':
+        setCmd('delete-real', w, i);
+        break;
+      case '-C':
+      case '--clear':
+        setCmd('clear', w, i);
+        break;
       case '--set': {
         setCmd('set-timeouts', w, i);
         timeouts = [arg(), arg(), arg()].map((t) => parseNumber(t, 0, 2678400, 'timeout'));
         break;
       }
-      case '-t': case '--tcp-service': case '-u': case '--udp-service': case '--sctp-service': {
+      case '-t':
+      case '--tcp-service':
+      case '-u':
+      case '--udp-service':
+      case '--sctp-service': {
         once('service-address');
         const protocol: IpvsProtocol = w === '-t' || w === '--tcp-service' ? 'TCP' : w === '--sctp-service' ? 'SCTP' : 'UDP';
         svc = { protocol, ...parseAddrPort(arg(), 'virtual server') };
         break;
       }
-      case '-r': case '--real-server': once('real-server'); real = parseAddrPort(arg(), 'real server'); break;
-      case '-s': case '--scheduler': {
+      case '-r':
+      case '--real-server':
+        once('real-server');
+        real = parseAddrPort(arg(), 'real server');
+        break;
+      case '-s':
+      case '--scheduler': {
         once('scheduler');
         // ipvsadm keeps 15 characters and lets the kernel judge the name.
         scheduler = arg().slice(0, 15);
         break;
       }
-      case '-p': case '--persistent': {
+      case '-p':
+      case '--persistent': {
         once('persistent');
         // -p takes an optional value: the next word, unless it is an option.
         const next = words[i + 1];
         persistence = next !== undefined && !next.startsWith('-') ? parseNumber(words[++i], 1, 2678400, 'timeout') : 300;
         break;
       }
-      case '-b': case '--sched-flags': {
+      case '-b':
+      case '--sched-flags': {
         once('sched-flags');
         // Checked after every option is read, against the final scheduler (as ipvsadm does).
         flags = arg().split(',');
         break;
       }
-      case '-w': case '--weight': once('weight'); weight = parseNumber(arg(), 0, 2147483647, 'weight'); break;
-      case '-m': case '--masquerading': once('forwarding-method'); forward = 'masq'; break;
-      case '-g': case '--gatewaying': once('forwarding-method'); forward = 'route'; break;
-      case '-i': case '--ipip': once('forwarding-method'); forward = 'tunnel'; break;
+      case '-w':
+      case '--weight':
+        once('weight');
+        weight = parseNumber(arg(), 0, 2147483647, 'weight');
+        break;
+      case '-m':
+      case '--masquerading':
+        once('forwarding-method');
+        forward = 'masq';
+        break;
+      case '-g':
+      case '--gatewaying':
+        once('forwarding-method');
+        forward = 'route';
+        break;
+      case '-i':
+      case '--ipip':
+        once('forwarding-method');
+        forward = 'tunnel';
+        break;
       default:
         throw new IpvsSyntaxError(`${w}: unknown option`, false);
     }

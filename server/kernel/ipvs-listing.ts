@@ -150,8 +150,7 @@ export function parseIpvsStats(text: string): Map<string, IpvsServiceStats> {
   return out;
 }
 
-const sorted = (services: readonly IpvsService[]) =>
-  [...services].sort(compareServices).map((s) => ({ ...s, reals: [...s.reals].sort(compareReals) }));
+const sorted = (services: readonly IpvsService[]) => [...services].sort(compareServices).map((s) => ({ ...s, reals: [...s.reals].sort(compareReals) }));
 
 /** renderIpvsSave prints services as `ipvsadm -Sn` does. */
 export function renderIpvsSave(services: readonly IpvsService[]): string {

@@ -6,9 +6,7 @@ describe('SimulatedIpvs', () => {
   it('applies an ipvsadm -R batch and lists it like ipvsadm -Sn', async () => {
     const k = new SimulatedIpvs();
     await k.restore('-A -t 10.96.0.1:443 -s rr -p 10800\n-a -t 10.96.0.1:443 -r 10.0.0.11:6443 -m -w 1\n-a -t 10.96.0.1:443 -r 10.0.0.10:6443 -m -w 1\n-A -u 10.96.0.10:53 -s rr\n');
-    expect(k.saveText()).toBe(
-      '-A -t 10.96.0.1:443 -s rr -p 10800\n-a -t 10.96.0.1:443 -r 10.0.0.10:6443 -m -w 1\n-a -t 10.96.0.1:443 -r 10.0.0.11:6443 -m -w 1\n-A -u 10.96.0.10:53 -s rr\n',
-    );
+    expect(k.saveText()).toBe('-A -t 10.96.0.1:443 -s rr -p 10800\n-a -t 10.96.0.1:443 -r 10.0.0.10:6443 -m -w 1\n-a -t 10.96.0.1:443 -r 10.0.0.11:6443 -m -w 1\n-A -u 10.96.0.10:53 -s rr\n');
     const [tcp] = await k.save();
     expect(tcp.reals.map((r) => r.address)).toEqual(['10.0.0.10', '10.0.0.11']);
   });

@@ -169,7 +169,9 @@ describe('real ipvsadm runner', () => {
 
   it('treats any complaint as a failure, even with exit 0 (ipvsadm -R exits with its last line only)', async () => {
     const { exec } = fakeExec(() => ({ code: 0, stdout: '', stderr: 'Service already exists\n' }));
-    const err = await createIpvsRunner({ exec }).restore('-A -t 10.0.0.1:80 -s rr\n-A -t 10.0.0.2:80 -s rr\n').catch((e) => e);
+    const err = await createIpvsRunner({ exec })
+      .restore('-A -t 10.0.0.1:80 -s rr\n-A -t 10.0.0.2:80 -s rr\n')
+      .catch((e) => e);
     expect(err).toBeInstanceOf(IpvsRestoreError);
     expect(err.messages).toEqual(['Service already exists']);
     expect(err.syntax).toBe(false);
@@ -178,7 +180,9 @@ describe('real ipvsadm runner', () => {
 
   it('says when ipvsadm stopped at a line it could not parse (exit 2)', async () => {
     const { exec } = fakeExec(() => ({ code: 2, stdout: '', stderr: "invalid option `-X'\n" }));
-    const err = await createIpvsRunner({ exec }).restore('-X\n').catch((e) => e);
+    const err = await createIpvsRunner({ exec })
+      .restore('-X\n')
+      .catch((e) => e);
     expect(err.syntax).toBe(true);
     expect(err.message).toContain("invalid option `-X'");
   });

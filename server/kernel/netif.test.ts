@@ -4,8 +4,22 @@ import { hostInterfaces, parseLinkTable } from './netif.ts';
 
 // Trimmed `ip -j addr show` output (iproute2 6.1).
 const IP_JSON = JSON.stringify([
-  { ifindex: 1, ifname: 'lo', addr_info: [{ family: 'inet', local: '127.0.0.1', prefixlen: 8 }, { family: 'inet6', local: '::1', prefixlen: 128 }] },
-  { ifindex: 2, ifname: 'eth0', addr_info: [{ family: 'inet', local: '10.0.0.10', prefixlen: 24 }, { family: 'inet6', local: 'fe80:0:0:0::1', prefixlen: 64 }] },
+  {
+    ifindex: 1,
+    ifname: 'lo',
+    addr_info: [
+      { family: 'inet', local: '127.0.0.1', prefixlen: 8 },
+      { family: 'inet6', local: '::1', prefixlen: 128 },
+    ],
+  },
+  {
+    ifindex: 2,
+    ifname: 'eth0',
+    addr_info: [
+      { family: 'inet', local: '10.0.0.10', prefixlen: 24 },
+      { family: 'inet6', local: 'fe80:0:0:0::1', prefixlen: 64 },
+    ],
+  },
   { ifindex: 3, ifname: 'down0' },
 ]);
 

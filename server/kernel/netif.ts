@@ -51,7 +51,6 @@ export function parseLinkTable(text: string): LinkTable {
   return out;
 }
 
-
 /** ipAddrShow runs `ip -j addr show` in this process's network namespace and returns its links. */
 export async function ipAddrShow(exec: ExecFn = execFile): Promise<LinkTable> {
   let res;

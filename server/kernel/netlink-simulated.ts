@@ -35,7 +35,11 @@ export class SimulatedNetlink implements Netlink {
   /** table returns the links without recording a call. */
   table(): LinkTable {
     const out: LinkTable = new Map();
-    for (const [name, l] of this.#links) out.set(name, l.addrs.map((a) => ({ ...a })));
+    for (const [name, l] of this.#links)
+      out.set(
+        name,
+        l.addrs.map((a) => ({ ...a })),
+      );
     return out;
   }
 

@@ -6,7 +6,14 @@ import { parseLinkTable } from './netif.ts';
 
 const IP_J = JSON.stringify([
   { ifindex: 1, ifname: 'lo', addr_info: [{ family: 'inet', local: '127.0.0.1', prefixlen: 8 }] },
-  { ifindex: 2, ifname: 'eth0', addr_info: [{ family: 'inet', local: '10.0.0.10', prefixlen: 24 }, { family: 'inet6', local: 'fe80::1', prefixlen: 64 }] },
+  {
+    ifindex: 2,
+    ifname: 'eth0',
+    addr_info: [
+      { family: 'inet', local: '10.0.0.10', prefixlen: 24 },
+      { family: 'inet6', local: 'fe80::1', prefixlen: 64 },
+    ],
+  },
   { ifindex: 3, ifname: 'kube-ipvs0', addr_info: [] },
 ]);
 
@@ -36,7 +43,9 @@ describe('netlink', () => {
       calls.push([file, ...args, opts?.stdin]);
       return { code: 1, stdout: '', stderr: 'Error: Unknown device type.\nCommand failed -:1\n' };
     };
-    const err = await createNetlink(exec).batch('link add kube-ipvs0 type dummy\n').catch((e) => e);
+    const err = await createNetlink(exec)
+      .batch('link add kube-ipvs0 type dummy\n')
+      .catch((e) => e);
     expect(err).toBeInstanceOf(NetlinkBatchError);
     expect(err.line).toBe(1);
     expect(err.message).toBe('ip -batch failed at line 1 (exit 1): Error: Unknown device type.: link add kube-ipvs0 type dummy');

@@ -4,8 +4,7 @@ import type { ExecFn } from './exec.ts';
 import { createNfacctRunner, parseNfacctList } from './nfacct.ts';
 
 const LISTED =
-  '{ pkts = 00000000000000000017, bytes = 00000000000000001020 } = ct_state_invalid_dropped_pkts;\n' +
-  '{ pkts = 00000000000000000000, bytes = 00000000000000000000 } = localhost_nps_accepted_pkts;\n';
+  '{ pkts = 00000000000000000017, bytes = 00000000000000001020 } = ct_state_invalid_dropped_pkts;\n' + '{ pkts = 00000000000000000000, bytes = 00000000000000000000 } = localhost_nps_accepted_pkts;\n';
 
 describe('parseNfacctList', () => {
   it('reads the objects and their packet and byte counts as nfacct 1.0 prints them', () => {

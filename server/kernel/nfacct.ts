@@ -74,4 +74,3 @@ export function createNfacctRunner(opts: NfacctRunnerOptions = {}): NfacctRunner
     },
   };
 }
-

@@ -82,7 +82,9 @@ export const NFT_PROBE_CASES: readonly NftProbeCase[] = [
       { input: `add chain ${T} nat-prerouting { type nat hook prerouting priority -90 ; }`, refused: 'Operation not supported' },
       { input: `add chain ${T} nat-prerouting { type nat hook prerouting priority -100 ; }` },
       { input: `add rule ${T} filter-forward jump services`, refused: 'Operation not supported' },
-      { input: `flush chain ${T} nat-prerouting\ndelete chain ${T} nat-prerouting\nadd chain ${T} nat-prerouting { type nat hook prerouting priority -110 ; }\nadd rule ${T} nat-prerouting jump services` },
+      {
+        input: `flush chain ${T} nat-prerouting\ndelete chain ${T} nat-prerouting\nadd chain ${T} nat-prerouting { type nat hook prerouting priority -110 ; }\nadd rule ${T} nat-prerouting jump services`,
+      },
     ],
   },
   {

@@ -191,7 +191,14 @@ export function formatTableDump(t: import('./nft-types.ts').NftTable, comment?: 
   const sets = byName(t.sets.values());
   for (const c of chains) ops.push({ op: 'add', kind: 'chain', name: c.name, ...(c.base ? { base: c.base } : {}), ...(c.comment !== null ? { comment: c.comment } : {}) });
   for (const s of sets) {
-    const spec: NftSetSpec = { name: s.name, map: s.map, type: s.type, ...(s.flags.length ? { flags: s.flags } : {}), ...(s.timeoutSeconds !== null ? { timeoutSeconds: s.timeoutSeconds } : {}), ...(s.comment !== null ? { comment: s.comment } : {}) };
+    const spec: NftSetSpec = {
+      name: s.name,
+      map: s.map,
+      type: s.type,
+      ...(s.flags.length ? { flags: s.flags } : {}),
+      ...(s.timeoutSeconds !== null ? { timeoutSeconds: s.timeoutSeconds } : {}),
+      ...(s.comment !== null ? { comment: s.comment } : {}),
+    };
     ops.push({ op: 'add', kind: 'set', spec });
   }
   for (const c of chains) for (const rule of c.rules) ops.push({ op: 'add', kind: 'rule', chain: c.name, rule });

@@ -81,10 +81,57 @@ const IPV6 = /^[0-9a-f:]*:[0-9a-f:.]*$/i;
 
 /** The words kproxy's rules are made of; anything else that is not a value is a syntax error. */
 const KEYWORDS = new Set([
-  'ip', 'ip6', 'daddr', 'saddr', 'meta', 'l4proto', 'th', 'dport', 'sport', 'tcp', 'udp', 'sctp', 'vmap', 'numgen', 'random', 'mod',
-  'jump', 'goto', 'return', 'drop', 'accept', 'reject', 'fib', 'type', 'local', 'ct', 'state', 'new', 'established', 'related',
-  'mark', 'set', 'and', 'or', 'xor', 'masquerade', 'fully-random', 'update', 'dnat', 'to', 'iif', 'iifname', 'comment', 'counter',
-  '.', '{', '}', ',', ':', '==', '!=',
+  'ip',
+  'ip6',
+  'daddr',
+  'saddr',
+  'meta',
+  'l4proto',
+  'th',
+  'dport',
+  'sport',
+  'tcp',
+  'udp',
+  'sctp',
+  'vmap',
+  'numgen',
+  'random',
+  'mod',
+  'jump',
+  'goto',
+  'return',
+  'drop',
+  'accept',
+  'reject',
+  'fib',
+  'type',
+  'local',
+  'ct',
+  'state',
+  'new',
+  'established',
+  'related',
+  'mark',
+  'set',
+  'and',
+  'or',
+  'xor',
+  'masquerade',
+  'fully-random',
+  'update',
+  'dnat',
+  'to',
+  'iif',
+  'iifname',
+  'comment',
+  'counter',
+  '.',
+  '{',
+  '}',
+  ',',
+  ':',
+  '==',
+  '!=',
 ]);
 
 function tokens(rule: string): string[] {
@@ -218,7 +265,7 @@ export class SimulatedNft implements NftRunner {
   }
 
   #failure(transaction: string, line: number, message: string): NftTransactionFailure {
-    const text = line > 0 ? transaction.split('\n')[line - 1] ?? '' : '';
+    const text = line > 0 ? (transaction.split('\n')[line - 1] ?? '') : '';
     const where = line > 0 ? `/dev/stdin:${line}:1-${text.length}: ` : '';
     const stderr = `${where}Error: ${message}\n${text}\n`;
     return new NftTransactionFailure(`nft -f refused the transaction (exit 1): ${message}`, line > 0 ? [line] : [], stderr);

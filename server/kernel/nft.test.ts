@@ -52,13 +52,48 @@ describe('the nft runner', () => {
       nftables: [
         { chain: { family: 'ip', table: 'kube-proxy', name: 'masquerading', handle: 3 } },
         { chain: { family: 'ip', table: 'kube-proxy', name: 'nat-output', handle: 6, type: 'nat', hook: 'output', prio: -100, policy: 'accept' } },
-        { map: { family: 'ip', name: 'no-endpoint-services', table: 'kube-proxy', type: ['ipv4_addr', 'inet_proto', 'inet_service'], handle: 11, map: 'verdict', elem: [[{ elem: { val: { concat: ['1.2.3.4', 'tcp', 80] }, comment: 'ns2/svc2:p80' } }, { drop: null }]] } },
+        {
+          map: {
+            family: 'ip',
+            name: 'no-endpoint-services',
+            table: 'kube-proxy',
+            type: ['ipv4_addr', 'inet_proto', 'inet_service'],
+            handle: 11,
+            map: 'verdict',
+            elem: [[{ elem: { val: { concat: ['1.2.3.4', 'tcp', 80] }, comment: 'ns2/svc2:p80' } }, { drop: null }]],
+          },
+        },
         { set: { family: 'ip', name: 'affinity-X', table: 'kube-proxy', type: 'ipv4_addr', handle: 20, size: 65535, flags: ['timeout'], timeout: 10800 } },
-        { rule: { family: 'ip', table: 'kube-proxy', chain: 'masquerading', handle: 16, expr: [{ match: { op: '==', left: { '&': [{ meta: { key: 'mark' } }, 16384] }, right: 0 } }, { return: null }] } },
+        {
+          rule: {
+            family: 'ip',
+            table: 'kube-proxy',
+            chain: 'masquerading',
+            handle: 16,
+            expr: [{ match: { op: '==', left: { '&': [{ meta: { key: 'mark' } }, 16384] }, right: 0 } }, { return: null }],
+          },
+        },
         { rule: { family: 'ip', table: 'kube-proxy', chain: 'masquerading', handle: 17, expr: [{ mangle: { key: { meta: { key: 'mark' } }, value: { '^': [{ meta: { key: 'mark' } }, 16384] } } }] } },
         { rule: { family: 'ip', table: 'kube-proxy', chain: 'masquerading', handle: 18, expr: [{ masquerade: { flags: 'fully-random' } }] } },
-        { rule: { family: 'ip', table: 'kube-proxy', chain: 'nat-output', handle: 19, comment: 'x y', expr: [{ match: { op: 'in', left: { ct: { key: 'state' } }, right: 'new' } }, { jump: { target: 'services' } }] } },
-        { rule: { family: 'ip', table: 'kube-proxy', chain: 'nat-output', handle: 20, expr: [{ match: { op: '!=', left: { meta: { key: 'iifname' } }, right: 'veth*' } }, { counter: { packets: 0, bytes: 0 } }] } },
+        {
+          rule: {
+            family: 'ip',
+            table: 'kube-proxy',
+            chain: 'nat-output',
+            handle: 19,
+            comment: 'x y',
+            expr: [{ match: { op: 'in', left: { ct: { key: 'state' } }, right: 'new' } }, { jump: { target: 'services' } }],
+          },
+        },
+        {
+          rule: {
+            family: 'ip',
+            table: 'kube-proxy',
+            chain: 'nat-output',
+            handle: 20,
+            expr: [{ match: { op: '!=', left: { meta: { key: 'iifname' } }, right: 'veth*' } }, { counter: { packets: 0, bytes: 0 } }],
+          },
+        },
       ],
     };
     const t = parseNftTableJson(JSON.stringify(listing), 'ip', 'kube-proxy');
@@ -80,11 +115,17 @@ describe('checkNftSupport', () => {
   });
 
   it('names what is missing', async () => {
-    await expect(checkNftSupport({ exec: fakeExec(() => new CommandNotFoundError('nft is not installed or not on PATH')), env: {} })).rejects.toThrow(/needs the nft command .*apt-get install nftables/);
+    await expect(checkNftSupport({ exec: fakeExec(() => new CommandNotFoundError('nft is not installed or not on PATH')), env: {} })).rejects.toThrow(
+      /needs the nft command .*apt-get install nftables/,
+    );
     await expect(checkNftSupport({ exec: fakeExec(() => version('0.9.8')), kernelRelease: '6.1.0', env: {} })).rejects.toThrow('nftables mode needs nft 1.0.1 or later; this host has nft 0.9.8');
     const newNft = fakeExec((_f, args) => (args[0] === '--version' ? version('1.0.6') : { code: 1, stdout: '', stderr: 'Error: Could not process rule: Operation not supported\n' }));
-    await expect(checkNftSupport({ exec: newNft, kernelRelease: '5.10.0-28-amd64', env: {} })).rejects.toThrow(/needs Linux 5\.13 or later; this kernel is 5\.10\.0-28-amd64 \(set KUBE_PROXY_NFTABLES_SKIP_KERNEL_VERSION_CHECK=1/);
-    await expect(checkNftSupport({ exec: newNft, kernelRelease: '5.10.0-28-amd64', env: { KUBE_PROXY_NFTABLES_SKIP_KERNEL_VERSION_CHECK: '1' } })).rejects.toThrow(/refused an nftables table \(nf_tables missing\? try "modprobe nf_tables"\): Could not process rule: Operation not supported/);
+    await expect(checkNftSupport({ exec: newNft, kernelRelease: '5.10.0-28-amd64', env: {} })).rejects.toThrow(
+      /needs Linux 5\.13 or later; this kernel is 5\.10\.0-28-amd64 \(set KUBE_PROXY_NFTABLES_SKIP_KERNEL_VERSION_CHECK=1/,
+    );
+    await expect(checkNftSupport({ exec: newNft, kernelRelease: '5.10.0-28-amd64', env: { KUBE_PROXY_NFTABLES_SKIP_KERNEL_VERSION_CHECK: '1' } })).rejects.toThrow(
+      /refused an nftables table \(nf_tables missing\? try "modprobe nf_tables"\): Could not process rule: Operation not supported/,
+    );
     await expect(checkNftSupport({ exec: newNft, kernelRelease: '6.18.0', env: {} })).rejects.toMatchObject({ code: 'KPROXY_ERR_NFT_UNSUPPORTED' });
   });
 });

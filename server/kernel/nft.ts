@@ -43,7 +43,7 @@ export function nftErrorSummary(stderr: string): string {
     .split('\n')
     .map((l) => /Error: (.*)$/.exec(l)?.[1])
     .filter((l): l is string => !!l);
-  return errs.length ? [...new Set(errs)].join('; ') : stderr.trim().split('\n')[0] ?? '';
+  return errs.length ? [...new Set(errs)].join('; ') : (stderr.trim().split('\n')[0] ?? '');
 }
 
 /** NOT_FOUND: nft's answer for a table (or object) that does not exist. */
@@ -140,7 +140,9 @@ export async function checkNftSupport(opts: NftSupportOptions = {}): Promise<Nft
   const kernel = opts.kernelRelease ?? release();
   const kv = parseVersion(kernel);
   if (!env[SKIP_KERNEL_CHECK_ENV] && kv && older(kv, MIN_KERNEL_VERSION)) {
-    throw new NftUnsupportedError(`nftables mode needs Linux ${MIN_KERNEL_VERSION.join('.')} or later; this kernel is ${kernel} (set ${SKIP_KERNEL_CHECK_ENV}=1 to skip this check, as with kube-proxy)`);
+    throw new NftUnsupportedError(
+      `nftables mode needs Linux ${MIN_KERNEL_VERSION.join('.')} or later; this kernel is ${kernel} (set ${SKIP_KERNEL_CHECK_ENV}=1 to skip this check, as with kube-proxy)`,
+    );
   }
   const probe = await exec('nft', ['--check', '-f', '-'], { stdin: `add table ${family} kube-proxy\n`, timeoutMs: 10_000 });
   if (probe.code !== 0) {

@@ -21,7 +21,22 @@ describe('canonicalIP', () => {
   });
 
   it('refuses what is not an address', () => {
-    for (const bad of ['', '10.0.0', '10.0.0.256', '10.0.0.1.2', 'a.b.c.d', '1:2:3:4:5:6:7:8:9', '1::2::3', '12345::1', 'fe80::1%eth0', '::g', '1:2:3:4:5:6:7:8::', '::ffff:010.0.0.1', 'localhost', 'x'.repeat(46)]) {
+    for (const bad of [
+      '',
+      '10.0.0',
+      '10.0.0.256',
+      '10.0.0.1.2',
+      'a.b.c.d',
+      '1:2:3:4:5:6:7:8:9',
+      '1::2::3',
+      '12345::1',
+      'fe80::1%eth0',
+      '::g',
+      '1:2:3:4:5:6:7:8::',
+      '::ffff:010.0.0.1',
+      'localhost',
+      'x'.repeat(46),
+    ]) {
       expect(canonicalIP(bad), bad).toBeNull();
     }
     expect(canonicalIP(42)).toBeNull();

@@ -66,7 +66,7 @@ export function parseCIDR(text: unknown): CIDR | null {
 export function cidrContains(cidr: CIDR, ip: string): boolean {
   if (cidr.family === 'IPv4') {
     if (!ip.includes('.') || ip.includes(':')) return false;
-    return ((ipv4ToInt(ip) & ipv4Mask(cidr.prefix)) >>> 0) === ipv4ToInt(cidr.ip);
+    return (ipv4ToInt(ip) & ipv4Mask(cidr.prefix)) >>> 0 === ipv4ToInt(cidr.ip);
   }
   const g = expandIPv6(ip);
   const n = expandIPv6(cidr.ip);
@@ -178,7 +178,7 @@ function expandIPv6(text: string): number[] | null {
 function compressIPv6(groups: number[]): string {
   let bestStart = -1;
   let bestLen = 0;
-  for (let i = 0; i < 8; ) {
+  for (let i = 0; i < 8;) {
     if (groups[i] !== 0) {
       i++;
       continue;

@@ -32,9 +32,7 @@ export interface SliceInfo {
   readonly endpoints: readonly SliceEndpointInfo[];
 }
 
-export type SliceConversion =
-  | { kind: 'slice'; service: string; sliceName: string; info: SliceInfo }
-  | { kind: 'ignored'; reason: string };
+export type SliceConversion = { kind: 'slice'; service: string; sliceName: string; info: SliceInfo } | { kind: 'ignored'; reason: string };
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
@@ -53,10 +51,8 @@ export function sliceInfoFromEndpointSlice(slice: EndpointSlice, family: IPFamil
   if (typeof meta?.name !== 'string' || meta.name === '' || meta.name.length > 253) bad('metadata.name', meta?.name, 'must be a name');
   if (typeof meta?.namespace !== 'string' || !DNS_LABEL.test(meta.namespace)) bad('metadata.namespace', meta?.namespace, 'must be a DNS label');
   const serviceName = meta!.labels?.[LABEL_SERVICE_NAME];
-  if (typeof serviceName !== 'string' || serviceName === '')
-    bad(`metadata.labels["${LABEL_SERVICE_NAME}"]`, serviceName, 'must name the service the slice belongs to');
-  if (meta!.labels?.['service.kubernetes.io/service-proxy-name'] !== undefined)
-    return { kind: 'ignored', reason: 'it names another service proxy' };
+  if (typeof serviceName !== 'string' || serviceName === '') bad(`metadata.labels["${LABEL_SERVICE_NAME}"]`, serviceName, 'must name the service the slice belongs to');
+  if (meta!.labels?.['service.kubernetes.io/service-proxy-name'] !== undefined) return { kind: 'ignored', reason: 'it names another service proxy' };
   const addressType = slice.addressType;
   if (addressType === 'FQDN') return { kind: 'ignored', reason: 'FQDN slices are not proxied' };
   if (addressType !== 'IPv4' && addressType !== 'IPv6') bad('addressType', addressType, 'must be IPv4, IPv6 or FQDN');
@@ -74,8 +70,7 @@ export function sliceInfoFromEndpointSlice(slice: EndpointSlice, family: IPFamil
     if (!PROTOCOLS.includes(protocol as Protocol)) bad(`ports[${i}].protocol`, protocol, 'must be TCP, UDP or SCTP');
     // A port without a number means "all ports" in the API; kube-proxy cannot proxy that and skips it.
     if (p.port === null || p.port === undefined) continue;
-    if (typeof p.port !== 'number' || !Number.isInteger(p.port) || p.port < 1 || p.port > 65535)
-      bad(`ports[${i}].port`, p.port, 'must be a port from 1 to 65535');
+    if (typeof p.port !== 'number' || !Number.isInteger(p.port) || p.port < 1 || p.port > 65535) bad(`ports[${i}].port`, p.port, 'must be a port from 1 to 65535');
     if (ports.some((q) => q.name === name && q.protocol === protocol)) bad(`ports[${i}].name`, name, 'is used by another port of this slice');
     ports.push({ name, port: p.port, protocol: protocol as Protocol });
   }
@@ -83,15 +78,13 @@ export function sliceInfoFromEndpointSlice(slice: EndpointSlice, family: IPFamil
 
   const rawEndpoints = slice.endpoints ?? [];
   if (!Array.isArray(rawEndpoints)) bad('endpoints', rawEndpoints, 'must be a list');
-  if (rawEndpoints.length > MAX_ENDPOINTS_PER_SLICE)
-    bad('endpoints', `${rawEndpoints.length} endpoints`, `at most ${MAX_ENDPOINTS_PER_SLICE} are accepted`);
+  if (rawEndpoints.length > MAX_ENDPOINTS_PER_SLICE) bad('endpoints', `${rawEndpoints.length} endpoints`, `at most ${MAX_ENDPOINTS_PER_SLICE} are accepted`);
   const endpoints: SliceEndpointInfo[] = [];
   for (const [i, ep] of rawEndpoints.entries()) {
     const at = `endpoints[${i}]`;
     if (ep == null || typeof ep !== 'object') bad(at, ep, 'must be an object');
     const addrs = ep.addresses;
-    if (!Array.isArray(addrs) || addrs.length === 0 || addrs.length > MAX_ADDRESSES)
-      bad(`${at}.addresses`, addrs, `must list 1 to ${MAX_ADDRESSES} addresses`);
+    if (!Array.isArray(addrs) || addrs.length === 0 || addrs.length > MAX_ADDRESSES) bad(`${at}.addresses`, addrs, `must list 1 to ${MAX_ADDRESSES} addresses`);
     // Only the first address is used, as in kube-proxy; the others must still be valid.
     const ips = addrs!.map((a, j) => {
       const ip = canonicalIP(a);
@@ -203,7 +196,10 @@ export class EndpointSliceCache {
     }
     for (const [id, set] of sets) {
       if (set.size === 0) continue;
-      out.set(id, [...set.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)));
+      out.set(
+        id,
+        [...set.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)),
+      );
     }
     return out;
   }

@@ -118,7 +118,19 @@ describe('EndpointsChangeTracker', () => {
 
   it('skips ports without a number (meaning "all ports") as kube-proxy does', () => {
     const t = tracker();
-    t.update('ns/s-1', makeSlice('ns', 's', 's-1', [ep('10.0.0.1')], [{ name: 'all', port: null }, { name: 'p80', port: 80 }]));
+    t.update(
+      'ns/s-1',
+      makeSlice(
+        'ns',
+        's',
+        's-1',
+        [ep('10.0.0.1')],
+        [
+          { name: 'all', port: null },
+          { name: 'p80', port: 80 },
+        ],
+      ),
+    );
     t.checkout();
     expect([...t.endpoints.keys()]).toEqual(['ns/s:p80/TCP']);
   });

@@ -22,10 +22,7 @@ export interface EndpointsCheckout {
   readonly triggerTimes: readonly number[];
 }
 
-export type EndpointSliceUpdate =
-  | { kind: 'changed' | 'unchanged' }
-  | { kind: 'ignored'; reason: string }
-  | { kind: 'invalid'; error: Error };
+export type EndpointSliceUpdate = { kind: 'changed' | 'unchanged' } | { kind: 'ignored'; reason: string } | { kind: 'invalid'; error: Error };
 
 /**
  * EndpointsChangeTracker turns EndpointSlice events into the endpoints map a

@@ -39,7 +39,9 @@ describe('local traffic detectors (kube-proxy LocalTrafficDetector)', () => {
 
   it('refuses interface names that would not be a single safe word in a rule', () => {
     for (const bad of ['', 'eth 0', 'a"b', 'averyveryverylongname', 'x+']) {
-      expect(() => localDetectorFor(cfg({ detectLocalMode: 'BridgeInterface', detectLocal: { bridgeInterface: bad, interfaceNamePrefix: '' } }), { podCIDRs: [] }, 'IPv4')).toThrow(/KPROXY|not a valid interface name/);
+      expect(() => localDetectorFor(cfg({ detectLocalMode: 'BridgeInterface', detectLocal: { bridgeInterface: bad, interfaceNamePrefix: '' } }), { podCIDRs: [] }, 'IPv4')).toThrow(
+        /KPROXY|not a valid interface name/,
+      );
     }
   });
 });

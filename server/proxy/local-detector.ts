@@ -93,11 +93,7 @@ export function detectLocalByInterfaceNamePrefix(prefix: string): LocalDetector 
  * the family (none yet: no detector until the Node has one); the interface
  * modes apply to both families. Throws ConfigInvalidError for a bad value.
  */
-export function localDetectorFor(
-  config: Pick<ProxyConfig, 'detectLocalMode' | 'detectLocal' | 'clusterCIDRs'>,
-  node: Pick<NodeInfo, 'podCIDRs'>,
-  family: IPFamily,
-): LocalDetector {
+export function localDetectorFor(config: Pick<ProxyConfig, 'detectLocalMode' | 'detectLocal' | 'clusterCIDRs'>, node: Pick<NodeInfo, 'podCIDRs'>, family: IPFamily): LocalDetector {
   const ofFamily = (cidrs: readonly string[]) => cidrs.map((c) => parseCIDR(c.trim())).find((c) => c?.family === family)?.text;
   switch (config.detectLocalMode) {
     case 'ClusterCIDR': {

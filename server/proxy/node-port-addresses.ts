@@ -1,7 +1,6 @@
 import { NODE_PORT_ADDRESSES_PRIMARY } from '../config/modes.ts';
 import { cidrContains, compareIPs, isLoopbackIP, parseCIDR, type CIDR, type IPFamily } from '../net/ip.ts';
 
-
 /**
  * NodePortAddresses interprets --nodeport-addresses for one family, like
  * kube-proxy's proxyutil.NodePortAddresses: CIDRs of other families are
@@ -68,4 +67,3 @@ export class NodePortAddresses {
     return `[${this.cidrs.map((c) => c.text).join(' ')}]`;
   }
 }
-

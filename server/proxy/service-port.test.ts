@@ -98,8 +98,24 @@ describe('servicePortsFromService', () => {
     [{ ports: [{ name: 'p', port: 0 }] }, /spec.ports\[0\].port 0: must be a port from 1 to 65535/],
     [{ ports: [{ name: 'p', port: 65536 }] }, /spec.ports\[0\].port 65536/],
     [{ ports: [{ name: 'p', port: 80, protocol: 'ICMP' }] }, /spec.ports\[0\].protocol "ICMP": must be TCP, UDP or SCTP/],
-    [{ ports: [{ name: 'a', port: 80 }, { name: 'b', port: 80 }] }, /spec.ports\[1\].port "80\/TCP": is used by another port/],
-    [{ ports: [{ name: 'a', port: 80 }, { name: 'a', port: 81 }] }, /spec.ports\[1\].name "a": is used by another port/],
+    [
+      {
+        ports: [
+          { name: 'a', port: 80 },
+          { name: 'b', port: 80 },
+        ],
+      },
+      /spec.ports\[1\].port "80\/TCP": is used by another port/,
+    ],
+    [
+      {
+        ports: [
+          { name: 'a', port: 80 },
+          { name: 'a', port: 81 },
+        ],
+      },
+      /spec.ports\[1\].name "a": is used by another port/,
+    ],
     [{ ports: [{ port: 80 }, { name: 'b', port: 81 }] }, /spec.ports\[0\].name "": is required/],
     [{ ports: [] }, /spec.ports \[\]: must list at least one port/],
     [{ ports: undefined }, /spec.ports is missing/],

@@ -109,27 +109,22 @@ export function servicePortsFromService(svc: Service, family: IPFamily): Service
     if (shown !== undefined && shown.length > 80) shown = shown.slice(0, 77) + '...';
     throw new ServiceInvalidError(`${objectRef('Service', svc)}: ${field} ${shown ?? 'is missing'}: ${why}`);
   };
-  if (typeof meta?.name !== 'string' || !DNS_SUBDOMAIN.test(meta.name) || meta.name.length > LIMITS.labelLength)
-    bad('metadata.name', meta?.name, 'must be a DNS label of at most 63 characters');
+  if (typeof meta?.name !== 'string' || !DNS_SUBDOMAIN.test(meta.name) || meta.name.length > LIMITS.labelLength) bad('metadata.name', meta?.name, 'must be a DNS label of at most 63 characters');
   if (typeof meta?.namespace !== 'string' || !DNS_LABEL.test(meta.namespace) || meta.namespace.length > LIMITS.labelLength)
     bad('metadata.namespace', meta?.namespace, 'must be a DNS label of at most 63 characters');
   const namespace = meta!.namespace!;
   const name = meta!.name!;
-  if (meta?.labels?.['service.kubernetes.io/service-proxy-name'] !== undefined)
-    return { kind: 'ignored', reason: 'it names another service proxy (service.kubernetes.io/service-proxy-name)' };
-  if (meta?.labels?.['service.kubernetes.io/headless'] !== undefined)
-    return { kind: 'ignored', reason: 'it is headless (service.kubernetes.io/headless)' };
+  if (meta?.labels?.['service.kubernetes.io/service-proxy-name'] !== undefined) return { kind: 'ignored', reason: 'it names another service proxy (service.kubernetes.io/service-proxy-name)' };
+  if (meta?.labels?.['service.kubernetes.io/headless'] !== undefined) return { kind: 'ignored', reason: 'it is headless (service.kubernetes.io/headless)' };
 
   const spec = svc.spec;
   if (spec == null || typeof spec !== 'object') return bad('spec', spec, 'must be an object');
   const type = spec.type ?? 'ClusterIP';
   if (type === 'ExternalName') return { kind: 'ignored', reason: 'it is an ExternalName service' };
-  if (type !== 'ClusterIP' && type !== 'NodePort' && type !== 'LoadBalancer')
-    bad('spec.type', type, 'must be ClusterIP, NodePort, LoadBalancer or ExternalName');
+  if (type !== 'ClusterIP' && type !== 'NodePort' && type !== 'LoadBalancer') bad('spec.type', type, 'must be ClusterIP, NodePort, LoadBalancer or ExternalName');
 
   const clusterIPs: unknown[] = Array.isArray(spec.clusterIPs) && spec.clusterIPs.length > 0 ? spec.clusterIPs : [spec.clusterIP];
-  if (clusterIPs[0] === 'None' || clusterIPs[0] === '' || clusterIPs[0] === undefined)
-    return { kind: 'ignored', reason: 'it has no cluster IP (headless)' };
+  if (clusterIPs[0] === 'None' || clusterIPs[0] === '' || clusterIPs[0] === undefined) return { kind: 'ignored', reason: 'it has no cluster IP (headless)' };
   if (clusterIPs.length > 2) bad('spec.clusterIPs', clusterIPs, 'may hold at most one address per family');
   let clusterIP: string | null = null;
   for (const [i, raw] of clusterIPs.entries()) {
@@ -163,14 +158,16 @@ export function servicePortsFromService(svc: Service, family: IPFamily): Service
   let sticky = 0;
   if (spec.sessionAffinity === 'ClientIP') {
     const t = spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_STICKY_MAX_AGE_SECONDS;
-    if (!isInt(t, 1, MAX_STICKY_MAX_AGE_SECONDS))
-      bad('spec.sessionAffinityConfig.clientIP.timeoutSeconds', t, `must be an integer from 1 to ${MAX_STICKY_MAX_AGE_SECONDS}`);
+    if (!isInt(t, 1, MAX_STICKY_MAX_AGE_SECONDS)) bad('spec.sessionAffinityConfig.clientIP.timeoutSeconds', t, `must be an integer from 1 to ${MAX_STICKY_MAX_AGE_SECONDS}`);
     sticky = t;
   } else if (spec.sessionAffinity !== undefined && spec.sessionAffinity !== 'None' && spec.sessionAffinity !== null) {
     bad('spec.sessionAffinity', spec.sessionAffinity, 'must be None or ClientIP');
   }
 
-  for (const [field, v] of [['spec.externalTrafficPolicy', spec.externalTrafficPolicy], ['spec.internalTrafficPolicy', spec.internalTrafficPolicy]] as const) {
+  for (const [field, v] of [
+    ['spec.externalTrafficPolicy', spec.externalTrafficPolicy],
+    ['spec.internalTrafficPolicy', spec.internalTrafficPolicy],
+  ] as const) {
     if (v !== undefined && v !== null && v !== 'Cluster' && v !== 'Local') bad(field, v, 'must be Cluster or Local');
   }
   const externallyVisible = type === 'NodePort' || type === 'LoadBalancer' || (Array.isArray(spec.externalIPs) && spec.externalIPs.length > 0);
@@ -189,8 +186,7 @@ export function servicePortsFromService(svc: Service, family: IPFamily): Service
     const at = `spec.ports[${i}]`;
     if (p == null || typeof p !== 'object') bad(at, p, 'must be an object');
     const portName = p.name ?? '';
-    if (typeof portName !== 'string' || (portName !== '' && (!DNS_LABEL.test(portName) || portName.length > LIMITS.labelLength)))
-      bad(`${at}.name`, portName, 'must be a DNS label');
+    if (typeof portName !== 'string' || (portName !== '' && (!DNS_LABEL.test(portName) || portName.length > LIMITS.labelLength))) bad(`${at}.name`, portName, 'must be a DNS label');
     if (ports!.length > 1 && portName === '') bad(`${at}.name`, portName, 'is required when a service has several ports');
     if (seenNames.has(portName)) bad(`${at}.name`, portName, 'is used by another port of this service');
     seenNames.add(portName);

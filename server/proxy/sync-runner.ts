@@ -82,11 +82,14 @@ export class SyncRunner {
     this.#clearTimer();
     const clock = this.#opts.clock;
     this.#timerAt = due;
-    this.#timer = clock.setTimeout(() => {
-      this.#timer = null;
-      this.#timerAt = Infinity;
-      this.#fire();
-    }, Math.max(0, due - clock.monotonic()));
+    this.#timer = clock.setTimeout(
+      () => {
+        this.#timer = null;
+        this.#timerAt = Infinity;
+        this.#fire();
+      },
+      Math.max(0, due - clock.monotonic()),
+    );
   }
 
   #clearTimer(): void {

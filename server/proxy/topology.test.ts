@@ -45,10 +45,7 @@ describe('categorizeEndpoints', () => {
 
   it('internalTrafficPolicy Local uses only local endpoints, with their own terminating fallback', () => {
     const sp = port({ internalTrafficPolicy: 'Local' });
-    const eps = endpoints([
-      ep('10.0.0.1', { nodeName: 'node-b' }),
-      ep('10.0.0.2', { nodeName: 'node-a', ready: false, serving: true, terminating: true }),
-    ]);
+    const eps = endpoints([ep('10.0.0.1', { nodeName: 'node-b' }), ep('10.0.0.2', { nodeName: 'node-a', ready: false, serving: true, terminating: true })]);
     const c = categorizeEndpoints(eps, sp, 'node-a', 'z1');
     expect(c.cluster).toEqual([]);
     expect(keys(c.local)).toEqual(['10.0.0.2:80']);
@@ -66,10 +63,7 @@ describe('categorizeEndpoints', () => {
   });
 
   it('applies zone hints only when every ready endpoint has one and one names this zone', () => {
-    const hinted = [
-      ep('10.0.0.1', { zone: 'z1', hints: { forZones: [{ name: 'z1' }] } }),
-      ep('10.0.0.2', { zone: 'z2', hints: { forZones: [{ name: 'z2' }] } }),
-    ];
+    const hinted = [ep('10.0.0.1', { zone: 'z1', hints: { forZones: [{ name: 'z1' }] } }), ep('10.0.0.2', { zone: 'z2', hints: { forZones: [{ name: 'z2' }] } })];
     const c = categorizeEndpoints(endpoints(hinted), port(), 'node-a', 'z1');
     expect(c.topologyMode).toBe('PreferSameZone');
     expect(keys(c.cluster)).toEqual(['10.0.0.1:80']);

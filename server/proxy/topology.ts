@@ -24,12 +24,7 @@ const EMPTY: CategorizedEndpoints = { cluster: [], local: [], allReachable: [], 
  * set to this node or zone only when every ready endpoint carries a hint and one
  * names this node/zone.
  */
-export function categorizeEndpoints(
-  endpoints: readonly Endpoint[] | undefined,
-  sp: ServicePort,
-  nodeName: string,
-  zone: string,
-): CategorizedEndpoints {
+export function categorizeEndpoints(endpoints: readonly Endpoint[] | undefined, sp: ServicePort, nodeName: string, zone: string): CategorizedEndpoints {
   if (!endpoints || endpoints.length === 0) return EMPTY;
   let cluster: readonly Endpoint[] = [];
   let local: readonly Endpoint[] = [];

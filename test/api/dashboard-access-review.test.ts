@@ -23,7 +23,12 @@ function reviewServer(seen: Seen[]): Server {
     res.setHeader('content-type', 'application/json');
     if (req.method === 'POST' && req.url === '/apis/authentication.k8s.io/v1/tokenreviews') {
       const ok = body.spec?.token === 'alice-token';
-      res.end(JSON.stringify({ ...body, status: ok ? { authenticated: true, user: { username: 'alice', uid: 'u-1', groups: ['devs', 'system:authenticated'], extra: { scopes: ['a'] } } } : { authenticated: false } }));
+      res.end(
+        JSON.stringify({
+          ...body,
+          status: ok ? { authenticated: true, user: { username: 'alice', uid: 'u-1', groups: ['devs', 'system:authenticated'], extra: { scopes: ['a'] } } } : { authenticated: false },
+        }),
+      );
     } else if (req.method === 'POST' && req.url === '/apis/authorization.k8s.io/v1/subjectaccessreviews') {
       const a = body.spec?.resourceAttributes ?? {};
       const allowed = body.spec?.user === 'alice' && a.resource === 'nodes' && a.subresource === 'kproxy' && a.name === 'node-a' && a.verb === 'get';
@@ -52,7 +57,7 @@ describe('ApiAccessReviewer against an API server', () => {
     await kubeconfig.remove();
   });
 
-  it('sends a TokenReview with kproxy\'s own credentials and reads the user from its status', async () => {
+  it("sends a TokenReview with kproxy's own credentials and reads the user from its status", async () => {
     expect(await reviewer.reviewToken('alice-token')).toEqual({ username: 'alice', uid: 'u-1', groups: ['devs', 'system:authenticated'], extra: { scopes: ['a'] } });
     expect(await reviewer.reviewToken('nobody')).toBeNull();
     const req = seen.find((s) => s.path.endsWith('/tokenreviews'))!;

@@ -23,7 +23,12 @@ async function watchLines(query: string, during: () => void = () => {}): Promise
   during();
   s.dropWatches();
   const text = await res.text();
-  return text.trim() ? text.trim().split('\n').map((l) => JSON.parse(l)) : [];
+  return text.trim()
+    ? text
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l))
+    : [];
 }
 
 describe('FakeApiServer', () => {
@@ -91,12 +96,25 @@ describe('FakeApiServer', () => {
 
   it('validates events.k8s.io/v1 Events like the API server and applies series patches', async () => {
     const post = (body: unknown) => fetch(`${s.url}/apis/events.k8s.io/v1/namespaces/default/events`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-    const ev = { metadata: { name: 'n.1' }, eventTime: '2026-01-01T00:00:00.000000Z', reportingController: 'kproxy', reportingInstance: 'n', action: 'A', reason: 'R', type: 'Normal', regarding: { kind: 'Node', name: 'n' } };
+    const ev = {
+      metadata: { name: 'n.1' },
+      eventTime: '2026-01-01T00:00:00.000000Z',
+      reportingController: 'kproxy',
+      reportingInstance: 'n',
+      action: 'A',
+      reason: 'R',
+      type: 'Normal',
+      regarding: { kind: 'Node', name: 'n' },
+    };
     expect((await post({ ...ev, eventTime: '2026-01-01T00:00:00.000Z' })).status).toBe(422);
     expect((await post(ev)).status).toBe(201);
     expect((await post(ev)).status).toBe(409);
     const patch = (type: string) =>
-      fetch(`${s.url}/apis/events.k8s.io/v1/namespaces/default/events/n.1`, { method: 'PATCH', headers: { 'content-type': type }, body: JSON.stringify({ series: { count: 2, lastObservedTime: ev.eventTime } }) });
+      fetch(`${s.url}/apis/events.k8s.io/v1/namespaces/default/events/n.1`, {
+        method: 'PATCH',
+        headers: { 'content-type': type },
+        body: JSON.stringify({ series: { count: 2, lastObservedTime: ev.eventTime } }),
+      });
     expect((await patch('application/json-patch+json')).status).toBe(415);
     expect((await patch('application/strategic-merge-patch+json')).status).toBe(200);
     expect(s.events[0]).toMatchObject({ patches: 1, object: { reason: 'R', series: { count: 2 } } });

@@ -44,7 +44,16 @@ function status(code: number, reason: string, message: string): Record<string, u
   return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code };
 }
 
-const REASONS: Record<number, string> = { 400: 'BadRequest', 404: 'NotFound', 409: 'AlreadyExists', 410: 'Expired', 415: 'UnsupportedMediaType', 422: 'Invalid', 500: 'InternalError', 503: 'ServiceUnavailable' };
+const REASONS: Record<number, string> = {
+  400: 'BadRequest',
+  404: 'NotFound',
+  409: 'AlreadyExists',
+  410: 'Expired',
+  415: 'UnsupportedMediaType',
+  422: 'Invalid',
+  500: 'InternalError',
+  503: 'ServiceUnavailable',
+};
 
 /**
  * FakeApiServer is a Kubernetes API server on 127.0.0.1 that speaks the real
@@ -326,7 +335,15 @@ export class FakeApiServer {
     if (req.method === 'PATCH' && name) {
       const type = String(req.headers['content-type'] ?? '').split(';')[0];
       if (type !== 'application/strategic-merge-patch+json' && type !== 'application/merge-patch+json') {
-        return this.#json(res, 415, status(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json (got ${type})`));
+        return this.#json(
+          res,
+          415,
+          status(
+            415,
+            'UnsupportedMediaType',
+            `the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json (got ${type})`,
+          ),
+        );
       }
       const stored = this.events.find((e) => e.api === api && e.namespace === namespace && (e.object.metadata as { name: string }).name === name);
       if (!stored) return this.#json(res, 404, status(404, 'NotFound', `events "${name}" not found`));

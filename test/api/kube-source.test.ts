@@ -163,11 +163,12 @@ describe('KubeSource against a fake API server, through the real client-node inf
     c.server.compact(); // the resume point is gone: the watch answers ERROR 410
 
     await waitFor(() => c.changes.length - mark >= 3, { what: 'the relist differences' });
-    expect(c.changesSince(mark).map((s) => s.split(' ').slice(0, 3).join(' ')).sort()).toEqual([
-      'add Service shop/new',
-      'delete Service shop/old',
-      'update Service shop/changing',
-    ]);
+    expect(
+      c
+        .changesSince(mark)
+        .map((s) => s.split(' ').slice(0, 3).join(' '))
+        .sort(),
+    ).toEqual(['add Service shop/new', 'delete Service shop/old', 'update Service shop/changing']);
     expect(c.counter('Service.expired')).toBe(1);
     expect(c.counter('Service.relists')).toBe(1);
     expect(serviceKeys()).toEqual(['shop/changing:http/TCP', 'shop/new:http/TCP', 'shop/stable:http/TCP']);
@@ -201,7 +202,12 @@ describe('KubeSource against a fake API server, through the real client-node inf
     c.server.remove('Service', 'gone', 'shop');
     await c.clock.advanceAsync(quiet);
     await waitFor(() => c.counter('Service.quietRelists') === 1 && c.changes.length - mark >= 2, { what: 'the quiet relist' });
-    expect(c.changesSince(mark).map((s) => s.split(' ').slice(0, 3).join(' ')).sort()).toEqual(['delete Service shop/gone', 'update Service shop/web']);
+    expect(
+      c
+        .changesSince(mark)
+        .map((s) => s.split(' ').slice(0, 3).join(' '))
+        .sort(),
+    ).toEqual(['delete Service shop/gone', 'update Service shop/web']);
     expect(c.counter('quietRelists')).toBe(3);
     expect(c.log.lines('warn').join('\n')).toMatch(/Services watch delivered nothing \(no events, no bookmarks\) for \d+s, relisting/);
     // A relist of unchanged objects changes nothing.

@@ -52,10 +52,13 @@ describe.skipIf(!CLI_BUILT)('/readyz through the Kubernetes source (needs npm ru
     expect(await kproxy.metric('kproxy_proxy_readyz_total{code="503"}')).toBe(1);
 
     server.holdRequests(false);
-    const ready = await waitFor(async () => {
-      const r = await kproxy!.get('/readyz');
-      return r.status === 200 ? r : null;
-    }, { what: '/readyz to answer 200', timeoutMs: 20_000 });
+    const ready = await waitFor(
+      async () => {
+        const r = await kproxy!.get('/readyz');
+        return r.status === 200 ? r : null;
+      },
+      { what: '/readyz to answer 200', timeoutMs: 20_000 },
+    );
     expect(ready.body).toMatchObject({ ready: true, healthy: true, nodeEligible: true, firstSync: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) });
     expect((ready.body as Record<string, unknown>).reason).toBeUndefined();
     expect(await lastSync()).toBeGreaterThan(0);
@@ -66,10 +69,13 @@ describe.skipIf(!CLI_BUILT)('/readyz through the Kubernetes source (needs npm ru
     server.apply(node('node-a'));
     await server.goDown();
     kproxy = await KproxyProcess.start(['--kubeconfig', kubeconfig.path]);
-    const notReady = await waitFor(async () => {
-      const r = await kproxy!.get('/readyz');
-      return r.status === 503 && /last error: listing \w+ from .* failed/.test(String((r.body as Record<string, unknown>).reason)) ? r : null;
-    }, { what: '/readyz to name the failed list', timeoutMs: 20_000 });
+    const notReady = await waitFor(
+      async () => {
+        const r = await kproxy!.get('/readyz');
+        return r.status === 503 && /last error: listing \w+ from .* failed/.test(String((r.body as Record<string, unknown>).reason)) ? r : null;
+      },
+      { what: '/readyz to name the failed list', timeoutMs: 20_000 },
+    );
     expect((notReady.body as Record<string, unknown>).reason).toMatch(/^nothing synced yet, waiting for http:\/\/127\.0\.0\.1:\d+ to sync: the first list of /);
     expect(await lastSync()).toBe(0);
 
@@ -82,14 +88,15 @@ describe.skipIf(!CLI_BUILT)('/readyz through the Kubernetes source (needs npm ru
     server.apply(node('node-b'));
     kproxy = await KproxyProcess.start(['--kubeconfig', kubeconfig.path]);
     await waitFor(async () => (await lastSync()) > 0, { what: 'the first sync', timeoutMs: 20_000 });
-    const r = await waitFor(async () => {
-      const a = await kproxy!.get('/readyz');
-      return /not found/.test(String((a.body as Record<string, unknown>).reason)) ? a : null;
-    }, { what: '/readyz to say the Node is missing', timeoutMs: 20_000 });
-    expect(r.status).toBe(503);
-    expect((r.body as Record<string, unknown>).reason).toBe(
-      'Node node-a not found in the cluster (check --hostname-override): which endpoints are local, and the node\'s addresses, are unknown',
+    const r = await waitFor(
+      async () => {
+        const a = await kproxy!.get('/readyz');
+        return /not found/.test(String((a.body as Record<string, unknown>).reason)) ? a : null;
+      },
+      { what: '/readyz to say the Node is missing', timeoutMs: 20_000 },
     );
+    expect(r.status).toBe(503);
+    expect((r.body as Record<string, unknown>).reason).toBe("Node node-a not found in the cluster (check --hostname-override): which endpoints are local, and the node's addresses, are unknown");
     expect((await kproxy.get('/healthz')).status).toBe(200);
   });
 });

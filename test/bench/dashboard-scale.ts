@@ -30,15 +30,31 @@ function slice(s: number, extra = 0) {
     metadata: { name: `${name}-1`, namespace: `ns${s % 100}`, labels: { 'kubernetes.io/service-name': name } },
     addressType: 'IPv4',
     ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-    endpoints: Array.from({ length: M + extra }, (_, e) => ({ addresses: [ip(1 + s * (M + 1) + e)], conditions: { ready: true, serving: true, terminating: false }, nodeName: e === 0 ? 'node-a' : 'node-b', zone: 'z-a' })),
+    endpoints: Array.from({ length: M + extra }, (_, e) => ({
+      addresses: [ip(1 + s * (M + 1) + e)],
+      conditions: { ready: true, serving: true, terminating: false },
+      nodeName: e === 0 ? 'node-a' : 'node-b',
+      zone: 'z-a',
+    })),
   };
 }
 function manifest(changed: number | null): string {
   const items: unknown[] = [
-    { apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-a', labels: { 'topology.kubernetes.io/zone': 'z-a' } }, spec: { podCIDR: '10.244.0.0/24', podCIDRs: ['10.244.0.0/24'] }, status: { addresses: [{ type: 'InternalIP', address: '10.0.0.10' }] } },
+    {
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: { name: 'node-a', labels: { 'topology.kubernetes.io/zone': 'z-a' } },
+      spec: { podCIDR: '10.244.0.0/24', podCIDRs: ['10.244.0.0/24'] },
+      status: { addresses: [{ type: 'InternalIP', address: '10.0.0.10' }] },
+    },
   ];
   for (let s = 0; s < N; s++) {
-    items.push({ apiVersion: 'v1', kind: 'Service', metadata: { name: `svc${s}`, namespace: `ns${s % 100}` }, spec: { type: 'ClusterIP', clusterIP: `172.${16 + ((s >> 16) & 15)}.${(s >> 8) & 255}.${s & 255}`, ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: 8080 }] } });
+    items.push({
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: `svc${s}`, namespace: `ns${s % 100}` },
+      spec: { type: 'ClusterIP', clusterIP: `172.${16 + ((s >> 16) & 15)}.${(s >> 8) & 255}.${s & 255}`, ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: 8080 }] },
+    });
     items.push(slice(s, s === changed ? 1 : 0));
   }
   return JSON.stringify({ apiVersion: 'v1', kind: 'List', items });
@@ -120,7 +136,10 @@ try {
       return { out, count: document.querySelector('[data-testid=search-count]')?.textContent };
     });
     const sorted = [...perKey.out].sort((a, b) => a - b);
-    note('search per keystroke, to the next painted frame', `median ${sorted[Math.floor(sorted.length / 2)].toFixed(0)} ms, max ${sorted.at(-1)!.toFixed(0)} ms (${perKey.out.length} keystrokes; result: ${perKey.count})`);
+    note(
+      'search per keystroke, to the next painted frame',
+      `median ${sorted[Math.floor(sorted.length / 2)].toFixed(0)} ms, max ${sorted.at(-1)!.toFixed(0)} ms (${perKey.out.length} keystrokes; result: ${perKey.count})`,
+    );
     await page.screenshot({ path: join(SCREENSHOTS, 'scale-services.png') });
 
     const tRules = Date.now();
@@ -131,7 +150,14 @@ try {
     note('rules page: nat table', lines ?? '');
     const tSearch = Date.now();
     await page.getByTestId('rule-search').fill('10.128.0.78');
-    await page.waitForFunction(() => /^\d+ lines/.test(document.querySelector('.toolbar .muted.small')?.textContent ?? '') && document.querySelectorAll('[data-testid=chain-row]').length > 0 && !document.querySelector('.r.loading'), null, { timeout: 60_000 });
+    await page.waitForFunction(
+      () =>
+        /^\d+ lines/.test(document.querySelector('.toolbar .muted.small')?.textContent ?? '') &&
+        document.querySelectorAll('[data-testid=chain-row]').length > 0 &&
+        !document.querySelector('.r.loading'),
+      null,
+      { timeout: 60_000 },
+    );
     note('rules page: search 300k rules (debounce 250 ms included)', `${Date.now() - tSearch} ms`);
     const status2 = await api<{ overview: Overview }>('status');
     note('kernel read (iptables-save -c of the simulated kernel + parse)', `${Math.round(status2.overview.kernel.readMs ?? 0)} ms, ${status2.overview.kernel.rules.toLocaleString('en-US')} rules`);

@@ -20,7 +20,12 @@ const BACKEND_PORT = 8080;
 
 /** writeProbe adds the probe service ("zzz-probe/probe" sorts after every generated one). */
 export function writeProbe(dir: string): void {
-  const svc: Service = { apiVersion: 'v1', kind: 'Service', metadata: { name: 'probe', namespace: 'zzz-probe' }, spec: { clusterIP: PROBE_IP, ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: BACKEND_PORT }] } };
+  const svc: Service = {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name: 'probe', namespace: 'zzz-probe' },
+    spec: { clusterIP: PROBE_IP, ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: BACKEND_PORT }] },
+  };
   const slice: EndpointSlice = {
     apiVersion: 'discovery.k8s.io/v1',
     kind: 'EndpointSlice',

@@ -102,10 +102,12 @@ export async function fullSyncRun(o: FullSyncOptions): Promise<FullSyncRun> {
     daemon = new Daemon({ ns, manifests: o.manifests, flavor: o.flavor, nodeName: NODE_NAME, clusterCIDR: o.clusterCIDR, nodeArgs: o.nodeArgs });
     const d = daemon;
     let cpuAtStart = { cpuSelf: 0, cpuChildren: 0 };
-    void d.waitFor((l) => l.msg.startsWith('sources synced'), o.timeoutMs ?? 600_000, 'sources synced').then(
-      () => (cpuAtStart = d.stats()),
-      () => {},
-    );
+    void d
+      .waitFor((l) => l.msg.startsWith('sources synced'), o.timeoutMs ?? 600_000, 'sources synced')
+      .then(
+        () => (cpuAtStart = d.stats()),
+        () => {},
+      );
     const first = await d.nextSync(0, o.timeoutMs ?? 600_000);
     const atSync = d.stats();
     if (!first.ok || !first.full) throw new Error(`first sync ${first.ok ? 'was not full' : `failed: ${first.error}`}`);
@@ -167,9 +169,7 @@ export interface MemoryOnly {
  * --metrics-bind-address "", so no /metrics and no dashboard; nodeArgs are
  * V8 flags) and reads its memory.
  */
-export async function memoryVariant(
-  o: Pick<FullSyncOptions, 'manifests' | 'flavor' | 'clusterCIDR' | 'settleMs'> & { what: string; metrics?: boolean; nodeArgs?: string[] },
-): Promise<MemoryOnly> {
+export async function memoryVariant(o: Pick<FullSyncOptions, 'manifests' | 'flavor' | 'clusterCIDR' | 'settleMs'> & { what: string; metrics?: boolean; nodeArgs?: string[] }): Promise<MemoryOnly> {
   const ns = createNetns('node');
   const d = new Daemon({ ns, manifests: o.manifests, flavor: o.flavor, nodeName: NODE_NAME, clusterCIDR: o.clusterCIDR, metrics: o.metrics, nodeArgs: o.nodeArgs });
   try {

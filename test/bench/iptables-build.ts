@@ -44,7 +44,13 @@ const nullRunner: IptablesRunner = {
 
 const ipOf = (i: number) => `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
 const slice = (s: number, gen: number) =>
-  makeSlice(`ns${s % 100}`, `svc${s}`, `svc${s}-1`, Array.from({ length: M }, (_, e) => ep(ipOf(1 + s * M + e + gen), { nodeName: e === 0 ? 'node-a' : 'node-b' })), [{ name: 'http', port: 8080, protocol: 'TCP' }]);
+  makeSlice(
+    `ns${s % 100}`,
+    `svc${s}`,
+    `svc${s}-1`,
+    Array.from({ length: M }, (_, e) => ep(ipOf(1 + s * M + e + gen), { nodeName: e === 0 ? 'node-a' : 'node-b' })),
+    [{ name: 'http', port: 8080, protocol: 'TCP' }],
+  );
 
 const t0 = performance.now();
 const state = new ProxyState({ family: 'IPv4', nodeName: 'node-a', clock: realClock });
@@ -85,5 +91,7 @@ const mb = (n: number) => (n / 1024 / 1024).toFixed(1);
 console.log(`services=${N} endpoints/service=${M} (model set-up ${modelMs.toFixed(0)} ms, not kproxy-iptables' share)`);
 console.log(`full sync (cold):  build ${full.buildMs.toFixed(0)} ms, ${full.linesWritten} lines, ${mb(full.bytesWritten)} MiB, heap +${mb(heap1 - heap0)} MiB`);
 console.log(`full sync (warm):  build ${full2.buildMs.toFixed(0)} ms`);
-console.log(`partial sync:      build ${partial.buildMs.toFixed(1)} ms, ${partial.linesWritten} lines, ${mb(partial.bytesWritten)} MiB; median of 20: ${partials[10].toFixed(1)} ms, max ${partials[19].toFixed(1)} ms`);
+console.log(
+  `partial sync:      build ${partial.buildMs.toFixed(1)} ms, ${partial.linesWritten} lines, ${mb(partial.bytesWritten)} MiB; median of 20: ${partials[10].toFixed(1)} ms, max ${partials[19].toFixed(1)} ms`,
+);
 if (full.error || partial.error) throw full.error ?? partial.error;

@@ -422,7 +422,14 @@ if (isMainThread && process.argv[1] === import.meta.filename) {
   } else {
     if (values.kernel !== 'netns' && values.kernel !== 'simulated') throw new Error('--kernel netns|simulated');
     if (values.kernel === 'netns' && process.getuid?.() !== 0) throw new Error('--kernel netns needs root (a private network namespace); --kernel simulated does not');
-    const result = await measureLivezUnderLoad({ services: Number(positionals[0] ?? 10_000), endpoints: Number(positionals[1] ?? 10), seconds: Number(values.seconds), kernel: values.kernel, phases, log });
+    const result = await measureLivezUnderLoad({
+      services: Number(positionals[0] ?? 10_000),
+      endpoints: Number(positionals[1] ?? 10),
+      seconds: Number(values.seconds),
+      kernel: values.kernel,
+      phases,
+      log,
+    });
     process.stdout.write(JSON.stringify(result) + '\n');
   }
 }

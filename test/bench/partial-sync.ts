@@ -59,7 +59,12 @@ export function movedSlice(c: SyntheticCluster, index: number, at: number): Endp
 function extraService(k: number): { svc: Service; slice: EndpointSlice } {
   const name = `extra-${k}`;
   return {
-    svc: { apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: 'bench-extra' }, spec: { clusterIP: ipText(0x0a6f0000 + k), ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: 8080 }] } },
+    svc: {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name, namespace: 'bench-extra' },
+      spec: { clusterIP: ipText(0x0a6f0000 + k), ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: 8080 }] },
+    },
     slice: {
       apiVersion: 'discovery.k8s.io/v1',
       kind: 'EndpointSlice',

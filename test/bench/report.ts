@@ -37,7 +37,12 @@ export function evaluateTargets(r: Results): TargetResult[] {
   const f10 = full(TEN_K_10);
   if (f10?.runs.length) {
     const ratio = summarize(f10.runs.map((x) => x.ratio));
-    out.push({ name: `Full sync 10,000 × 10 (${flavor}): kproxy-total / bare iptables-restore`, target: '≤ 1.3', measured: `${ratio.median.toFixed(2)} (${ratio.min.toFixed(2)}–${ratio.max.toFixed(2)})`, met: ratio.median <= 1.3 });
+    out.push({
+      name: `Full sync 10,000 × 10 (${flavor}): kproxy-total / bare iptables-restore`,
+      target: '≤ 1.3',
+      measured: `${ratio.median.toFixed(2)} (${ratio.min.toFixed(2)}–${ratio.max.toFixed(2)})`,
+      met: ratio.median <= 1.3,
+    });
   }
   for (const size of [TEN_K_2, TEN_K_10]) {
     const part = r.partial.find((x) => same(x.size, size) && x.flavor === flavor);
@@ -115,10 +120,17 @@ export function renderMarkdown(r: Results): string {
   );
 
   parts.push('#### Targets');
-  parts.push(table(['target', 'goal', 'measured', 'met'], r.targets.map((t) => [t.name + (t.note ? ` — ${t.note}` : ''), t.target, t.measured, t.met === null ? '–' : t.met ? 'yes' : '**no**'])));
+  parts.push(
+    table(
+      ['target', 'goal', 'measured', 'met'],
+      r.targets.map((t) => [t.name + (t.note ? ` — ${t.note}` : ''), t.target, t.measured, t.met === null ? '–' : t.met ? 'yes' : '**no**']),
+    ),
+  );
 
   parts.push('#### Full sync (first sync after start, fresh namespace)');
-  parts.push('Median (min–max) over the runs. *kproxy total* is the daemon\'s sync duration: *build* is kproxy\'s own time (build, diff, serialise), *kernel* the rest (iptables-save, iptables-restore). *bare restore* replays the same restore input with a bare `iptables-restore` in another fresh namespace, in the same run.');
+  parts.push(
+    "Median (min–max) over the runs. *kproxy total* is the daemon's sync duration: *build* is kproxy's own time (build, diff, serialise), *kernel* the rest (iptables-save, iptables-restore). *bare restore* replays the same restore input with a bare `iptables-restore` in another fresh namespace, in the same run.",
+  );
   parts.push(
     table(
       ['size', 'flavour', 'runs', 'kproxy total', 'build', 'kernel', 'own share', 'bare restore', 'ratio', 'rules', 'input', 'spawn → synced', 'CPU kproxy / iptables'],
@@ -130,15 +142,30 @@ export function renderMarkdown(r: Results): string {
             sizeName(f.size),
             f.flavor,
             f.runs.length,
-            fmtSummary(s((x) => x.totalMs), 'ms'),
-            fmtSummary(s((x) => x.buildMs), 'ms'),
-            fmtSummary(s((x) => x.applyMs), 'ms'),
+            fmtSummary(
+              s((x) => x.totalMs),
+              'ms',
+            ),
+            fmtSummary(
+              s((x) => x.buildMs),
+              'ms',
+            ),
+            fmtSummary(
+              s((x) => x.applyMs),
+              'ms',
+            ),
             pct(s((x) => x.ownShare).median),
-            fmtSummary(s((x) => x.bareRestoreMs), 'ms'),
+            fmtSummary(
+              s((x) => x.bareRestoreMs),
+              'ms',
+            ),
             s((x) => x.ratio).median.toFixed(2),
             f.runs[0].rules.toLocaleString('en-US'),
             `${(f.runs[0].inputBytes / 1024 / 1024).toFixed(1)} MiB`,
-            fmtSummary(s((x) => x.startToSyncedMs), 'ms'),
+            fmtSummary(
+              s((x) => x.startToSyncedMs),
+              'ms',
+            ),
             `${s((x) => x.cpuSelfS).median.toFixed(1)} s / ${s((x) => x.cpuChildrenS).median.toFixed(1)} s`,
           ];
         }),
@@ -198,7 +225,9 @@ export function renderMarkdown(r: Results): string {
 
   if (r.partial.length) {
     parts.push('#### Partial syncs (one change per sync)');
-    parts.push('*end to end*: manifest file written → sync finished (includes the file source\'s 250 ms debounce). CPU: kproxy\'s own, per sync. *kernel floor*: a bare `iptables-restore` adding one chain with one rule in the same namespace, best of 3: what any change that adds a rule costs at this size.');
+    parts.push(
+      "*end to end*: manifest file written → sync finished (includes the file source's 250 ms debounce). CPU: kproxy's own, per sync. *kernel floor*: a bare `iptables-restore` adding one chain with one rule in the same namespace, best of 3: what any change that adds a rule costs at this size.",
+    );
     const rows: (string | number)[][] = [];
     for (const pr of r.partial) {
       for (const kind of ['endpoint', 'add', 'remove'] as const) {
@@ -206,7 +235,18 @@ export function renderMarkdown(r: Results): string {
         if (!xs.length) continue;
         const s = (g: (x: (typeof xs)[number]) => number) => fmtSummary(summarize(xs.map(g)), 'ms');
         const label = kind === 'endpoint' ? 'one endpoint changed' : kind === 'add' ? 'one service added' : 'one service removed';
-        rows.push([sizeName(pr.size), pr.flavor, label, s((x) => x.ms), s((x) => x.buildMs), s((x) => x.applyMs), fmt(pr.kernelFloorMs ?? NaN, 'ms'), fmt(summarize(xs.map((x) => x.lines)).median), s((x) => x.endToEndMs), s((x) => x.cpuSelfMs)]);
+        rows.push([
+          sizeName(pr.size),
+          pr.flavor,
+          label,
+          s((x) => x.ms),
+          s((x) => x.buildMs),
+          s((x) => x.applyMs),
+          fmt(pr.kernelFloorMs ?? NaN, 'ms'),
+          fmt(summarize(xs.map((x) => x.lines)).median),
+          s((x) => x.endToEndMs),
+          s((x) => x.cpuSelfMs),
+        ]);
       }
     }
     parts.push(table(['size', 'flavour', 'change', 'sync', 'build', 'kernel', 'kernel floor', 'lines', 'end to end', 'CPU'], rows));
@@ -214,7 +254,9 @@ export function renderMarkdown(r: Results): string {
 
   if (r.churn.length) {
     parts.push('#### Network programming latency under churn (EndpointSlice updates)');
-    parts.push('*file*: each update rewrites a slice file (the file source debounces 250 ms, up to 500 ms under continuous writes). *Kubernetes API*: kproxy runs with `--kubeconfig` against the fake API server in its namespace, each update is an API write its EndpointSlice watch delivers (client-node informers, as in a cluster).');
+    parts.push(
+      '*file*: each update rewrites a slice file (the file source debounces 250 ms, up to 500 ms under continuous writes). *Kubernetes API*: kproxy runs with `--kubeconfig` against the fake API server in its namespace, each update is an API write its EndpointSlice watch delivers (client-node informers, as in a cluster).',
+    );
     parts.push(
       table(
         ['size', 'flavour', 'source', 'updates/s', 'duration', 'latency p50', 'p90', 'p99', 'max', 'syncs', 'sync duration p50 / p99', 'kproxy CPU'],
@@ -238,7 +280,9 @@ export function renderMarkdown(r: Results): string {
 
   if (r.dataPlane.length) {
     parts.push('#### Data plane: TCP connect time through the node');
-    parts.push('Client namespace → node namespace (kproxy) → backend namespace. *via service*: to a cluster IP whose rule is last in KUBE-SERVICES; *to pod*: straight to the backend\'s IP (its SYN also walks KUBE-SERVICES, without a match); *no rules*: to the pod before kproxy started.');
+    parts.push(
+      "Client namespace → node namespace (kproxy) → backend namespace. *via service*: to a cluster IP whose rule is last in KUBE-SERVICES; *to pod*: straight to the backend's IP (its SYN also walks KUBE-SERVICES, without a match); *no rules*: to the pod before kproxy started.",
+    );
     parts.push(
       table(
         ['size', 'flavour', 'via service', 'to pod', 'no rules (to pod)'],

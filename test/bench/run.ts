@@ -217,28 +217,32 @@ async function main(): Promise<Results> {
                 }
               : undefined,
             // Only a run with measurements on its daemon has an "after work" memory sample worth its 65 s wait.
-            then: !(doDataPlane || doPartial || doChurn || doDashboard) ? undefined : async (ctx) => {
-              if (doDataPlane && dp && noRules) {
-                log(`  data plane: ${plan.connects} connects`);
-                results.dataPlane.push({ size: step.size, flavor, noRules, withRules: await measureConnects(dp, plan.connects) });
-              }
-              if (doPartial) {
-                log(`  partial syncs (${plan.partialReps} × endpoint, add, remove)`);
-                const samples = await measurePartial(ctx, c.cluster, c.manifests, plan.partialReps);
-                results.partial.push({ size: step.size, flavor, samples, kernelFloorMs: kernelFloorMs(ctx.ns, flavor) });
-              }
-              if (doChurn) {
-                log(`  churn: 50 updates/s for ${plan.churnSeconds} s through the file source`);
-                results.churn.push({ size: step.size, flavor, minSyncPeriodMs: MIN_SYNC_PERIOD_MS, source: 'file', ...(await measureChurn(ctx, c.cluster, c.manifests, 50, plan.churnSeconds)) });
-              }
-              if (doDashboard) {
-                log('  dashboard: snapshot and deltas');
-                await dashboardNumbers(ctx, c, step.size, flavor, results);
-              }
-            },
+            then: !(doDataPlane || doPartial || doChurn || doDashboard)
+              ? undefined
+              : async (ctx) => {
+                  if (doDataPlane && dp && noRules) {
+                    log(`  data plane: ${plan.connects} connects`);
+                    results.dataPlane.push({ size: step.size, flavor, noRules, withRules: await measureConnects(dp, plan.connects) });
+                  }
+                  if (doPartial) {
+                    log(`  partial syncs (${plan.partialReps} × endpoint, add, remove)`);
+                    const samples = await measurePartial(ctx, c.cluster, c.manifests, plan.partialReps);
+                    results.partial.push({ size: step.size, flavor, samples, kernelFloorMs: kernelFloorMs(ctx.ns, flavor) });
+                  }
+                  if (doChurn) {
+                    log(`  churn: 50 updates/s for ${plan.churnSeconds} s through the file source`);
+                    results.churn.push({ size: step.size, flavor, minSyncPeriodMs: MIN_SYNC_PERIOD_MS, source: 'file', ...(await measureChurn(ctx, c.cluster, c.manifests, 50, plan.churnSeconds)) });
+                  }
+                  if (doDashboard) {
+                    log('  dashboard: snapshot and deltas');
+                    await dashboardNumbers(ctx, c, step.size, flavor, results);
+                  }
+                },
           });
           entry.runs.push(r);
-          log(`  total ${Math.round(r.totalMs)} ms (build ${Math.round(r.buildMs)}), bare restore ${Math.round(r.bareRestoreMs)} ms, ratio ${r.ratio.toFixed(2)}, steady RSS ${Math.round(r.steadyRssMiB)} MiB`);
+          log(
+            `  total ${Math.round(r.totalMs)} ms (build ${Math.round(r.buildMs)}), bare restore ${Math.round(r.bareRestoreMs)} ms, ratio ${r.ratio.toFixed(2)}, steady RSS ${Math.round(r.steadyRssMiB)} MiB`,
+          );
         } catch (err) {
           const msg = err instanceof Error ? err.message : String(err);
           log(`  FAILED: ${msg}`);
@@ -257,7 +261,8 @@ async function main(): Promise<Results> {
       const r = await apiChurnRun({ size: plan.churnAt, flavor, clusterCIDR: POD_CIDR, nodeIP: NODE_IP, churnTargets: CHURN_TARGETS, rate: 50, seconds: plan.churnSeconds, timeoutMs: 1_800_000 });
       results.churn.push({ size: plan.churnAt, flavor, minSyncPeriodMs: MIN_SYNC_PERIOD_MS, source: 'api', ...r });
       log(`  first sync ${Math.round(r.firstSyncMs)} ms (spawn → synced ${Math.round(r.startToSyncedMs)} ms); latency p50 ${Math.round(r.latencyMs.p50)} / p99 ${Math.round(r.latencyMs.p99)} ms`);
-      if (r.apiLists || r.apiWatches) results.notes.push(`churn through the API (${flavor}): the fake API server got ${r.apiLists} lists and ${r.apiWatches} watches during the churn (a relist or watch restart is in the numbers)`);
+      if (r.apiLists || r.apiWatches)
+        results.notes.push(`churn through the API (${flavor}): the fake API server got ${r.apiLists} lists and ${r.apiWatches} watches during the churn (a relist or watch restart is in the numbers)`);
     } catch (err) {
       const msg = err instanceof Error ? err.message : String(err);
       log(`  FAILED: ${msg}`);
@@ -266,15 +271,21 @@ async function main(): Promise<Results> {
   }
 
   const memSize = MEMORY_SIZE;
-  const variants = !want('memory') ? [] : [
-    { what: 'no metrics listener (hence no dashboard)', metrics: false },
-    { what: "V8's defaults (without the shipped --max-semi-space-size=16: the young generation grows to 128 MiB)", nodeArgs: [] },
-    { what: 'node --max-semi-space-size=8 (V8 young generation capped at 8 MiB per semi-space)', nodeArgs: ['--max-semi-space-size=8'] },
-  ];
+  const variants = !want('memory')
+    ? []
+    : [
+        { what: 'no metrics listener (hence no dashboard)', metrics: false },
+        { what: "V8's defaults (without the shipped --max-semi-space-size=16: the young generation grows to 128 MiB)", nodeArgs: [] },
+        { what: 'node --max-semi-space-size=8 (V8 young generation capped at 8 MiB per semi-space)', nodeArgs: ['--max-semi-space-size=8'] },
+      ];
   for (const v of variants) {
     log(`memory at ${sizeName(memSize)} ${flavors[0]}: ${v.what}`);
     try {
-      results.memoryVariants.push({ size: memSize, flavor: flavors[0], ...(await memoryVariant({ manifests: clusterFor(memSize).manifests.dir, flavor: flavors[0], clusterCIDR: POD_CIDR, settleMs: quick ? 3000 : 5000, ...v })) });
+      results.memoryVariants.push({
+        size: memSize,
+        flavor: flavors[0],
+        ...(await memoryVariant({ manifests: clusterFor(memSize).manifests.dir, flavor: flavors[0], clusterCIDR: POD_CIDR, settleMs: quick ? 3000 : 5000, ...v })),
+      });
     } catch (err) {
       results.notes.push(`memory (${v.what}) failed: ${err instanceof Error ? err.message : String(err)}`);
     }

@@ -48,7 +48,7 @@ describe.skipIf(!tiers().browser.ok)('dashboard in IPVS mode in the browser', ()
     await shot('overview');
   });
 
-  it('shows a Service\'s virtual server with its real servers, weight shares and flow', async () => {
+  it("shows a Service's virtual server with its real servers, weight shares and flow", async () => {
     await page.goto(`${daemon.url}#/services/shop/frontend`);
     await page.getByRole('heading', { name: 'shop/frontend' }).waitFor();
     const vs = page.getByTestId('virtual-server');
@@ -100,7 +100,7 @@ describe.skipIf(!tiers().browser.ok)('dashboard in IPVS mode in the browser', ()
     await flow.screenshot({ path: join(SCREENSHOTS, 'dashboard-ipvs-loadbalancer-flow.png') });
   });
 
-  it('opens the Rules page\'s IPVS table and finds a virtual server, then the sets', async () => {
+  it("opens the Rules page's IPVS table and finds a virtual server, then the sets", async () => {
     await page.getByRole('link', { name: 'Rules' }).click();
     await page.getByRole('tab', { name: /^ipvs/ }).click();
     await page.getByTestId('chain-row').first().waitFor();
@@ -113,7 +113,9 @@ describe.skipIf(!tiers().browser.ok)('dashboard in IPVS mode in the browser', ()
     await shot('rules');
 
     await page.getByRole('tab', { name: /^ipsets/ }).click();
-    await expect.poll(() => page.getByTestId('chain-row').allTextContents()).toEqual([expect.stringContaining('KUBE-CLUSTER-IP hash:ip,port family inet'), expect.stringContaining('KUBE-IPVS-IPS hash:ip family inet')]);
+    await expect
+      .poll(() => page.getByTestId('chain-row').allTextContents())
+      .toEqual([expect.stringContaining('KUBE-CLUSTER-IP hash:ip,port family inet'), expect.stringContaining('KUBE-IPVS-IPS hash:ip family inet')]);
     await shot('ipsets');
   });
 

@@ -97,7 +97,10 @@ describe.skipIf(!tiers().browser.ok)('dashboard in the browser', () => {
     await page.getByTestId('chain-row').first().waitFor();
     await page.getByTestId('rule-search').fill('10.96.10.10');
     await expect.poll(() => page.getByTestId('chain-row').first().textContent()).toContain('KUBE-SERVICES');
-    await page.locator('button.link', { hasText: /^KUBE-SVC-/ }).first().click();
+    await page
+      .locator('button.link', { hasText: /^KUBE-SVC-/ })
+      .first()
+      .click();
     await expect.poll(() => page.locator('.chain.hl').first().textContent()).toMatch(/KUBE-SVC-/);
     await shot('rules');
   });

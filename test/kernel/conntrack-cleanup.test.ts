@@ -81,13 +81,20 @@ async function start(n: CtNet, flavor: 'nft' | 'legacy', env?: NodeJS.ProcessEnv
   const daemon = n.spawn(
     node,
     [
-      process.execPath, CLI,
-      '--source', `file:${dir}`,
-      '--hostname-override', 'node-a',
-      '--cluster-cidr', '10.244.0.0/16',
-      '--iptables-flavor', flavor,
-      '--metrics-bind-address', '127.0.0.1:10249',
-      '--healthz-bind-address', '127.0.0.1:10256',
+      process.execPath,
+      CLI,
+      '--source',
+      `file:${dir}`,
+      '--hostname-override',
+      'node-a',
+      '--cluster-cidr',
+      '10.244.0.0/16',
+      '--iptables-flavor',
+      flavor,
+      '--metrics-bind-address',
+      '127.0.0.1:10249',
+      '--healthz-bind-address',
+      '127.0.0.1:10256',
     ],
     env,
   );
@@ -132,7 +139,13 @@ describe.skipIf(!tiers().kernel.ok)('stale UDP conntrack entries on the real ker
       // Once moved, the clients stay on b2: nothing sends them back to the old endpoint.
       const settledAt = Date.now();
       await waitFor(() => answers(s.viaVip).filter((a) => a.t > settledAt).length >= 5, { what: 'more answers' });
-      expect(new Set(answers(s.viaVip).filter((a) => a.t > settledAt).map((a) => a.from))).toEqual(new Set(['b2:5353']));
+      expect(
+        new Set(
+          answers(s.viaVip)
+            .filter((a) => a.t > settledAt)
+            .map((a) => a.from),
+        ),
+      ).toEqual(new Set(['b2:5353']));
 
       // The idle syslog entry is the same entry (same conntrack id): it was never deleted.
       expect(await syslogEntries()).toEqual(before);
@@ -151,7 +164,14 @@ describe.skipIf(!tiers().kernel.ok)('stale UDP conntrack entries on the real ker
     const s = await start(net, 'nft', { ...process.env, PATH: path });
     const changedAt = Date.now();
     await writeAtomically(s.file, manifest(ADDR.b2));
-    await waitFor(() => s.log().split('\n').filter((l) => l.includes('synced partially')).length > 0, { what: `the sync of the change\n${s.log()}` });
+    await waitFor(
+      () =>
+        s
+          .log()
+          .split('\n')
+          .filter((l) => l.includes('synced partially')).length > 0,
+      { what: `the sync of the change\n${s.log()}` },
+    );
     // Ten times the latency measured with the cleaner on.
     await new Promise((r) => setTimeout(r, 4000));
     const after = answers(s.viaVip).filter((a) => a.t > changedAt);
@@ -162,7 +182,10 @@ describe.skipIf(!tiers().kernel.ok)('stale UDP conntrack entries on the real ker
     await waitFor(() => answers(fresh).length > 0, { what: 'an answer to a new flow' });
     expect(answers(fresh)[0].from).toBe('b2:5353');
 
-    const warnings = s.log().split('\n').filter((l) => l.includes('conntrack cleanup disabled'));
+    const warnings = s
+      .log()
+      .split('\n')
+      .filter((l) => l.includes('conntrack cleanup disabled'));
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toContain('conntrack is not installed');
     const metrics = await net.exec(net.ns.node, ['curl', '-s', 'http://127.0.0.1:10249/metrics']);

@@ -61,13 +61,20 @@ describe.skipIf(!tiers().kernel.ok)('conntrack counts on the real kernel', () =>
     await writeAtomically(join(dir, 'cluster.yaml'), MANIFEST);
     net.udpServer(b1, 'b1', [5353, 514]);
     const daemon = net.spawn(node, [
-      process.execPath, CLI,
-      '--source', `file:${dir}`,
-      '--hostname-override', 'node-a',
-      '--cluster-cidr', '10.244.0.0/16',
-      '--iptables-flavor', 'nft',
-      '--metrics-bind-address', '127.0.0.1:10249',
-      '--healthz-bind-address', '127.0.0.1:10256',
+      process.execPath,
+      CLI,
+      '--source',
+      `file:${dir}`,
+      '--hostname-override',
+      'node-a',
+      '--cluster-cidr',
+      '10.244.0.0/16',
+      '--iptables-flavor',
+      'nft',
+      '--metrics-bind-address',
+      '127.0.0.1:10249',
+      '--healthz-bind-address',
+      '127.0.0.1:10256',
     ]);
     const log = () => daemon.err.map((l) => l.text).join('\n');
     await waitFor(() => /synced fully/.test(log()), { timeoutMs: 60_000, what: `the first sync\n${log()}` });

@@ -87,7 +87,11 @@ describe.skipIf(!tiers().kernel.ok)('SimulatedConntrack against conntrack 1.4.7'
     // What conntrack refuses, the fake refuses with the same exit code.
     const realRunner = inNamespace();
     const fakeRunner = new SimulatedConntrack();
-    for (const args of [['-C', '-p', 'udp'], ['-L', '--orig-port-dst', '53'], ['-D', '-p', 'udp', '--orig-dst', '10.96.0.99']]) {
+    for (const args of [
+      ['-C', '-p', 'udp'],
+      ['-L', '--orig-port-dst', '53'],
+      ['-D', '-p', 'udp', '--orig-dst', '10.96.0.99'],
+    ]) {
       expect((await realRunner.run(args)).code, args.join(' ')).toBe((await fakeRunner.run(args)).code);
     }
   });

@@ -24,11 +24,15 @@ const TIMEOUTS = {
   nf_conntrack_udp_timeout_stream: '150',
 };
 const FLAGS = [
-  '--conntrack-tcp-timeout-established', '2h',
-  '--conntrack-tcp-timeout-close-wait', '30m',
+  '--conntrack-tcp-timeout-established',
+  '2h',
+  '--conntrack-tcp-timeout-close-wait',
+  '30m',
   '--conntrack-tcp-be-liberal',
-  '--conntrack-udp-timeout', '45s',
-  '--conntrack-udp-timeout-stream', '150s',
+  '--conntrack-udp-timeout',
+  '45s',
+  '--conntrack-udp-timeout-stream',
+  '150s',
 ];
 
 const ns = `kpt-ct-${process.pid}-sysctl`;

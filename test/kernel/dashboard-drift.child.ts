@@ -33,7 +33,11 @@ const objects = readdirSync(examples)
   .sort()
   .flatMap((f) => objectsFromYaml(f, readFileSync(join(examples, f), 'utf8')));
 const extraService = (i: number): Service =>
-  makeService('bulk', `b${i}`, { clusterIP: `10.96.200.${i + 1}`, ...(i % 2 ? { type: 'NodePort' } : {}), ports: [{ name: 'http', port: 80, protocol: 'TCP', ...(i % 2 ? { nodePort: 31000 + i } : {}) }] });
+  makeService('bulk', `b${i}`, {
+    clusterIP: `10.96.200.${i + 1}`,
+    ...(i % 2 ? { type: 'NodePort' } : {}),
+    ports: [{ name: 'http', port: 80, protocol: 'TCP', ...(i % 2 ? { nodePort: 31000 + i } : {}) }],
+  });
 const extraSlice = (i: number): EndpointSlice => makeSlice('bulk', `b${i}`, `b${i}-1`, [ep(`10.244.200.${i + 1}`, { nodeName: 'node-b' })], [{ name: 'http', port: 8080, protocol: 'TCP' }]);
 for (let i = 0; i < 30; i++) objects.push(extraService(i), extraSlice(i));
 const state = stateFromObjects('node-a', objects);

@@ -51,9 +51,7 @@ describe.skipIf(!tiers().kernel.ok)('dashboard drift against the real kernel', (
       expect(r.afterAdd).toEqual([]);
       expect(r.afterRemove).toEqual([]);
       const brief = r.tampered.map((f) => `${f.kind} ${f.table}/${f.chain}`);
-      expect(brief).toEqual(
-        expect.arrayContaining([`missing-rule nat/${r.svc}`, 'unexpected-rule nat/KUBE-MARK-MASQ', 'unexpected-chain nat/KUBE-SVC-ROGUEROGUEROGUE1', 'missing-jump filter/INPUT']),
-      );
+      expect(brief).toEqual(expect.arrayContaining([`missing-rule nat/${r.svc}`, 'unexpected-rule nat/KUBE-MARK-MASQ', 'unexpected-chain nat/KUBE-SVC-ROGUEROGUEROGUE1', 'missing-jump filter/INPUT']));
       expect(r.tampered).toHaveLength(4);
     });
   }

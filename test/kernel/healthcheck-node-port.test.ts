@@ -62,10 +62,13 @@ describe.skipIf(!tiers().kernel.ok)('node-facing HTTP of a live kproxy', () => {
     'the health check node port answers 200 with the local endpoint count while this node has one',
     spec(async (c) => {
       // The listener opens after the first sync; a load balancer keeps probing until it answers.
-      const r = await waitFor(async () => {
-        const a = await probe(c);
-        return a.status === 200 ? a : null;
-      }, { timeoutMs: 5000, what: 'the health check port to answer 200' });
+      const r = await waitFor(
+        async () => {
+          const a = await probe(c);
+          return a.status === 200 ? a : null;
+        },
+        { timeoutMs: 5000, what: 'the health check port to answer 200' },
+      );
       expect(JSON.parse(r.body)).toEqual({ service: { namespace: 'kpt', name: 'hc' }, localEndpoints: 1, serviceProxyHealthy: true });
       expect(r.headers['x-load-balancing-endpoint-weight']).toBe('1');
       expect(r.headers['content-type']).toMatch(/^application\/json/);
@@ -78,19 +81,25 @@ describe.skipIf(!tiers().kernel.ok)('node-facing HTTP of a live kproxy', () => {
     'the health check node port answers 503 once the manifests drop the local endpoint, and 200 again when local endpoints return',
     spec(async (c) => {
       c.manifests.writeService(hc, ready(b0));
-      const down = await waitFor(async () => {
-        const r = await probe(c);
-        return r.status === 503 ? r : null;
-      }, { timeoutMs: 5000, what: 'the health check port to answer 503' });
+      const down = await waitFor(
+        async () => {
+          const r = await probe(c);
+          return r.status === 503 ? r : null;
+        },
+        { timeoutMs: 5000, what: 'the health check port to answer 503' },
+      );
       expect(JSON.parse(down.body)).toEqual({ service: { namespace: 'kpt', name: 'hc' }, localEndpoints: 0, serviceProxyHealthy: true });
       expect(down.headers['x-load-balancing-endpoint-weight']).toBe('0');
       expect(metric(await metrics(c), 'kubeproxy_sync_proxy_rules_no_local_endpoints_total', { traffic_policy: 'external' })).toBe(1);
 
       c.manifests.writeService(hc, ready(a0, a1, b0));
-      const up = await waitFor(async () => {
-        const r = await probe(c);
-        return r.status === 200 ? r : null;
-      }, { timeoutMs: 5000, what: 'the health check port to answer 200 again' });
+      const up = await waitFor(
+        async () => {
+          const r = await probe(c);
+          return r.status === 200 ? r : null;
+        },
+        { timeoutMs: 5000, what: 'the health check port to answer 200 again' },
+      );
       expect(JSON.parse(up.body)).toMatchObject({ localEndpoints: 2, serviceProxyHealthy: true });
       expect(up.headers['x-load-balancing-endpoint-weight']).toBe('2');
       expect(metric(await metrics(c), 'kubeproxy_sync_proxy_rules_no_local_endpoints_total', { traffic_policy: 'external' })).toBe(0);

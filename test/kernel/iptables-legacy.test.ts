@@ -89,10 +89,11 @@ describe.skipIf(!tiers().kernel.ok)('iptables mode (legacy) with real packets', 
       expect((await c.client().tcp({ host: shrink.clusterIP, port: 80 }, 30)).backends).toEqual(['a0', 'a1']);
       const removedAt = performance.now();
       c.manifests.writeService(shrink, ready(a0));
-      const elapsed = await waitFor(
-        async () => ((await c.client().tcp({ host: shrink.clusterIP, port: 80 }, 20)).backends.includes('a1') ? null : performance.now() - removedAt),
-        { timeoutMs: 5000, intervalMs: 0, what: 'a1 to stop answering for shrink' },
-      );
+      const elapsed = await waitFor(async () => ((await c.client().tcp({ host: shrink.clusterIP, port: 80 }, 20)).backends.includes('a1') ? null : performance.now() - removedAt), {
+        timeoutMs: 5000,
+        intervalMs: 0,
+        what: 'a1 to stop answering for shrink',
+      });
       console.info(`[measured] legacy: endpoint removed from the manifest -> no more traffic to it after ${Math.round(elapsed)} ms`);
       expect(elapsed).toBeLessThan(2000);
       expect((await c.client().tcp({ host: shrink.clusterIP, port: 80 }, 40)).backends).toEqual(['a0']);

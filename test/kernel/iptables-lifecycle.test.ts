@@ -70,7 +70,7 @@ describe.skipIf(!tiers().kernel.ok)('kproxy on a node over time (iptables, real 
       expect(after.backends).toEqual(['a0', 'a1', 'a2']);
     }));
 
-  it("taking over from kube-proxy updates its chains in place, keeping established and new connections", () =>
+  it('taking over from kube-proxy updates its chains in place, keeping established and new connections', () =>
     withTestCluster(async (c) => {
       const kpWeb = { portName: 'kpt/web:tcp', clusterIP: web.clusterIP, port: 80, targetPort: POD_TCP_PORT, endpoints: [a0, a1] };
       const kpGone = { portName: 'kpt/gone:tcp', clusterIP: '10.96.0.99', port: 80, targetPort: POD_TCP_PORT, endpoints: [b0] };
@@ -113,10 +113,11 @@ describe.skipIf(!tiers().kernel.ok)('kproxy on a node over time (iptables, real 
       // What a firewall service does on reload: replace whole tables with its own (here: empty) rules.
       await nsRun(c.ns.nodeA, ['iptables-nft-restore'], { stdin: '*mangle\nCOMMIT\n*filter\nCOMMIT\n*nat\nCOMMIT\n' });
       expect(await c.iptablesSave('nft')).not.toContain('KUBE-');
-      const repaired = await waitFor(
-        async () => ((await c.client().tcp({ ...webTarget, timeoutMs: 300 })).outcomes.ok ? performance.now() - wipedAt : null),
-        { timeoutMs: 10_000, intervalMs: 0, what: 'service traffic to work again after the tables were wiped' },
-      );
+      const repaired = await waitFor(async () => ((await c.client().tcp({ ...webTarget, timeoutMs: 300 })).outcomes.ok ? performance.now() - wipedAt : null), {
+        timeoutMs: 10_000,
+        intervalMs: 0,
+        what: 'service traffic to work again after the tables were wiped',
+      });
       console.info(`[measured] tables wiped -> service traffic works again after ${Math.round(repaired)} ms`);
       expect(repaired).toBeLessThan(3000);
       expect((await c.client().tcp(webTarget, 20)).backends).toEqual(['a0', 'a1']);

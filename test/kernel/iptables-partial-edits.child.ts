@@ -27,7 +27,14 @@ function service(i: number): Service {
   if (i % 10 === 0) Object.assign(spec, { type: 'LoadBalancer', loadBalancerSourceRanges: ['192.0.2.0/24'], externalTrafficPolicy: i % 20 === 0 ? 'Local' : 'Cluster' });
   return makeService('ns', `s${i}`, spec, i % 10 === 0 ? { status: { loadBalancer: { ingress: [{ ip: `100.64.0.${i}` }] } } } : {});
 }
-const slice = (i: number, ips: string[]): EndpointSlice => makeSlice('ns', `s${i}`, `s${i}-1`, ips.map((ip) => ep(ip, { nodeName: 'node-b' })), tcp(8080));
+const slice = (i: number, ips: string[]): EndpointSlice =>
+  makeSlice(
+    'ns',
+    `s${i}`,
+    `s${i}-1`,
+    ips.map((ip) => ep(ip, { nodeName: 'node-b' })),
+    tcp(8080),
+  );
 
 const services = new Map<number, Service>();
 const slices = new Map<number, EndpointSlice>();

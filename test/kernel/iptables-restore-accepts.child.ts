@@ -55,14 +55,20 @@ const partial = brief(await backend.sync({ state: state.checkout(), forceFull: f
 const afterPartial = save();
 
 // A sync the kernel refuses: a foreign rule holds on to an endpoint chain that must be deleted.
-const sep = afterPartial.split('\n').find((l) => l.startsWith(':KUBE-SEP-'))!.slice(1).split(' ')[0];
+const sep = afterPartial
+  .split('\n')
+  .find((l) => l.startsWith(':KUBE-SEP-'))!
+  .slice(1)
+  .split(' ')[0];
 execFileSync(`iptables-${flavor}`, ['-t', 'nat', '-N', 'KPT-HOLDER']);
 execFileSync(`iptables-${flavor}`, ['-t', 'nat', '-A', 'KPT-HOLDER', '-j', sep]);
 const natBefore = save('nat');
-const owner = objects.filter((o) => o.kind === 'EndpointSlice').find((o) => {
-  const s = o as EndpointSlice;
-  return afterPartial.split('\n').some((l) => l.startsWith(`-A ${sep} `) && s.endpoints?.some((e) => l.includes(`--to-destination ${e.addresses?.[0]}:`)));
-}) as EndpointSlice;
+const owner = objects
+  .filter((o) => o.kind === 'EndpointSlice')
+  .find((o) => {
+    const s = o as EndpointSlice;
+    return afterPartial.split('\n').some((l) => l.startsWith(`-A ${sep} `) && s.endpoints?.some((e) => l.includes(`--to-destination ${e.addresses?.[0]}:`)));
+  }) as EndpointSlice;
 state.onEndpointSlice(owner, null);
 const refused = brief(await backend.sync({ state: state.checkout(), forceFull: false }));
 const natAfterRefused = save('nat');

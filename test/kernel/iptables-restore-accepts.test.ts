@@ -73,8 +73,18 @@ describe.skipIf(!tiers().kernel.ok)('real iptables-restore accepts kproxy input'
       for (const line of r.full.batch.split('\n')) if (line.startsWith(':')) expect(r.afterFull).toContain(`${line.split(' ')[0]} `);
       expect(natChains.filter((c) => /^KUBE-SVC-[A-Z2-7]{16}$/.test(c)).length).toBeGreaterThan(5);
       expect(natChains.filter((c) => /^KUBE-SEP-[A-Z2-7]{16}$/.test(c)).length).toBeGreaterThan(10);
-      expect(dump.tables.get('nat')!.chains.get('PREROUTING')!.rules.map((x) => x.target)).toContain('KUBE-SERVICES');
-      expect(dump.tables.get('filter')!.chains.get('INPUT')!.rules.map((x) => x.target)).toEqual(expect.arrayContaining(['KUBE-FIREWALL', 'KUBE-NODEPORTS', 'KUBE-EXTERNAL-SERVICES', 'KUBE-PROXY-FIREWALL']));
+      expect(
+        dump.tables
+          .get('nat')!
+          .chains.get('PREROUTING')!
+          .rules.map((x) => x.target),
+      ).toContain('KUBE-SERVICES');
+      expect(
+        dump.tables
+          .get('filter')!
+          .chains.get('INPUT')!
+          .rules.map((x) => x.target),
+      ).toEqual(expect.arrayContaining(['KUBE-FIREWALL', 'KUBE-NODEPORTS', 'KUBE-EXTERNAL-SERVICES', 'KUBE-PROXY-FIREWALL']));
       expect(dump.tables.get('mangle')?.chains.has('KUBE-PROXY-CANARY')).toBe(true);
       // The kernel normalises rules, but the comments kproxy wrote are all there.
       const comments = new Set([...nat.chains.values()].flatMap((c) => c.rules.map((x) => x.comment)));

@@ -90,8 +90,14 @@ async function step(name: string, forceFull = false) {
     save: canonical(ipvsadm('-S', '-n')),
     rawSave: ipvsadm('-S', '-n'),
     twinSave: twin.ipvs.saveText(),
-    draining: backend.draining().map((d) => `${d.rs.address}:${d.rs.port}`).sort(),
-    twinDraining: twin.backend.draining().map((d) => `${d.rs.address}:${d.rs.port}`).sort(),
+    draining: backend
+      .draining()
+      .map((d) => `${d.rs.address}:${d.rs.port}`)
+      .sort(),
+    twinDraining: twin.backend
+      .draining()
+      .map((d) => `${d.rs.address}:${d.rs.port}`)
+      .sort(),
   };
 }
 
@@ -137,7 +143,10 @@ process.stdout.write(
   JSON.stringify({
     steps,
     stats: Object.fromEntries([...stats].map(([k, v]) => [k, { counters: v.counters, reals: Object.fromEntries(v.reals) }])),
-    list: list.map((s) => ({ key: `${s.address}:${s.port}/${s.protocol}`, reals: s.reals.map((r) => ({ key: `${r.address}:${r.port}`, weight: r.weight, active: r.activeConns, inactive: r.inactiveConns })) })),
+    list: list.map((s) => ({
+      key: `${s.address}:${s.port}/${s.protocol}`,
+      reals: s.reals.map((r) => ({ key: `${r.address}:${r.port}`, weight: r.weight, active: r.activeConns, inactive: r.inactiveConns })),
+    })),
     shimLog: readFileSync(logFile, 'utf8'),
     logs,
   }),

@@ -95,7 +95,18 @@ describe.skipIf(!tiers().kernel.ok || (!gcc && !required))('real ipvsadm accepts
       });
       expect(res.status, res.stderr).toBe(0);
       const r = JSON.parse(res.stdout) as {
-        steps: { name: string; full: boolean; error: string | null; twinError: string | null; batch: string; save: string; rawSave: string; twinSave: string; draining: string[]; twinDraining: string[] }[];
+        steps: {
+          name: string;
+          full: boolean;
+          error: string | null;
+          twinError: string | null;
+          batch: string;
+          save: string;
+          rawSave: string;
+          twinSave: string;
+          draining: string[];
+          twinDraining: string[];
+        }[];
         stats: Record<string, { counters: Record<string, number>; reals: Record<string, Record<string, number>> }>;
         list: { key: string; reals: { key: string; weight: number; active: number; inactive: number }[] }[];
         shimLog: string;
@@ -161,7 +172,12 @@ describe.skipIf(!tiers().kernel.ok || (!gcc && !required))('real ipvsadm accepts
     ].join('\n'),
     'an unknown option skips its line only': ['-A -t 10.96.0.1:80 -s rr', '-A -t 10.96.0.2:80 --frobnicate', '-A -t 10.96.0.3:80 -s rr'].join('\n'),
     'a bad address stops the batch': ['-A -t 10.96.0.1:80 -s rr', '-A -t 10.96.0.300:80 -s rr', '-A -t 10.96.0.3:80 -s rr'].join('\n'),
-    'weights up to 2^31-1, a larger one stops the batch': ['-A -t 10.96.0.1:80 -s rr', '-a -t 10.96.0.1:80 -r 10.244.0.1:80 -m -w 70000', '-a -t 10.96.0.1:80 -r 10.244.0.2:80 -m -w 2147483648', '-A -t 10.96.0.3:80 -s rr'].join('\n'),
+    'weights up to 2^31-1, a larger one stops the batch': [
+      '-A -t 10.96.0.1:80 -s rr',
+      '-a -t 10.96.0.1:80 -r 10.244.0.1:80 -m -w 70000',
+      '-a -t 10.96.0.1:80 -r 10.244.0.2:80 -m -w 2147483648',
+      '-A -t 10.96.0.3:80 -s rr',
+    ].join('\n'),
     'a scheduler flag for another scheduler stops the batch': ['-A -t 10.96.0.1:80 -s rr -b mh-port', '-A -t 10.96.0.2:80 -s rr'].join('\n'),
     'scheduler flags are checked against the final scheduler': ['-A -t 10.96.0.1:80 -b mh-port -s mh', '-A -t 10.96.0.2:80 -b bogus -s mh'].join('\n'),
     'a second command on a line stops the batch': ['-A -t 10.96.0.1:80 -s rr', '-A -D -t 10.96.0.2:80'].join('\n'),
@@ -176,7 +192,10 @@ describe.skipIf(!tiers().kernel.ok || (!gcc && !required))('real ipvsadm accepts
       const ns = netns();
       const state = join(dir, `diff-${seq}`);
       const real = ipvsadm(ns, ['-R'], batch + '\n', state);
-      const realMessages = real.stderr.split('\n').map((l) => l.trim()).filter((l) => l !== '');
+      const realMessages = real.stderr
+        .split('\n')
+        .map((l) => l.trim())
+        .filter((l) => l !== '');
       const realTable = renderIpvsSave(parseIpvsSave(ipvsadm(ns, ['-S', '-n'], undefined, state).stdout));
 
       const fake = new SimulatedIpvs();

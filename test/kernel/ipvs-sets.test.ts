@@ -130,7 +130,9 @@ describe.skipIf(!tiers().kernel.ok)('--proxy-mode ipvs on the command line', () 
     expect(res.stdout).toContain('-a -t 10.96.10.10:80 -r 10.244.0.11:8080 -m -w 1');
     expect(res.stdout).toContain('# ipset save\ncreate KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536\n');
     expect(res.stdout).toContain('inet 10.96.10.10/32 scope global kube-ipvs0');
-    expect(res.stdout).toMatch(/kproxy: synced ipvs \(scheduler rr, iptables \w+, simulated kernel\) on node node-a in \d+ ms: 10 services \(13 ports\), 27 endpoints, \d+ rules \(virtual-servers \d+, real-servers \d+, ipset-entries \d+, nat \d+, filter \d+\)\n$/);
+    expect(res.stdout).toMatch(
+      /kproxy: synced ipvs \(scheduler rr, iptables \w+, simulated kernel\) on node node-a in \d+ ms: 10 services \(13 ports\), 27 endpoints, \d+ rules \(virtual-servers \d+, real-servers \d+, ipset-entries \d+, nat \d+, filter \d+\)\n$/,
+    );
     // A dry run reads the host but never changes it.
     expect(inNs(ns, 'ipset', ['list', '-n']).stdout).toBe('');
     expect(inNs(ns, 'ip', ['link', 'show', 'kube-ipvs0']).status).not.toBe(0);
@@ -145,7 +147,12 @@ describe.skipIf(!tiers().kernel.ok)('--proxy-mode ipvs on the command line', () 
       'create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536\nadd KUBE-CLUSTER-IP 10.96.0.1,tcp:443\ncreate KUBE-NODE-PORT-TCP bitmap:port range 0-65535\ncreate KUBE-6-LOOP-BACK hash:ip,port,ip family inet6 hashsize 1024 maxelem 65536\ncreate other-software hash:ip family inet hashsize 1024 maxelem 65536\n',
     );
     expect(restore.status, restore.stderr).toBe(0);
-    const rules = inNs(ns, 'iptables-nft-restore', ['--noflush'], '*nat\n:KUBE-SERVICES - [0:0]\n-A OUTPUT -j KUBE-SERVICES\n-A KUBE-SERVICES -m set --match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT\nCOMMIT\n');
+    const rules = inNs(
+      ns,
+      'iptables-nft-restore',
+      ['--noflush'],
+      '*nat\n:KUBE-SERVICES - [0:0]\n-A OUTPUT -j KUBE-SERVICES\n-A KUBE-SERVICES -m set --match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT\nCOMMIT\n',
+    );
     expect(rules.status, rules.stderr).toBe(0);
     const res = inNs(ns, process.execPath, [CLI, '--cleanup']);
     expect(res.status, res.stderr).toBe(0);

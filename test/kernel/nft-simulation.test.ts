@@ -31,7 +31,10 @@ async function namespace(): Promise<string> {
 const outcome = (p: Promise<void>) =>
   p.then(
     () => 'applied',
-    (e: unknown) => (e instanceof NftTransactionFailure ? `refused: ${/(File exists|No such file or directory|Device or resource busy|Operation not supported)/.exec(e.message)?.[1] ?? e.message}` : `error: ${String(e)}`),
+    (e: unknown) =>
+      e instanceof NftTransactionFailure
+        ? `refused: ${/(File exists|No such file or directory|Device or resource busy|Operation not supported)/.exec(e.message)?.[1] ?? e.message}`
+        : `error: ${String(e)}`,
   );
 
 describe.skipIf(!tiers().kernel.ok)('the simulated nftables kernel agrees with real nft', () => {

@@ -127,7 +127,9 @@ describe.skipIf(!tiers().kernel.ok)('a start with no usable source (real node na
         });
         c.kproxy.log.push(`----- kproxy as the DaemonSet starts it, without a token\n${r.stderr}${r.stdout}----- exited ${r.code}\n`);
         expect(r.code).toBe(1);
-        expect(r.stderr).toContain(`kproxy: nothing to read Services from: no --source, no --kubeconfig or clientConnection.kubeconfig, and no usable in-cluster config (KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are set but the service account token ${SERVICE_ACCOUNT_TOKEN} is missing`);
+        expect(r.stderr).toContain(
+          `kproxy: nothing to read Services from: no --source, no --kubeconfig or clientConnection.kubeconfig, and no usable in-cluster config (KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are set but the service account token ${SERVICE_ACCOUNT_TOKEN} is missing`,
+        );
         expect(await kubeRules(c)).toEqual(before);
         expect((await c.client().tcp(webTarget, 20)).backends).toEqual(['a0', 'a1']);
       } finally {

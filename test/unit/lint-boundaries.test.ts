@@ -23,7 +23,9 @@ describe('lint: layers point down', { timeout: 60_000 }, () => {
   });
 
   it('refuses server/net importing anything of kproxy', async () => {
-    expect(await restricted('server/net/example.ts', "import { errorMessage } from '../errors.ts';\nexport const e = errorMessage;\n")).toEqual([expect.stringContaining('server/net is the bottom layer')]);
+    expect(await restricted('server/net/example.ts', "import { errorMessage } from '../errors.ts';\nexport const e = errorMessage;\n")).toEqual([
+      expect.stringContaining('server/net is the bottom layer'),
+    ]);
   });
 
   it('lets the upper layers import downward', async () => {

@@ -112,24 +112,20 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
   });
 
   // Counting walks the kernel's conntrack table per frontend: rate-limited by the counter (429), never on a sync's path.
-  app.get(
-    '/services/:namespace/:name/conntrack',
-    { schema: { params: nsName, response: { 200: anyObject, 404: anyObject, 429: anyObject, 503: anyObject } } },
-    async (req, reply) => {
-      const { namespace, name } = req.params as { namespace: string; name: string };
-      const key = `${namespace}/${name}`;
-      try {
-        const counts = await dashboard.serviceConntrack(key);
-        if (!counts) throw new NotFoundError(`no service ${key} on this node`);
-        return counts;
-      } catch (err) {
-        // A failed listing never lands here (it is that frontend's error); anything else goes to the error handler.
-        if (!(err instanceof RateLimitedError)) throw err;
-        reply.header('retry-after', String(CONNTRACK_RETRY_AFTER_S));
-        throw new RateLimitedError(`too many conntrack counts are running on this node; try again in a few seconds (${err.message})`, { cause: err });
-      }
-    },
-  );
+  app.get('/services/:namespace/:name/conntrack', { schema: { params: nsName, response: { 200: anyObject, 404: anyObject, 429: anyObject, 503: anyObject } } }, async (req, reply) => {
+    const { namespace, name } = req.params as { namespace: string; name: string };
+    const key = `${namespace}/${name}`;
+    try {
+      const counts = await dashboard.serviceConntrack(key);
+      if (!counts) throw new NotFoundError(`no service ${key} on this node`);
+      return counts;
+    } catch (err) {
+      // A failed listing never lands here (it is that frontend's error); anything else goes to the error handler.
+      if (!(err instanceof RateLimitedError)) throw err;
+      reply.header('retry-after', String(CONNTRACK_RETRY_AFTER_S));
+      throw new RateLimitedError(`too many conntrack counts are running on this node; try again in a few seconds (${err.message})`, { cause: err });
+    }
+  });
 
   const kernel = async (): Promise<KernelTables | null> => {
     dashboard.touch();
@@ -223,7 +219,12 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
 
   app.get(
     '/restore-input/:which',
-    { schema: { params: { type: 'object', properties: { which: { type: 'string', enum: ['last', 'failed', 'intended'] } }, required: ['which'] }, response: { 200: { type: 'string' }, 404: anyObject } } },
+    {
+      schema: {
+        params: { type: 'object', properties: { which: { type: 'string', enum: ['last', 'failed', 'intended'] } }, required: ['which'] },
+        response: { 200: { type: 'string' }, 404: anyObject },
+      },
+    },
     async (req, reply) => {
       const { which } = req.params as { which: 'last' | 'failed' | 'intended' };
       const node = dashboard.daemon.nodeName.replace(/[^A-Za-z0-9._-]/g, '_');

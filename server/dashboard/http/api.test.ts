@@ -20,7 +20,15 @@ describe('dashboard API (/api/v1)', () => {
 
   it('refuses every API route without the token, with a WWW-Authenticate challenge', async () => {
     t = await testDashboard({ token: TOKEN });
-    for (const url of ['/api/v1/status', '/api/v1/services', '/api/v1/services/shop/frontend', '/api/v1/services/shop/frontend/conntrack', '/api/v1/tables', '/api/v1/syncs', '/api/v1/restore-input/last']) {
+    for (const url of [
+      '/api/v1/status',
+      '/api/v1/services',
+      '/api/v1/services/shop/frontend',
+      '/api/v1/services/shop/frontend/conntrack',
+      '/api/v1/tables',
+      '/api/v1/syncs',
+      '/api/v1/restore-input/last',
+    ]) {
       const res = await t.app.inject({ url, headers: HOST });
       expect(res.statusCode, url).toBe(401);
       expect(res.headers['www-authenticate']).toMatch(/^Bearer/);
@@ -170,7 +178,12 @@ describe('dashboard actions', () => {
   afterEach(async () => t?.close());
 
   const post = (action: string, body?: object, headers: Record<string, string> = AUTH) =>
-    t.app.inject({ method: 'POST', url: `/api/v1/actions/${action}`, headers: body ? { ...headers, 'content-type': 'application/json' } : headers, ...(body ? { payload: JSON.stringify(body) } : {}) });
+    t.app.inject({
+      method: 'POST',
+      url: `/api/v1/actions/${action}`,
+      headers: body ? { ...headers, 'content-type': 'application/json' } : headers,
+      ...(body ? { payload: JSON.stringify(body) } : {}),
+    });
 
   it('resync forces a full sync, is audited with a log line and an Event naming who, and is rate-limited', async () => {
     t = await testDashboard({ token: TOKEN });
@@ -410,7 +423,7 @@ describe('conntrack counts in the dashboard API', () => {
   afterEach(async () => t?.close());
   const get = (url: string) => t.app.inject({ url, headers: AUTH });
 
-  it('reads the node total and limit through the daemon\'s one conntrack counter', async () => {
+  it("reads the node total and limit through the daemon's one conntrack counter", async () => {
     t = await testDashboard({ token: TOKEN });
     expect((await get('/api/v1/conntrack')).json().conntrack).toEqual({ count: 1234, max: 262144, readAt: t.clock.now() });
     t.sysctl.values.delete('net/netfilter/nf_conntrack_count');
@@ -454,11 +467,17 @@ describe('conntrack counts in the dashboard API', () => {
     t.conntrack.add(natFlow({ ...tcp, client: '10.0.0.4', clientPort: 40007, vip: '10.96.10.30', port: 443 }));
     await t.settle(4999);
     const cached = (await get('/api/v1/services/shop/web/conntrack')).json() as ServiceConntrack;
-    expect(cached.frontends.map((f) => [f.count, f.cached, f.at])).toEqual([[2, true, at], [1, true, at]]);
+    expect(cached.frontends.map((f) => [f.count, f.cached, f.at])).toEqual([
+      [2, true, at],
+      [1, true, at],
+    ]);
     expect(t.conntrack.calls).toHaveLength(2);
     await t.settle(1);
     const fresh = (await get('/api/v1/services/shop/web/conntrack')).json() as ServiceConntrack;
-    expect(fresh.frontends.map((f) => [f.count, f.cached])).toEqual([[3, false], [1, false]]);
+    expect(fresh.frontends.map((f) => [f.count, f.cached])).toEqual([
+      [3, false],
+      [1, false],
+    ]);
 
     // External IPs count too (shop/partner-api has 192.0.2.20).
     const partner = (await get('/api/v1/services/shop/partner-api/conntrack')).json() as ServiceConntrack;
@@ -473,7 +492,7 @@ describe('conntrack counts in the dashboard API', () => {
     expect(t.conntrack.calls).toEqual([]);
   });
 
-  it('answers 429 with Retry-After while the counter\'s queue is full, and counts again once it drained', async () => {
+  it("answers 429 with Retry-After while the counter's queue is full, and counts again once it drained", async () => {
     const runner = new GatedRunner();
     t = await testDashboard({ token: TOKEN, conntrack: { runner, maxQueued: 1 } });
     const first = get('/api/v1/services/shop/frontend/conntrack');
@@ -489,7 +508,7 @@ describe('conntrack counts in the dashboard API', () => {
     expect((await get('/api/v1/services/shop/cache/conntrack')).statusCode).toBe(200);
   });
 
-  it('shows a failed listing as that frontend\'s error, logs it and counts it; the other frontends still count', async () => {
+  it("shows a failed listing as that frontend's error, logs it and counts it; the other frontends still count", async () => {
     t = await testDashboard({ token: TOKEN });
     t.conntrack.add(natFlow({ protocol: 'tcp', client: '10.0.0.2', clientPort: 1, vip: '192.0.2.10', port: 443, endpoint: '10.244.0.31' }));
     t.conntrack.onCall = (args) => {

@@ -1,15 +1,5 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import {
-  errorMessage,
-  InternalError,
-  isKproxyError,
-  KproxyError,
-  MediaTypeUnsupportedError,
-  MethodNotAllowedError,
-  NotFoundError,
-  RequestInvalidError,
-  RequestTooLargeError,
-} from '../../errors.ts';
+import { errorMessage, InternalError, isKproxyError, KproxyError, MediaTypeUnsupportedError, MethodNotAllowedError, NotFoundError, RequestInvalidError, RequestTooLargeError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 
 /** ErrorBody is the one shape every dashboard error answers with. */

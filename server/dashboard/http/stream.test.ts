@@ -113,7 +113,7 @@ describe('dashboard live stream (/ws)', () => {
     expect(c.messages.filter((m) => m.type === 'snapshot')).toHaveLength(2);
   });
 
-  it('drops messages past a client\'s budget, and disconnects a client that keeps sending them', async () => {
+  it("drops messages past a client's budget, and disconnects a client that keeps sending them", async () => {
     t = await testDashboard();
     const c = await connect(t);
     await c.next('snapshot');

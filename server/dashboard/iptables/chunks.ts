@@ -15,12 +15,7 @@ export const CHUNK_LINES = 2000;
  * ("*nat … COMMIT"), which the script parser accepts because it does not
  * check references between lines; errors name the line of the whole text.
  */
-export async function forEachIptablesEntry(
-  text: string,
-  visit: (table: string, entry: ChainLine | CommandLine) => void,
-  pause: Yield,
-  chunkLines = CHUNK_LINES,
-): Promise<void> {
+export async function forEachIptablesEntry(text: string, visit: (table: string, entry: ChainLine | CommandLine) => void, pause: Yield, chunkLines = CHUNK_LINES): Promise<void> {
   let table = '';
   let chunk: string[] = [];
   /** numbers: the line number in `text` of each chunk line. */

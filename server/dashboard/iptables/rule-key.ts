@@ -32,7 +32,7 @@ export function iptablesRuleKey(spec: string): string {
   }
   const matches: string[] = [];
   let target: string[] = [];
-  for (let i = 0; i < args.length; ) {
+  for (let i = 0; i < args.length;) {
     let negated = false;
     let opt = args[i];
     if (opt === '!') {
@@ -65,7 +65,13 @@ const LONG_TO_SHORT: Record<string, string> = {
 };
 
 /** Defaults iptables-save prints although nobody wrote them. */
-const DEFAULT_GROUPS = new Set(['--mask 255.255.255.255', '--mask ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', '--rsource', '--reject-with icmp-port-unreachable', '--reject-with icmp6-port-unreachable']);
+const DEFAULT_GROUPS = new Set([
+  '--mask 255.255.255.255',
+  '--mask ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff',
+  '--rsource',
+  '--reject-with icmp-port-unreachable',
+  '--reject-with icmp6-port-unreachable',
+]);
 
 function isOption(word: string): boolean {
   return word === '!' || (word.length > 1 && word[0] === '-' && !/^-\d/.test(word));
@@ -80,7 +86,7 @@ function matchGroup(name: string, values: string[]): string | null {
 function targetKey(jump: string, words: string[]): string[] {
   const name = words[0] ?? '';
   const groups: string[] = [];
-  for (let i = 1; i < words.length; ) {
+  for (let i = 1; i < words.length;) {
     const opt = words[i++];
     const values: string[] = [];
     while (i < words.length && !isOption(words[i])) values.push(words[i++]);

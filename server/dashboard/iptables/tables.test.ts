@@ -32,7 +32,12 @@ describe('readSaveOutput', () => {
   it('gives the same result in chunks of one line, yielding between them', async () => {
     let yields = 0;
     const chunked: string[] = [];
-    await forEachIptablesEntry(SAVE, (table, e) => chunked.push(`${table} ${e.kind === 'chain' ? e.name : e.spec}`), async () => void yields++, 1);
+    await forEachIptablesEntry(
+      SAVE,
+      (table, e) => chunked.push(`${table} ${e.kind === 'chain' ? e.name : e.spec}`),
+      async () => void yields++,
+      1,
+    );
     const whole: string[] = [];
     await forEachIptablesEntry(SAVE, (table, e) => whole.push(`${table} ${e.kind === 'chain' ? e.name : e.spec}`), noYield);
     expect(chunked).toEqual(whole);
@@ -91,7 +96,12 @@ describe('IntendedIptables', () => {
     expect(await formatTables(after!, noYield)).toBe(text);
     // A partial input after a rebuild applies on top of it.
     m.accepted(`*nat\n-A KUBE-SERVICES -j KUBE-SVC-Z\nCOMMIT\n`, false);
-    expect((await m.tables(noYield))!.tables.get('nat')!.chains.get('KUBE-SERVICES')!.rules.map((r) => r.spec)).toEqual(['-j KUBE-SVC-A', '-j KUBE-SVC-Z']);
+    expect(
+      (await m.tables(noYield))!.tables
+        .get('nat')!
+        .chains.get('KUBE-SERVICES')!
+        .rules.map((r) => r.spec),
+    ).toEqual(['-j KUBE-SVC-A', '-j KUBE-SVC-Z']);
   });
 
   it('compacts partial inputs into one base text that gives the same tables', async () => {
@@ -118,7 +128,8 @@ describe('IntendedIptables', () => {
   it('deflates a big base in the background and builds the same tables from it', async () => {
     const lines = ['*nat', ':KUBE-SERVICES - [0:0]'];
     for (let i = 0; i < 5000; i++) lines.push(`:KUBE-SVC-${String(i).padStart(16, '0')} - [0:0]`);
-    for (let i = 0; i < 5000; i++) lines.push(`-A KUBE-SERVICES -d 10.96.${i >> 8}.${i & 255}/32 -p tcp -m tcp --dport 80 -m comment --comment "ns/svc-${i}:http cluster IP" -j KUBE-SVC-${String(i).padStart(16, '0')}`);
+    for (let i = 0; i < 5000; i++)
+      lines.push(`-A KUBE-SERVICES -d 10.96.${i >> 8}.${i & 255}/32 -p tcp -m tcp --dport 80 -m comment --comment "ns/svc-${i}:http cluster IP" -j KUBE-SVC-${String(i).padStart(16, '0')}`);
     lines.push('COMMIT', '');
     const big = lines.join('\n');
     const plain = new IntendedIptables();

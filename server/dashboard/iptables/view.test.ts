@@ -56,7 +56,10 @@ describe('IptablesView: the record of written rules through partial syncs', () =
       { what: 'add s41', change: () => (state.onService(null, service(41)), state.onEndpointSlice(null, slice(41))) },
       { what: 'remove s7', change: () => (state.onService(service(7), null), state.onEndpointSlice(slice(7), null)) },
       { what: 'remove s40 (added by a partial sync)', change: () => (state.onService(service(40), null), state.onEndpointSlice(slice(40), null)) },
-      { what: 'remove s9 (node port) and add s42', change: () => (state.onService(service(9), null), state.onEndpointSlice(slice(9), null), state.onService(null, service(42)), state.onEndpointSlice(null, slice(42))) },
+      {
+        what: 'remove s9 (node port) and add s42',
+        change: () => (state.onService(service(9), null), state.onEndpointSlice(slice(9), null), state.onService(null, service(42)), state.onEndpointSlice(null, slice(42))),
+      },
     ];
     let edits = 0;
     for (const { what, change } of steps) {

@@ -4,15 +4,7 @@ import { silentLogger, type Logger } from '../../log.ts';
 import { ruleComment, splitArgs } from '../../kernel/iptables-save-parser.ts';
 import type { BackendSyncResult } from '../../proxy/backend.ts';
 import type { Endpoint } from '../../proxy/endpoint.ts';
-import {
-  ChainNames,
-  isServiceChainName,
-  KUBE_EXTERNAL_SERVICES,
-  KUBE_NODEPORTS,
-  KUBE_PROXY_FIREWALL,
-  KUBE_SERVICES,
-  servicePortChains,
-} from '../../proxy/iptables/chain-names.ts';
+import { ChainNames, isServiceChainName, KUBE_EXTERNAL_SERVICES, KUBE_NODEPORTS, KUBE_PROXY_FIREWALL, KUBE_SERVICES, servicePortChains } from '../../proxy/iptables/chain-names.ts';
 import { JUMP_RULES } from '../../proxy/iptables/jump-chains.ts';
 import type { ServicePort } from '../../proxy/service-port.ts';
 import type { SyncRecord } from '../../proxy/sync-loop.ts';
@@ -95,7 +87,7 @@ export class IptablesView implements KernelViewProvider {
       if (this.#intended.partialBytes > MAX_PENDING_BYTES) {
         this.#intended.compact(this.#pause).catch((err) => {
           // Only drift and the "as written" views suffer; the next full sync starts the record over.
-          this.#log.error('folding restore inputs into the dashboard\'s record failed', { err: errorMessage(err) });
+          this.#log.error("folding restore inputs into the dashboard's record failed", { err: errorMessage(err) });
         });
       }
       // Names of services gone since the previous full sync fall out of the memo.
@@ -174,7 +166,12 @@ export class IptablesView implements KernelViewProvider {
     for (const ip of sp.externalIPs) external('externalIP', `${ip}:${sp.port}/${proto}`, [KUBE_SERVICES]);
     for (const ip of sp.loadBalancerVIPs) {
       const ranges = sp.loadBalancerSourceRanges.join(', ');
-      external('loadBalancerIP', `${ip}:${sp.port}/${proto}`, usesFW ? [KUBE_SERVICES, chains.firewall] : [KUBE_SERVICES], usesFW ? `only from ${ranges}; other sources are dropped by KUBE-PROXY-FIREWALL` : undefined);
+      external(
+        'loadBalancerIP',
+        `${ip}:${sp.port}/${proto}`,
+        usesFW ? [KUBE_SERVICES, chains.firewall] : [KUBE_SERVICES],
+        usesFW ? `only from ${ranges}; other sources are dropped by KUBE-PROXY-FIREWALL` : undefined,
+      );
     }
 
     const owned: OwnedChain[] = [];

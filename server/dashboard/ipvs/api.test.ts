@@ -38,7 +38,12 @@ describe('dashboard API in IPVS mode', () => {
       ['-> 10.244.1.13:8080 Masq weight 1', 0],
     ]);
     const members = await get<RowsPage>('/api/v1/tables/ipsets/rows?q=10.96.10.10&limit=20');
-    expect(members.rows.map((r) => (r.t === 'c' ? `set ${r.chain} ${r.policy}` : r.spec))).toEqual(['set KUBE-CLUSTER-IP hash:ip,port family inet', '10.96.10.10,tcp:80', 'set KUBE-IPVS-IPS hash:ip family inet', '10.96.10.10']);
+    expect(members.rows.map((r) => (r.t === 'c' ? `set ${r.chain} ${r.policy}` : r.spec))).toEqual([
+      'set KUBE-CLUSTER-IP hash:ip,port family inet',
+      '10.96.10.10,tcp:80',
+      'set KUBE-IPVS-IPS hash:ip family inet',
+      '10.96.10.10',
+    ]);
   });
 
   it('serves a Service page with its virtual servers, sets and glue rules, and live counters with connection counts', async () => {
@@ -70,7 +75,7 @@ describe('dashboard API in IPVS mode', () => {
     expect(c.reals!.map((r) => r?.active)).toEqual([0, 4, 0]);
   });
 
-  it('offers the intended objects as one download in the tools\' formats', async () => {
+  it("offers the intended objects as one download in the tools' formats", async () => {
     t = await testDashboard({ token: 't0ken', mode: 'ipvs' });
     const res = await t.app.inject({ url: '/api/v1/restore-input/intended', headers: AUTH });
     expect(res.statusCode).toBe(200);

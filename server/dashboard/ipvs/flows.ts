@@ -138,7 +138,7 @@ export function ipvsServicePort(sp: ServicePort, planned: IpvsPlanned | null): S
           : 'externalTrafficPolicy Local and no endpoint on this node: falls back to every endpoint (kubernetes#97081); pods here still reach the service, outside clients get no answer',
       );
     } else if (local && !internal) {
-      notes.push('externalTrafficPolicy Local: only this node\'s endpoints, and the client address is kept (no masquerade)');
+      notes.push("externalTrafficPolicy Local: only this node's endpoints, and the client address is kept (no masquerade)");
     }
     const n = draining.get(w.key) ?? 0;
     if (n > 0) notes.push(`${n} real server${n === 1 ? '' : 's'} draining at weight 0: no new connections, open ones go on until they end (15 min at most)`);

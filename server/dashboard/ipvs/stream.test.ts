@@ -14,13 +14,16 @@ function frontendSlice(terminating: boolean) {
     'shop',
     'frontend',
     'frontend-abc12',
-    [ep('10.244.0.11', { nodeName: 'node-a' }), ep('10.244.1.12', { nodeName: 'node-b' }), ep('10.244.1.13', { nodeName: 'node-b', ...(terminating ? { ready: false, serving: true, terminating: true } : {}) })],
+    [
+      ep('10.244.0.11', { nodeName: 'node-a' }),
+      ep('10.244.1.12', { nodeName: 'node-b' }),
+      ep('10.244.1.13', { nodeName: 'node-b', ...(terminating ? { ready: false, serving: true, terminating: true } : {}) }),
+    ],
     [{ name: 'http', port: 8080, protocol: 'TCP' }],
   );
 }
 
-const realServers = (d: ServiceDetail) =>
-  d.ports[0].chains.find((c) => c.table === 'ipvs')!.rules.map((r) => `${r.ipvs!.address} w${r.ipvs!.weight}${r.ipvs!.draining ? ' draining' : ''}`);
+const realServers = (d: ServiceDetail) => d.ports[0].chains.find((c) => c.table === 'ipvs')!.rules.map((r) => `${r.ipvs!.address} w${r.ipvs!.weight}${r.ipvs!.draining ? ' draining' : ''}`);
 
 describe('dashboard live stream in IPVS mode', () => {
   let t: TestDashboard;

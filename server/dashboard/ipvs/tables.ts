@@ -131,7 +131,13 @@ function table(name: string, chains: Iterable<KernelChain>): KernelTable {
  * tracker (null: none). A virtual server the stats listing missed (created
  * between the two listings) shows zero traffic.
  */
-export async function virtualServerTable(services: readonly IpvsService[], stats: ReadonlyMap<string, IpvsServiceStats>, rates: RateTracker | null, drains: DrainIndex, pause: Yield): Promise<KernelTable> {
+export async function virtualServerTable(
+  services: readonly IpvsService[],
+  stats: ReadonlyMap<string, IpvsServiceStats>,
+  rates: RateTracker | null,
+  drains: DrainIndex,
+  pause: Yield,
+): Promise<KernelTable> {
   const sorted = [...services].sort(compareServices);
   const chains: KernelChain[] = [];
   for (let i = 0; i < sorted.length; i++) {
@@ -153,7 +159,10 @@ const memberRule = (m: string): KernelRule => ({ spec: m, target: null, packets:
 /** setTable is the "ipsets" table: every set the kernel lists (kproxy's and others'), members sorted. */
 export function setTable(sets: Iterable<IpsetSet>): KernelTable {
   const list = [...sets].sort((a, b) => (a.name < b.name ? -1 : 1));
-  return table(SETS_TABLE, list.map((s) => chain(s.name, setPolicy(s), sortMembers(s.entries).map(memberRule))));
+  return table(
+    SETS_TABLE,
+    list.map((s) => chain(s.name, setPolicy(s), sortMembers(s.entries).map(memberRule))),
+  );
 }
 
 const byAddress = (a: string, b: string) => compareReals({ address: a, port: 0 }, { address: b, port: 0 });
@@ -162,7 +171,13 @@ const byAddress = (a: string, b: string) => compareReals({ address: a, port: 0 }
 export function addressTable(addresses: readonly InterfaceAddress[] | undefined): KernelTable {
   if (!addresses) return table(ADDRESSES_TABLE, []);
   const sorted = [...addresses].sort((a, b) => byAddress(a.address, b.address));
-  return table(ADDRESSES_TABLE, [chain(DUMMY_DEVICE, null, sorted.map((a) => memberRule(`${a.address}/${a.prefixLength}`)))]);
+  return table(ADDRESSES_TABLE, [
+    chain(
+      DUMMY_DEVICE,
+      null,
+      sorted.map((a) => memberRule(`${a.address}/${a.prefixLength}`)),
+    ),
+  ]);
 }
 
 /**

@@ -17,10 +17,22 @@ import { IpvsView } from './view.ts';
  */
 export function ipvsCluster(): { state: ProxyState; webEndpoints(ips: string[]): void } {
   const tcp = (port: number) => [{ name: 'http', port, protocol: 'TCP' }];
-  const webSlice = (ips: string[]) => makeSlice('ns1', 'web', 'web-1', ips.map((ip) => ep(ip, { nodeName: ip.startsWith('10.244.0.') ? 'node-a' : 'node-b' })), tcp(8080));
+  const webSlice = (ips: string[]) =>
+    makeSlice(
+      'ns1',
+      'web',
+      'web-1',
+      ips.map((ip) => ep(ip, { nodeName: ip.startsWith('10.244.0.') ? 'node-a' : 'node-b' })),
+      tcp(8080),
+    );
   let web = ['10.244.0.1', '10.244.1.1', '10.244.1.2'];
   const state = stateFromObjects('node-a', [
-    makeService('ns1', 'web', { type: 'LoadBalancer', clusterIP: '10.96.0.1', ports: [{ name: 'http', port: 80, protocol: 'TCP', nodePort: 30080 }], loadBalancerSourceRanges: ['203.0.113.0/24'] }, { status: { loadBalancer: { ingress: [{ ip: '192.0.2.10' }] } } }),
+    makeService(
+      'ns1',
+      'web',
+      { type: 'LoadBalancer', clusterIP: '10.96.0.1', ports: [{ name: 'http', port: 80, protocol: 'TCP', nodePort: 30080 }], loadBalancerSourceRanges: ['203.0.113.0/24'] },
+      { status: { loadBalancer: { ingress: [{ ip: '192.0.2.10' }] } } },
+    ),
     webSlice(web),
     makeService('ns1', 'dns', { clusterIP: '10.96.0.10', ports: [{ name: 'dns', port: 53, protocol: 'UDP' }] }),
     makeService('ns1', 'ext', { clusterIP: '10.96.0.20', externalIPs: ['198.51.100.7'], externalTrafficPolicy: 'Local', ports: tcp(8080) }),

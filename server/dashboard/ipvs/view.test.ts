@@ -133,9 +133,7 @@ describe('IPVS kernel view: drift', () => {
 
   it('finds real servers, virtual servers, settings, set members, addresses and rules changed behind its back', async () => {
     const { h } = await synced();
-    await h.ipvs.restore(
-      '-d -t 10.96.0.1:80 -r 10.244.1.2:8080\n-e -t 10.96.0.1:80 -r 10.244.1.1:8080 -m -w 5\n-A -t 10.96.0.99:80 -s rr\n-E -u 10.96.0.10:53 -s lc\n-D -t 198.51.100.7:8080\n',
-    );
+    await h.ipvs.restore('-d -t 10.96.0.1:80 -r 10.244.1.2:8080\n-e -t 10.96.0.1:80 -r 10.244.1.1:8080 -m -w 5\n-A -t 10.96.0.99:80 -s rr\n-E -u 10.96.0.10:53 -s lc\n-D -t 198.51.100.7:8080\n');
     await h.ipset.restore('del KUBE-CLUSTER-IP 10.96.0.20,tcp:8080\nadd KUBE-NODE-PORT-TCP 31999\n');
     await h.netlink.batch('addr del 10.96.0.20/32 dev kube-ipvs0\n');
     await h.iptables.restore('*filter\n:KUBE-SOURCE-RANGES-FIREWALL - [0:0]\nCOMMIT\n', { noflush: true });
@@ -153,7 +151,9 @@ describe('IPVS kernel view: drift', () => {
         'missing-rule filter/KUBE-SOURCE-RANGES-FIREWALL: -m comment --comment "Kubernetes service load balancer ip + port + source cidr for packet filter purpose" -m set --match-set KUBE-LOAD-BALANCER-SOURCE-CIDR dst,dst,src -j RETURN',
       ]),
     );
-    expect(found.filter((f) => f.startsWith('unexpected-chain'))).toEqual(['unexpected-chain ipvs/TCP 10.96.0.99:80: 0 rules in a chain kproxy did not write (left by an earlier proxy, or added by hand)']);
+    expect(found.filter((f) => f.startsWith('unexpected-chain'))).toEqual([
+      'unexpected-chain ipvs/TCP 10.96.0.99:80: 0 rules in a chain kproxy did not write (left by an earlier proxy, or added by hand)',
+    ]);
     expect(found).toHaveLength(11);
   });
 
@@ -209,7 +209,13 @@ describe('IPVS kernel view: bookkeeping', () => {
   it('formats the intended objects in the formats the tools list and take', async () => {
     const { h } = await synced();
     const text = (await h.view.formatIntended((await h.view.intended())!)).join('');
-    const part = (header: string) => text.split(/^# /m).find((p) => p.startsWith(header))!.split('\n').slice(1).join('\n');
+    const part = (header: string) =>
+      text
+        .split(/^# /m)
+        .find((p) => p.startsWith(header))!
+        .split('\n')
+        .slice(1)
+        .join('\n');
     expect(part('ipvsadm -Sn')).toBe(h.ipvs.saveText());
     expect(part('ipset save')).toBe(h.ipset.saveText());
     expect(part('ip addr show kube-ipvs0')).toContain('10.96.0.1/32\n');

@@ -10,7 +10,17 @@ import type { SyncRecord } from '../../proxy/sync-loop.ts';
 import type { CategorizedEndpoints } from '../../proxy/topology.ts';
 import { IntendedIptables, readSaveOutput } from '../iptables/tables.ts';
 import { iptablesRuleKey } from '../iptables/rule-key.ts';
-import { kernelTables, type KernelChain, type KernelRule, type KernelTable, type KernelTables, type KernelViewProvider, type RequiredRule, type RestoreInput, type ServicePortObjects } from '../kernel-view.ts';
+import {
+  kernelTables,
+  type KernelChain,
+  type KernelRule,
+  type KernelTable,
+  type KernelTables,
+  type KernelViewProvider,
+  type RequiredRule,
+  type RestoreInput,
+  type ServicePortObjects,
+} from '../kernel-view.ts';
 import { yieldToEventLoop, type Yield } from '../yield.ts';
 import { ipvsServicePort } from './flows.ts';
 import { formatIpvsIntended } from './format.ts';

@@ -46,14 +46,16 @@ describe('ConntrackCleaner, targeted deletions', () => {
     // The observer only queued work: no process ran during the sync.
     expect(table.deletions).toHaveLength(0);
     await clock.advanceAsync(0);
-    expect(brief(table.flows())).toEqual([
-      'tcp 10.96.0.10:53>10.244.1.5',
-      'udp 10.96.0.10:53>10.244.2.6',
-      'udp 10.96.0.20:514>10.244.1.5',
-      'udp 192.0.2.10:53>10.244.2.6',
-      `udp ${NODE_IP}:30053>10.244.2.6`,
-      'udp 203.0.113.10:53>10.244.2.6',
-    ].sort());
+    expect(brief(table.flows())).toEqual(
+      [
+        'tcp 10.96.0.10:53>10.244.1.5',
+        'udp 10.96.0.10:53>10.244.2.6',
+        'udp 10.96.0.20:514>10.244.1.5',
+        'udp 192.0.2.10:53>10.244.2.6',
+        `udp ${NODE_IP}:30053>10.244.2.6`,
+        'udp 203.0.113.10:53>10.244.2.6',
+      ].sort(),
+    );
     expect(table.deletions.map((a) => a.slice(1).join(' ')).sort()).toEqual([
       '-f ipv4 -p udp --orig-dst 10.96.0.10 --orig-port-dst 53 --reply-src 10.244.1.5',
       '-f ipv4 -p udp --orig-dst 192.0.2.10 --orig-port-dst 53 --reply-src 10.244.1.5',
@@ -71,7 +73,10 @@ describe('ConntrackCleaner, targeted deletions', () => {
     sync();
     await settle();
     table.add(syslogFlow('10.244.1.5'), syslogFlow('10.244.2.6'));
-    state.onEndpointSlice(null, makeSlice('logging', 'syslog', 'syslog-1', [ep('10.244.1.5', { ready: false, serving: false, terminating: true }), ep('10.244.2.6')], [{ name: 'syslog', port: 514, protocol: 'UDP' }]));
+    state.onEndpointSlice(
+      null,
+      makeSlice('logging', 'syslog', 'syslog-1', [ep('10.244.1.5', { ready: false, serving: false, terminating: true }), ep('10.244.2.6')], [{ name: 'syslog', port: 514, protocol: 'UDP' }]),
+    );
     sync();
     await clock.advanceAsync(0);
     expect(brief(table.flows())).toEqual(['udp 10.96.0.20:514>10.244.2.6']);
@@ -178,7 +183,11 @@ describe('ConntrackCleaner, bounds', () => {
     expect(s.runs).toHaveLength(1);
     await s.clock.advanceAsync(1);
     await s.clock.advanceAsync(1000);
-    expect(s.runs.map((r) => [r.processes, r.remaining])).toEqual([[10, 15], [10, 5], [5, 0]]);
+    expect(s.runs.map((r) => [r.processes, r.remaining])).toEqual([
+      [10, 15],
+      [10, 5],
+      [5, 0],
+    ]);
   });
 
   it('stops starting processes when a pass has used its time budget', async () => {
@@ -254,10 +263,7 @@ describe('ConntrackCleaner, one listing instead of a walk per filter', () => {
     s.state.onEndpointSlice(null, syslogSlice('10.244.2.6'));
     s.sync();
     await s.clock.advanceAsync(0);
-    expect(s.table.calls.map((c) => c.join(' '))).toEqual([
-      '-L -f ipv4 -p udp -o extended',
-      '-D -f ipv4 -p udp --orig-dst 10.96.0.10 --orig-port-dst 53 --reply-src 10.244.1.5',
-    ]);
+    expect(s.table.calls.map((c) => c.join(' '))).toEqual(['-L -f ipv4 -p udp -o extended', '-D -f ipv4 -p udp --orig-dst 10.96.0.10 --orig-port-dst 53 --reply-src 10.244.1.5']);
     expect(s.runs).toEqual([expect.objectContaining({ listings: 1, scanned: 2, skipped: 4, processes: 1, deleted: 1 })]);
     expect(brief(s.table.flows())).toEqual(['udp 10.96.0.20:514>10.244.2.6']);
   });
@@ -277,7 +283,14 @@ describe('ConntrackCleaner, one listing instead of a walk per filter', () => {
   it('lists each protocol that has deletions queued (SCTP apart from UDP)', async () => {
     const s = setup();
     const sig = makeService('ns', 'sig', { clusterIP: '10.96.0.40', ports: [{ name: 'sig', port: 3868, protocol: 'SCTP' }] });
-    const sigSlice = (...ips: string[]) => makeSlice('ns', 'sig', 'sig-1', ips.map((ip) => ep(ip)), [{ name: 'sig', port: 3868, protocol: 'SCTP' }]);
+    const sigSlice = (...ips: string[]) =>
+      makeSlice(
+        'ns',
+        'sig',
+        'sig-1',
+        ips.map((ip) => ep(ip)),
+        [{ name: 'sig', port: 3868, protocol: 'SCTP' }],
+      );
     s.state.onService(null, sig);
     s.state.onEndpointSlice(null, sigSlice('10.244.1.5', '10.244.2.6', '10.244.3.7', '10.244.4.8', '10.244.5.9'));
     s.sync();
@@ -286,10 +299,7 @@ describe('ConntrackCleaner, one listing instead of a walk per filter', () => {
     s.state.onEndpointSlice(null, sigSlice('10.244.5.9'));
     s.sync();
     await s.clock.advanceAsync(0);
-    expect(s.table.calls.map((c) => c.join(' '))).toEqual([
-      '-L -f ipv4 -p sctp -o extended',
-      '-D -f ipv4 -p sctp --orig-dst 10.96.0.40 --orig-port-dst 3868 --reply-src 10.244.1.5',
-    ]);
+    expect(s.table.calls.map((c) => c.join(' '))).toEqual(['-L -f ipv4 -p sctp -o extended', '-D -f ipv4 -p sctp --orig-dst 10.96.0.40 --orig-port-dst 3868 --reply-src 10.244.1.5']);
     expect(s.table.flows()).toEqual([]);
   });
 

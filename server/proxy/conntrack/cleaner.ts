@@ -310,17 +310,21 @@ export class ConntrackCleaner implements SyncObserver {
       const scanning = protocol === 'udp' && scan;
       tally.listings++;
       try {
-        const res = await conntrack.list({ family, protocol }, (flow) => {
-          tally.scanned++;
-          matcher.match(flow, (q) => matched.add(q));
-          if (!scanning) return;
-          let f = index?.staleFilter(flow) ?? null;
-          if (!f && nodePorts.has(flow.orig.dport) && flow.reply.src === flow.orig.dst) {
-            f = { family, protocol: 'udp', origDst: flow.orig.dst, origDstPort: flow.orig.dport, replySrc: flow.orig.dst };
-          }
-          // Found in the table: no need to look again before deleting it.
-          if (f && !this.#enqueue(f, true)) overflow = true;
-        }, { timeoutMs: this.#o.reconcileTimeoutMs });
+        const res = await conntrack.list(
+          { family, protocol },
+          (flow) => {
+            tally.scanned++;
+            matcher.match(flow, (q) => matched.add(q));
+            if (!scanning) return;
+            let f = index?.staleFilter(flow) ?? null;
+            if (!f && nodePorts.has(flow.orig.dport) && flow.reply.src === flow.orig.dst) {
+              f = { family, protocol: 'udp', origDst: flow.orig.dst, origDstPort: flow.orig.dport, replySrc: flow.orig.dst };
+            }
+            // Found in the table: no need to look again before deleting it.
+            if (f && !this.#enqueue(f, true)) overflow = true;
+          },
+          { timeoutMs: this.#o.reconcileTimeoutMs },
+        );
         if (res.unparsed > 0 || res.oversized > 0) logger.warn('conntrack listing had lines kproxy could not read', { unparsed: res.unparsed, oversized: res.oversized });
         for (const q of unprobed) {
           if (q.filter.protocol !== protocol) continue;

@@ -62,7 +62,12 @@ describe('ConntrackCounts', () => {
 
   it('refuses frontends that are not of its family or not valid, before running anything', async () => {
     const { counts, table } = setup();
-    for (const [vip, port, proto] of [['fd00::1', 53, 'UDP'], ['10.96.0.10; rm -rf /', 53, 'UDP'], ['10.96.0.10', 0, 'UDP'], ['10.96.0.10', 53, 'ICMP']] as const) {
+    for (const [vip, port, proto] of [
+      ['fd00::1', 53, 'UDP'],
+      ['10.96.0.10; rm -rf /', 53, 'UDP'],
+      ['10.96.0.10', 0, 'UDP'],
+      ['10.96.0.10', 53, 'ICMP'],
+    ] as const) {
       await expect(counts.countForService(vip, port, proto)).rejects.toMatchObject({ code: 'KPROXY_ERR_CONNTRACK' });
     }
     expect(table.calls).toEqual([]);

@@ -30,7 +30,16 @@ describe('staleFlowFilters', () => {
     state.onService(null, syslogService());
     state.onEndpointSlice(null, syslogSlice('10.244.1.5', '10.244.2.6'));
     state.checkout();
-    state.onEndpointSlice(null, makeSlice('logging', 'syslog', 'syslog-1', [ep('10.244.1.5', { ready: false, serving: true, terminating: true }), ep('10.244.2.6', { ready: false, serving: false })], [{ name: 'syslog', port: 514, protocol: 'UDP' }]));
+    state.onEndpointSlice(
+      null,
+      makeSlice(
+        'logging',
+        'syslog',
+        'syslog-1',
+        [ep('10.244.1.5', { ready: false, serving: true, terminating: true }), ep('10.244.2.6', { ready: false, serving: false })],
+        [{ name: 'syslog', port: 514, protocol: 'UDP' }],
+      ),
+    );
     const c = state.checkout();
     expect(text(staleFlowFilters('IPv4', { ...c, previous: new Map() }))).toEqual(['udp to 10.96.0.20:514 answered by 10.244.2.6']);
   });

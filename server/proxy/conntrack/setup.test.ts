@@ -96,7 +96,7 @@ describe('ConntrackSetup', () => {
     expect(sample(text, 'kproxy_conntrack_cleanup_enabled')).toBe('kproxy_conntrack_cleanup_enabled 0');
   });
 
-  it('applies the sysctls at start and records kube-proxy\'s Warning Event when /sys is read-only', async () => {
+  it("applies the sysctls at start and records kube-proxy's Warning Event when /sys is read-only", async () => {
     const sysfs = new SimulatedSysctl({ [HASHSIZE]: '16384' }).refuse(HASHSIZE, 'EROFS');
     const { ct, sysctl, events } = setup({ sysfs });
     const r = await ct.applySysctls();

@@ -126,7 +126,7 @@ describe('applyConntrackSysctls', () => {
     expect(sysctl.values.get('net/netfilter/nf_conntrack_tcp_timeout_established')).toBe('86400');
   });
 
-  it('reports a read-only /sys (the hash size) so the caller can record kube-proxy\'s Warning Event', async () => {
+  it("reports a read-only /sys (the hash size) so the caller can record kube-proxy's Warning Event", async () => {
     const { sysctl, sysfs } = kernel();
     sysfs.refuse(HASHSIZE, 'EROFS');
     const r = await applyConntrackSysctls({ config: DEFAULTS, sysctl, sysfs, cpuCount: 2, logger: new MemoryLog().logger });

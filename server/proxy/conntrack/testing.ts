@@ -25,7 +25,13 @@ export function dnsService(): Service {
 }
 
 export function dnsSlice(...ips: (string | ReturnType<typeof ep>)[]): EndpointSlice {
-  return makeSlice('kube-system', 'dns', 'dns-1', ips.map((x) => (typeof x === 'string' ? ep(x) : x)), [{ name: 'dns', port: DNS.targetPort, protocol: 'UDP' }]);
+  return makeSlice(
+    'kube-system',
+    'dns',
+    'dns-1',
+    ips.map((x) => (typeof x === 'string' ? ep(x) : x)),
+    [{ name: 'dns', port: DNS.targetPort, protocol: 'UDP' }],
+  );
 }
 
 export function syslogService(): Service {
@@ -33,22 +39,24 @@ export function syslogService(): Service {
 }
 
 export function syslogSlice(...ips: string[]): EndpointSlice {
-  return makeSlice('logging', 'syslog', 'syslog-1', ips.map((ip) => ep(ip)), [{ name: 'syslog', port: SYSLOG.port, protocol: 'UDP' }]);
+  return makeSlice(
+    'logging',
+    'syslog',
+    'syslog-1',
+    ips.map((ip) => ep(ip)),
+    [{ name: 'syslog', port: SYSLOG.port, protocol: 'UDP' }],
+  );
 }
 
 /** dnsFlows are one client flow through each frontend of dns, DNATed to endpoint. */
 export function dnsFlows(endpoint: string, clientPortBase = 40000): SimulatedFlow[] {
-  const via = (vip: string, port: number, i: number) =>
-    natFlow({ client: '10.0.0.2', clientPort: clientPortBase + i, vip, port, endpoint, targetPort: DNS.targetPort });
+  const via = (vip: string, port: number, i: number) => natFlow({ client: '10.0.0.2', clientPort: clientPortBase + i, vip, port, endpoint, targetPort: DNS.targetPort });
   return [via(DNS.clusterIP, DNS.port, 0), via(DNS.externalIP, DNS.port, 1), via(DNS.lbIP, DNS.port, 2), via(NODE_IP, DNS.nodePort, 3)];
 }
 
 /** blackholeFlows are the unNATed entries a client leaves while dns has no endpoint. */
 export function blackholeFlows(): SimulatedFlow[] {
-  return [
-    plainFlow({ client: '10.0.0.2', clientPort: 41000, dst: DNS.clusterIP, port: DNS.port }),
-    plainFlow({ client: '10.0.0.2', clientPort: 41001, dst: NODE_IP, port: DNS.nodePort }),
-  ];
+  return [plainFlow({ client: '10.0.0.2', clientPort: 41000, dst: DNS.clusterIP, port: DNS.port }), plainFlow({ client: '10.0.0.2', clientPort: 41001, dst: NODE_IP, port: DNS.nodePort })];
 }
 
 export function newState(clock = new FakeClock()): ProxyState {

@@ -71,8 +71,7 @@ describe('ProxyHealth state machine', () => {
     expect(healthz.code).toBe(503);
     // While unhealthy, lastUpdated is the last successful sync, not now.
     expect(healthz.body).toBe(
-      '{"lastUpdated":"2026-01-01T12:00:00Z","currentTime":"2026-01-01T12:01:01Z","nodeEligible":true,"healthy":false,' +
-        '"status":{"IPv4":{"lastUpdated":"2026-01-01T12:00:00Z","healthy":false}}}',
+      '{"lastUpdated":"2026-01-01T12:00:00Z","currentTime":"2026-01-01T12:01:01Z","nodeEligible":true,"healthy":false,' + '"status":{"IPv4":{"lastUpdated":"2026-01-01T12:00:00Z","healthy":false}}}',
     );
     const livez = await get('/livez');
     expect(livez.code).toBe(503);

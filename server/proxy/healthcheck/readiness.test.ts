@@ -96,7 +96,7 @@ describe('/readyz: ready means "has synced"', () => {
     expect(await t.get('/readyz')).toMatchObject({ code: 503, json: { reason: 'Node node-a is being deleted or is tainted ToBeDeletedByClusterAutoscaler' } });
   });
 
-  it('with the Kubernetes source, is 503 while this node\'s Node is not found (a node name that matches no Node)', async () => {
+  it("with the Kubernetes source, is 503 while this node's Node is not found (a node name that matches no Node)", async () => {
     const t = setup('kubernetes');
     t.setNode(unknownNode('node-a'));
     t.setSource({ synced: false, waitingFor: 'the first list of Node' });

@@ -53,16 +53,31 @@ describe('local endpoint counting', () => {
 
   it('counts ready local endpoints by distinct IP over all ports of a service', () => {
     const state = newState();
-    state.onService(null, lbLocal('web', 32000, [
-      { name: 'http', port: 80, protocol: 'TCP', nodePort: 30080 },
-      { name: 'https', port: 443, protocol: 'TCP', nodePort: 30443 },
-    ]));
-    state.onEndpointSlice(null, makeSlice('shop', 'web', 'web-1', [
-      ep('10.1.0.1', { nodeName: NODE }),
-      ep('10.1.0.2', { nodeName: NODE, ready: false }),
-      ep('10.1.0.3', { nodeName: NODE, ready: false, serving: true, terminating: true }),
-      ep('10.1.0.4', { nodeName: 'node-b' }),
-    ], [{ name: 'http', port: 8080, protocol: 'TCP' }, { name: 'https', port: 8443, protocol: 'TCP' }]));
+    state.onService(
+      null,
+      lbLocal('web', 32000, [
+        { name: 'http', port: 80, protocol: 'TCP', nodePort: 30080 },
+        { name: 'https', port: 443, protocol: 'TCP', nodePort: 30443 },
+      ]),
+    );
+    state.onEndpointSlice(
+      null,
+      makeSlice(
+        'shop',
+        'web',
+        'web-1',
+        [
+          ep('10.1.0.1', { nodeName: NODE }),
+          ep('10.1.0.2', { nodeName: NODE, ready: false }),
+          ep('10.1.0.3', { nodeName: NODE, ready: false, serving: true, terminating: true }),
+          ep('10.1.0.4', { nodeName: 'node-b' }),
+        ],
+        [
+          { name: 'http', port: 8080, protocol: 'TCP' },
+          { name: 'https', port: 8443, protocol: 'TCP' },
+        ],
+      ),
+    );
     const co = state.checkout();
     expect(localReadyEndpoints(co.endpoints)).toEqual(new Map([['shop/web', 1]]));
     expect(healthCheckNodePorts(co.services)).toEqual(new Map([['shop/web', 32000]]));
@@ -83,8 +98,7 @@ describe('health check bind addresses', () => {
     { ifname: 'eth1', family: 'IPv4', address: '10.0.0.5', prefixLength: 24 },
     { ifname: 'eth1', family: 'IPv6', address: 'fd00::5', prefixLength: 64 },
   ]);
-  const bind = (values: string[], nodeAddresses: string[] = [], via: NetInterfaces = netif) =>
-    healthCheckBindAddresses(new NodePortAddresses('IPv4', values, nodeAddresses), via, silentLogger);
+  const bind = (values: string[], nodeAddresses: string[] = [], via: NetInterfaces = netif) => healthCheckBindAddresses(new NodePortAddresses('IPv4', values, nodeAddresses), via, silentLogger);
 
   it('listens on the wildcard address when node ports are accepted everywhere', async () => {
     expect(await bind([])).toEqual(['0.0.0.0']);

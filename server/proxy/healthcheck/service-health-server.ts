@@ -166,10 +166,7 @@ export class ServiceHealthServer {
       } catch (err) {
         // Whatever opened already must close, so a retry (or another owner) can take the port.
         await this.#closeAll(svc, inst.listeners);
-        const error = new HealthCheckPortError(
-          `node ${this.#o.nodeName} failed to start healthcheck "${svc}" on port ${port} (${hostPort(host, port)}): ${errorMessage(err)}`,
-          { cause: err },
-        );
+        const error = new HealthCheckPortError(`node ${this.#o.nodeName} failed to start healthcheck "${svc}" on port ${port} (${hostPort(host, port)}): ${errorMessage(err)}`, { cause: err });
         this.portErrorsTotal++;
         this.#o.logger.error('failed to start service health check; retrying after the next sync', {
           service: svc,
@@ -235,8 +232,7 @@ export class ServiceHealthServer {
  */
 export function serviceHealthBody(namespace: string, name: string, localEndpoints: number, healthy: boolean): string {
   return (
-    `{\n\t"service": {\n\t\t"namespace": ${JSON.stringify(namespace)},\n\t\t"name": ${JSON.stringify(name)}\n\t},\n` +
-    `\t"localEndpoints": ${localEndpoints},\n\t"serviceProxyHealthy": ${healthy}\n}`
+    `{\n\t"service": {\n\t\t"namespace": ${JSON.stringify(namespace)},\n\t\t"name": ${JSON.stringify(name)}\n\t},\n` + `\t"localEndpoints": ${localEndpoints},\n\t"serviceProxyHealthy": ${healthy}\n}`
   );
 }
 

@@ -22,11 +22,18 @@ async function programmed(kernel = new SimulatedIptables()): Promise<SimulatedIp
 
 /** Someone else's rules, which cleanup must leave alone. */
 async function addForeignRules(k: SimulatedIptables): Promise<void> {
-  await k.restore('*filter\n:DOCKER-USER - [0:0]\n-A DOCKER-USER -j RETURN\n-A FORWARD -j DOCKER-USER\n-A INPUT -p tcp --dport 22 -j ACCEPT\nCOMMIT\n*nat\n:DOCKER - [0:0]\n-A PREROUTING -j DOCKER\nCOMMIT\n');
+  await k.restore(
+    '*filter\n:DOCKER-USER - [0:0]\n-A DOCKER-USER -j RETURN\n-A FORWARD -j DOCKER-USER\n-A INPUT -p tcp --dport 22 -j ACCEPT\nCOMMIT\n*nat\n:DOCKER - [0:0]\n-A PREROUTING -j DOCKER\nCOMMIT\n',
+  );
 }
 
 function kubeChains(k: SimulatedIptables): string[] {
-  return ['filter', 'nat', 'mangle'].flatMap((t) => k.chains(t).filter((c) => c.startsWith('KUBE-')).map((c) => `${t}/${c}`));
+  return ['filter', 'nat', 'mangle'].flatMap((t) =>
+    k
+      .chains(t)
+      .filter((c) => c.startsWith('KUBE-'))
+      .map((c) => `${t}/${c}`),
+  );
 }
 
 describe('cleanup (--cleanup)', () => {

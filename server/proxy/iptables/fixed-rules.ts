@@ -1,13 +1,4 @@
-import {
-  KUBE_EXTERNAL_SERVICES,
-  KUBE_FIREWALL,
-  KUBE_FORWARD,
-  KUBE_MARK_MASQ,
-  KUBE_NODEPORTS,
-  KUBE_POSTROUTING,
-  KUBE_PROXY_FIREWALL,
-  KUBE_SERVICES,
-} from './chain-names.ts';
+import { KUBE_EXTERNAL_SERVICES, KUBE_FIREWALL, KUBE_FORWARD, KUBE_MARK_MASQ, KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_PROXY_FIREWALL, KUBE_SERVICES } from './chain-names.ts';
 import { isLoopbackIP } from '../../net/ip.ts';
 import { comment, LineBuffer } from './restore-writer.ts';
 import { NFACCT_CT_STATE_INVALID, type BuildContext } from './rules.ts';
@@ -56,8 +47,24 @@ export function buildFixedRules(ctx: BuildContext): FixedRules {
     // this is kubelet's guard against such martian packets, which kube-proxy duplicates.
     filterChains.push(KUBE_FIREWALL);
     filterHead.write(
-      '-A', KUBE_FIREWALL, '-m', 'comment', '--comment', comment('block incoming localnet connections'),
-      '-d', '127.0.0.0/8', '!', '-s', '127.0.0.0/8', '-m', 'conntrack', '!', '--ctstate', 'RELATED,ESTABLISHED,DNAT', '-j', 'DROP',
+      '-A',
+      KUBE_FIREWALL,
+      '-m',
+      'comment',
+      '--comment',
+      comment('block incoming localnet connections'),
+      '-d',
+      '127.0.0.0/8',
+      '!',
+      '-s',
+      '127.0.0.0/8',
+      '-m',
+      'conntrack',
+      '!',
+      '--ctstate',
+      'RELATED,ESTABLISHED,DNAT',
+      '-j',
+      'DROP',
     );
   }
 

@@ -44,7 +44,12 @@ export async function runGoldenCase(inputPath: string): Promise<GoldenRun> {
   const kernel = new SimulatedIptables({ hasRandomFully: opts.randomFully ?? true });
   const h = harness({ config: testConfig((opts.config ?? {}) as Partial<ProxyConfig>), nodeName, kernel, nfacct: opts.nfacct });
   if (opts.hostAddresses) {
-    h.netif.list = opts.hostAddresses.map((a): InterfaceAddress => ({ ifname: a.startsWith('127.') ? 'lo' : 'eth0', family: a.includes(':') ? 'IPv6' : 'IPv4', address: a, prefixLength: a.includes(':') ? 64 : 24 }));
+    h.netif.list = opts.hostAddresses.map((a): InterfaceAddress => ({
+      ifname: a.startsWith('127.') ? 'lo' : 'eth0',
+      family: a.includes(':') ? 'IPv6' : 'IPv4',
+      address: a,
+      prefixLength: a.includes(':') ? 64 : 24,
+    }));
   }
   if (opts.conntrackTCPLiberal) h.sysctl.values.set('net/netfilter/nf_conntrack_tcp_be_liberal', '1');
   await h.backend.init!();

@@ -14,7 +14,15 @@ describe('host wiring', () => {
       ran.push([file, ...args].join(' '));
       return { code: 0, stdout: '[]', stderr: '' };
     };
-    const { backend, kernel, decision } = await createHostIptablesBackend({ config: testConfig(), nodeName: 'node-a', flavor: 'auto', dryRun: true, clock: new FakeClock(), logger: silentLogger, exec });
+    const { backend, kernel, decision } = await createHostIptablesBackend({
+      config: testConfig(),
+      nodeName: 'node-a',
+      flavor: 'auto',
+      dryRun: true,
+      clock: new FakeClock(),
+      logger: silentLogger,
+      exec,
+    });
     expect(decision.reason).toMatch(/dry-run/);
     await backend.init!();
     const state = stateFromObjects('node-a', [makeService('ns', 'a', { clusterIP: '10.96.0.1' }), makeSlice('ns', 'a', 'a-1', [ep('10.244.0.1')])]);

@@ -1,15 +1,6 @@
 import type { IptablesRunner } from '../../kernel/iptables.ts';
 import type { IptablesDump } from '../../kernel/iptables-save-parser.ts';
-import {
-  KUBE_EXTERNAL_SERVICES,
-  KUBE_FIREWALL,
-  KUBE_FORWARD,
-  KUBE_NODEPORTS,
-  KUBE_POSTROUTING,
-  KUBE_PROXY_CANARY,
-  KUBE_PROXY_FIREWALL,
-  KUBE_SERVICES,
-} from './chain-names.ts';
+import { KUBE_EXTERNAL_SERVICES, KUBE_FIREWALL, KUBE_FORWARD, KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_PROXY_CANARY, KUBE_PROXY_FIREWALL, KUBE_SERVICES } from './chain-names.ts';
 import { CANARY_TABLES } from './canary-monitor.ts';
 import { comment } from './restore-writer.ts';
 
@@ -131,7 +122,5 @@ export async function ensureJumpRules(runner: IptablesRunner, dump: IptablesDump
  * "-I FROM 1 ..." in the given order, so each lands on top as with iptables -I.
  */
 export function jumpRuleLines(rules: readonly JumpRule[], table: JumpRule['table']): string[] {
-  return rules
-    .filter((j) => j.table === table)
-    .map((j) => ['-I', j.from, '1', ...j.args.map((a, i) => (j.args[i - 1] === '--comment' ? comment(a) : a))].join(' '));
+  return rules.filter((j) => j.table === table).map((j) => ['-I', j.from, '1', ...j.args.map((a, i) => (j.args[i - 1] === '--comment' ? comment(a) : a))].join(' '));
 }

@@ -143,7 +143,7 @@ describe('iptables proxier: partial syncs keep the kernel equal to a full sync',
     expect(h.kernel.callsOf('iptables-restore')).toHaveLength(before);
   });
 
-  it('an endpoint change touches only that service port\'s chains: no shared or fixed chain, no filter table', async () => {
+  it("an endpoint change touches only that service port's chains: no shared or fixed chain, no filter table", async () => {
     const r = rng(3);
     const objects = Array.from({ length: 20 }, (_, i) => [service(i, r), slice(i, 0, () => 0.9)]).flat();
     const state = stateFromObjects('node-a', objects);
@@ -163,7 +163,17 @@ describe('iptables proxier: partial syncs keep the kernel equal to a full sync',
       { name: 'a', port: 80, protocol: 'TCP' },
       { name: 'b', port: 81, protocol: 'TCP' },
     ];
-    const twoSlice = (ip: string) => makeSlice('ns', 'two', 'two-1', [ep(ip, { nodeName: 'node-b' })], [{ name: 'a', port: 8080, protocol: 'TCP' }, { name: 'b', port: 8081, protocol: 'TCP' }]);
+    const twoSlice = (ip: string) =>
+      makeSlice(
+        'ns',
+        'two',
+        'two-1',
+        [ep(ip, { nodeName: 'node-b' })],
+        [
+          { name: 'a', port: 8080, protocol: 'TCP' },
+          { name: 'b', port: 8081, protocol: 'TCP' },
+        ],
+      );
     const r = rng(5);
     const objects = [makeService('ns', 'two', { clusterIP: '10.96.9.9', ports }), twoSlice('10.244.9.1'), ...Array.from({ length: 10 }, (_, i) => [service(i, r), slice(i, 0, () => 0.9)]).flat()];
     const state = stateFromObjects('node-a', objects as (Service | EndpointSlice)[]);
@@ -171,7 +181,12 @@ describe('iptables proxier: partial syncs keep the kernel equal to a full sync',
     const first = await h.backend.sync({ state: state.checkout(), forceFull: true });
     const again = await h.backend.sync({ state: state.checkout(), forceFull: true });
     // The first input also carried the jumps and canaries of a fresh node; the rest is the same.
-    const norm = (b: string) => b.split('\n').filter((l) => !l.startsWith('-I ') && !l.includes('KUBE-PROXY-CANARY')).join('\n').replace('*mangle\nCOMMIT\n', '');
+    const norm = (b: string) =>
+      b
+        .split('\n')
+        .filter((l) => !l.startsWith('-I ') && !l.includes('KUBE-PROXY-CANARY'))
+        .join('\n')
+        .replace('*mangle\nCOMMIT\n', '');
     expect(norm(again.batch!)).toBe(norm(first.batch!));
     state.onEndpointSlice(null, twoSlice('10.244.9.2'));
     const res = await h.backend.sync({ state: state.checkout(), forceFull: false });
@@ -189,7 +204,11 @@ describe('iptables proxier: partial syncs keep the kernel equal to a full sync',
     await h.backend.sync({ state: state.checkout(), forceFull: true });
     // Someone deletes s5's jump behind kproxy's back; then s5 goes away.
     const jump = h.kernel.rules('nat', KUBE_SERVICES).find((s) => s.includes('ns/s5:http cluster IP'))!;
-    await h.kernel.deleteRule('nat', KUBE_SERVICES, parseIptablesScript(`*nat\n-A KUBE-SERVICES ${jump}\nCOMMIT\n`).tables[0].entries.flatMap((e) => (e.kind === 'chain' ? [] : [...e.args])));
+    await h.kernel.deleteRule(
+      'nat',
+      KUBE_SERVICES,
+      parseIptablesScript(`*nat\n-A KUBE-SERVICES ${jump}\nCOMMIT\n`).tables[0].entries.flatMap((e) => (e.kind === 'chain' ? [] : [...e.args])),
+    );
     state.onService(objects[10] as Service, null);
     const failed = await h.backend.sync({ state: state.checkout(), forceFull: false });
     expect(failed.error?.message).toMatch(/-D KUBE-SERVICES/);

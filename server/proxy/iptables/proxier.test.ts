@@ -137,7 +137,11 @@ describe('iptables proxier: full and partial syncs', () => {
     expect(r.error).toBeUndefined();
     expect(r.batch).not.toMatch(/^-I /m);
     expect(h.kernel.callsOf('iptables').filter((c) => c.args[0] === '-C')).toHaveLength(JUMP_RULES.length);
-    for (const j of JUMP_RULES) expect(h.kernel.rules(j.table, j.from).filter((s) => s.endsWith(`-j ${j.to}`)), `${j.table}/${j.from}`).toHaveLength(1);
+    for (const j of JUMP_RULES)
+      expect(
+        h.kernel.rules(j.table, j.from).filter((s) => s.endsWith(`-j ${j.to}`)),
+        `${j.table}/${j.from}`,
+      ).toHaveLength(1);
   });
 
   it('does not duplicate jump rules and puts back one that was deleted', async () => {
@@ -237,7 +241,19 @@ describe('iptables proxier: untrusted values', () => {
 
   it('skips a service with a malformed endpoint or address', async () => {
     const h = harness();
-    const badEp = { ip: '10.0.0.1 -j ACCEPT', port: 80, key: '10.0.0.1 -j ACCEPT:80', isLocal: false, ready: true, serving: true, terminating: false, nodeName: '', zone: '', zoneHints: [], nodeHints: [] };
+    const badEp = {
+      ip: '10.0.0.1 -j ACCEPT',
+      port: 80,
+      key: '10.0.0.1 -j ACCEPT:80',
+      isLocal: false,
+      ready: true,
+      serving: true,
+      terminating: false,
+      nodeName: '',
+      zone: '',
+      zoneHints: [],
+      nodeHints: [],
+    };
     const sp = { ...base, id: 'ns1/c:http/TCP', name: 'ns1/c:http', service: 'ns1/c', clusterIP: '10.96.0.3' };
     let r = await h.backend.sync({ state: checkoutWith(sp, [badEp]), forceFull: true });
     expect(r.error).toBeUndefined();
@@ -366,4 +382,3 @@ describe('iptables proxier: big nat rewrites in several commits (nft)', () => {
     expect(parseIptablesScript(r.batch!).tables.filter((t) => t.name === 'nat')).toHaveLength(1);
   });
 });
-

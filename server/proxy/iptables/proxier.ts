@@ -22,14 +22,7 @@ import { chainLine, extractLines, LineBuffer, ProbabilityCache } from './restore
 import { buildFixedRules } from './fixed-rules.ts';
 import { FixedChainDiff } from './fixed-chain-diff.ts';
 import { applyDiff, countedChains, fullFilterPart, fullNatShared, natTablePart, partialShared, type ChainLengths, type FullSyncPrep } from './restore-text.ts';
-import {
-  buildServicePortRules,
-  contextKey,
-  LARGE_CLUSTER_ENDPOINTS,
-  masqueradeMark,
-  type BuildContext,
-  type ServicePortRules,
-} from './rules.ts';
+import { buildServicePortRules, contextKey, LARGE_CLUSTER_ENDPOINTS, masqueradeMark, type BuildContext, type ServicePortRules } from './rules.ts';
 
 export const SYSCTL_ROUTE_LOCALNET = 'net/ipv4/conf/all/route_localnet';
 export const SYSCTL_TCP_BE_LIBERAL = 'net/netfilter/nf_conntrack_tcp_be_liberal';
@@ -177,8 +170,7 @@ class IptablesProxier implements IptablesBackend {
     // As kube-proxy: localhost node ports only for IPv4, and only when --nodeport-addresses
     // admits 127.0.0.0/8 ("primary" never does).
     const isPrimary = npa.length === 1 && npa[0] === NODE_PORT_ADDRESSES_PRIMARY;
-    this.#localhostNodePorts =
-      opts.family === 'IPv4' && opts.config.iptables.localhostNodePorts && !isPrimary && new NodePortAddresses(opts.family, npa).containsIPv4Loopback;
+    this.#localhostNodePorts = opts.family === 'IPv4' && opts.config.iptables.localhostNodePorts && !isPrimary && new NodePortAddresses(opts.family, npa).containsIPv4Loopback;
   }
 
   lastAppliedBatch(): string | null {
@@ -252,10 +244,11 @@ class IptablesProxier implements IptablesBackend {
     let same = prev.length === services.size;
     if (same) {
       let i = 0;
-      for (const id of services.keys()) if (prev[i++] !== id) {
-        same = false;
-        break;
-      }
+      for (const id of services.keys())
+        if (prev[i++] !== id) {
+          same = false;
+          break;
+        }
     }
     if (!same) {
       this.#idsInMapOrder = [...services.keys()];

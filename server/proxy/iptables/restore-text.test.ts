@@ -95,8 +95,14 @@ describe('restore text assembly', () => {
     const b = port(['-A KUBE-SERVICES -d 10.96.0.2/32 -j KUBE-SVC-B', '-A KUBE-NODEPORTS --dport 30002 -j KUBE-EXT-B']);
     const diff = new FixedChainDiff();
     diff.change('', b.rules.jumpsText);
-    const ports = new Map([['a', a], ['b', b]]);
-    const lengths = new Map([['KUBE-SERVICES', 100], ['KUBE-NODEPORTS', 1]]);
+    const ports = new Map([
+      ['a', a],
+      ['b', b],
+    ]);
+    const lengths = new Map([
+      ['KUBE-SERVICES', 100],
+      ['KUBE-NODEPORTS', 1],
+    ]);
     const nat = partialShared('nat', { diff, ports, fixed: fixed(), lengths, inPlaceEdits: true });
     expect(nat.chains.text()).toBe('*nat\n:KUBE-NODEPORTS - [0:0]\n');
     expect(nat.rules.text()).toBe('-A KUBE-NODEPORTS --dport 30002 -j KUBE-EXT-B\n-I KUBE-SERVICES 1 -d 10.96.0.2/32 -j KUBE-SVC-B\n');
@@ -116,9 +122,19 @@ describe('restore text assembly', () => {
 
   it('keeps the shared chain lengths: counted from a full text, or moved by a diff', () => {
     const counted = countedChains('-A KUBE-SERVICES -j X\n-A KUBE-SERVICES -j Y\n-A KUBE-NODEPORTS -j Z\n');
-    expect(counted).toEqual(new Map([['KUBE-SERVICES', 2], ['KUBE-NODEPORTS', 1]]));
+    expect(counted).toEqual(
+      new Map([
+        ['KUBE-SERVICES', 2],
+        ['KUBE-NODEPORTS', 1],
+      ]),
+    );
     const diff = new FixedChainDiff();
     diff.change('-A KUBE-SERVICES -j X\n', '-A KUBE-NODEPORTS -j W\n-A KUBE-NODEPORTS -j V\n');
-    expect(applyDiff(counted, diff)).toEqual(new Map([['KUBE-SERVICES', 1], ['KUBE-NODEPORTS', 3]]));
+    expect(applyDiff(counted, diff)).toEqual(
+      new Map([
+        ['KUBE-SERVICES', 1],
+        ['KUBE-NODEPORTS', 3],
+      ]),
+    );
   });
 });

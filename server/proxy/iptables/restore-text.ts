@@ -183,13 +183,7 @@ export function partialShared(table: 'filter' | 'nat', input: PartialSharedInput
  * failure part-way leaves earlier blocks committed and a consistent kernel,
  * and forces the next sync to be full, as any failure does.
  */
-export function natTablePart(
-  blocks: { chains: LineBuffer; rules: LineBuffer }[],
-  natChains: LineBuffer,
-  natRules: LineBuffer,
-  natEnd: LineBuffer,
-  mark: string,
-): { text: string; lines: number } {
+export function natTablePart(blocks: { chains: LineBuffer; rules: LineBuffer }[], natChains: LineBuffer, natRules: LineBuffer, natEnd: LineBuffer, mark: string): { text: string; lines: number } {
   if (blocks.length <= 1) {
     const chains = blocks[0]?.chains;
     const rules = blocks[0]?.rules;

@@ -46,7 +46,19 @@ const sp6: ServicePort = {
   trafficDistribution: '',
 };
 
-const ep6: Endpoint = { ip: 'fd00:10:180::1', port: 80, key: '[fd00:10:180::1]:80', isLocal: true, ready: true, serving: true, terminating: false, nodeName: 'node-a', zone: '', zoneHints: [], nodeHints: [] };
+const ep6: Endpoint = {
+  ip: 'fd00:10:180::1',
+  port: 80,
+  key: '[fd00:10:180::1]:80',
+  isLocal: true,
+  ready: true,
+  serving: true,
+  terminating: false,
+  nodeName: 'node-a',
+  zone: '',
+  zoneHints: [],
+  nodeHints: [],
+};
 
 describe('rule builder', () => {
   it('renders the masquerade mark like Go "%#08x"', () => {
@@ -66,7 +78,9 @@ describe('rule builder', () => {
 
   it('keeps IPv6 node ports off ::1, as kube-proxy does', () => {
     const fixed = buildFixedRules(ctx6);
-    expect(fixed.natTail.text()).toBe('-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL ! -d ::1/128 -j KUBE-NODEPORTS\n');
+    expect(fixed.natTail.text()).toBe(
+      '-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL ! -d ::1/128 -j KUBE-NODEPORTS\n',
+    );
     expect(fixed.filterChains).not.toContain('KUBE-FIREWALL');
     expect(buildFixedRules({ ...ctx6, nodePortsMatchAll: false, nodePortIPs: ['::1', '2001:db8::1'] }).warnings).toEqual([
       '--nodeport-addresses includes localhost (::1) but localhost node ports are not supported on IPv6',
@@ -83,7 +97,7 @@ describe('rule builder', () => {
     expect(() => buildServicePortRules(sp6, [{ ...ep6, key: '[fd00:10:180::1]:81' }], ctx6, names, probs)).toThrow(/endpoint key/);
   });
 
-  it('reuses the previous build\'s endpoint chain names', () => {
+  it("reuses the previous build's endpoint chain names", () => {
     const names = new ChainNames();
     const first = buildServicePortRules(sp6, [ep6], ctx6, names, new ProbabilityCache());
     const planted = { ...first, endpointChains: new Map([[ep6.key, 'KUBE-SEP-REUSEDREUSEDREUS']]) };

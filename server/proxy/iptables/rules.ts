@@ -4,15 +4,7 @@ import { canonicalIP, cidrContains, parseCIDR, type IPFamily } from '../../net/i
 import type { LocalDetector } from '../local-detector.ts';
 import { externallyAccessible, hasSessionAffinity, PROTOCOLS, usesClusterEndpoints, usesLocalEndpoints, type ServicePort } from '../service-port.ts';
 import { categorizeEndpoints } from '../topology.ts';
-import {
-  KUBE_EXTERNAL_SERVICES,
-  KUBE_MARK_MASQ,
-  KUBE_NODEPORTS,
-  KUBE_PROXY_FIREWALL,
-  KUBE_SERVICES,
-  servicePortChains,
-  type ChainNames,
-} from './chain-names.ts';
+import { KUBE_EXTERNAL_SERVICES, KUBE_MARK_MASQ, KUBE_NODEPORTS, KUBE_PROXY_FIREWALL, KUBE_SERVICES, servicePortChains, type ChainNames } from './chain-names.ts';
 import { chainLine, comment, LineBuffer, type ProbabilityCache } from './restore-writer.ts';
 
 /**
@@ -246,13 +238,47 @@ export function buildServicePortRules(
     const nodePort = String(sp.nodePort);
     if (hasAny) {
       if (ctx.localhostNodePorts && ctx.family === 'IPv4' && ctx.nfacct.localhostNodePorts) {
-        jumps.write('-A', KUBE_NODEPORTS, '-m', 'comment', '--comment', nameComment, ...proto, '-d', '127.0.0.0/8', '--dport', nodePort, '-m', 'nfacct', '--nfacct-name', NFACCT_LOCALHOST_NODEPORTS, '-j', externalChain);
+        jumps.write(
+          '-A',
+          KUBE_NODEPORTS,
+          '-m',
+          'comment',
+          '--comment',
+          nameComment,
+          ...proto,
+          '-d',
+          '127.0.0.0/8',
+          '--dport',
+          nodePort,
+          '-m',
+          'nfacct',
+          '--nfacct-name',
+          NFACCT_LOCALHOST_NODEPORTS,
+          '-j',
+          externalChain,
+        );
       }
       jumps.write('-A', KUBE_NODEPORTS, '-m', 'comment', '--comment', nameComment, ...proto, '--dport', nodePort, '-j', externalChain);
       jumpTargets.add(externalChain);
     }
     if (!hasExternalEndpoints) {
-      filter.write('-A', KUBE_EXTERNAL_SERVICES, '-m', 'comment', '--comment', externalFilterComment, '-m', 'addrtype', '--dst-type', 'LOCAL', ...proto, '--dport', nodePort, '-j', externalFilterTarget);
+      filter.write(
+        '-A',
+        KUBE_EXTERNAL_SERVICES,
+        '-m',
+        'comment',
+        '--comment',
+        externalFilterComment,
+        '-m',
+        'addrtype',
+        '--dst-type',
+        'LOCAL',
+        ...proto,
+        '--dport',
+        nodePort,
+        '-j',
+        externalFilterTarget,
+      );
     }
   }
 
@@ -281,7 +307,20 @@ export function buildServicePortRules(
         jumpTargets.add(chains.cluster);
       }
       // The node's own traffic to an external IP has a local source address: masquerade it and use Cluster policy.
-      rules.write('-A', externalChain, '-m', 'comment', '--comment', comment(`masquerade LOCAL traffic for ${name} external destinations`), '-m', 'addrtype', '--src-type', 'LOCAL', '-j', KUBE_MARK_MASQ);
+      rules.write(
+        '-A',
+        externalChain,
+        '-m',
+        'comment',
+        '--comment',
+        comment(`masquerade LOCAL traffic for ${name} external destinations`),
+        '-m',
+        'addrtype',
+        '--src-type',
+        'LOCAL',
+        '-j',
+        KUBE_MARK_MASQ,
+      );
       rules.write('-A', externalChain, '-m', 'comment', '--comment', comment(`route LOCAL traffic for ${name} external destinations`), '-m', 'addrtype', '--src-type', 'LOCAL', '-j', chains.cluster);
       jumpTargets.add(chains.cluster);
     }

@@ -46,7 +46,9 @@ export interface Harness {
 }
 
 /** harness builds an iptables backend over the simulated kernel. */
-export function harness(opts: { config?: ProxyConfig; nodeName?: string; kernel?: SimulatedIptables; logger?: Logger; nfacct?: boolean; rulesPerCommit?: number; inPlaceEdits?: boolean } = {}): Harness {
+export function harness(
+  opts: { config?: ProxyConfig; nodeName?: string; kernel?: SimulatedIptables; logger?: Logger; nfacct?: boolean; rulesPerCommit?: number; inPlaceEdits?: boolean } = {},
+): Harness {
   const kernel = opts.kernel ?? new SimulatedIptables();
   const sysctl = new SimulatedSysctl({ [SYSCTL_ROUTE_LOCALNET]: '0', [SYSCTL_TCP_BE_LIBERAL]: '0' });
   const netif = new FakeNetInterfaces();

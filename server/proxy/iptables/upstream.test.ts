@@ -157,8 +157,11 @@ describe('same rules as kube-proxy for the same input', () => {
     expect(moved.deleted.nat).toEqual(['KUBE-SEP-BSWRHOQ77KEXZLNL']);
 
     // The kernel now holds exactly the services that exist.
-    expect(kernel.chains('nat').filter((c) => c.startsWith('KUBE-S') && c !== 'KUBE-SERVICES').sort()).toEqual(
-      ['KUBE-SEP-AYCN5HPXMIRJNJXU', 'KUBE-SEP-DKCFIS26GWF2WLWC', 'KUBE-SEP-SNQ3ZNILQDEJNDQO', 'KUBE-SVC-4SW47YFZTEDKD3PK', 'KUBE-SVC-X27LE4BHSL4DOUIK', 'KUBE-SVC-XPGD46QRK7WJZT7O'].sort(),
-    );
+    expect(
+      kernel
+        .chains('nat')
+        .filter((c) => c.startsWith('KUBE-S') && c !== 'KUBE-SERVICES')
+        .sort(),
+    ).toEqual(['KUBE-SEP-AYCN5HPXMIRJNJXU', 'KUBE-SEP-DKCFIS26GWF2WLWC', 'KUBE-SEP-SNQ3ZNILQDEJNDQO', 'KUBE-SVC-4SW47YFZTEDKD3PK', 'KUBE-SVC-X27LE4BHSL4DOUIK', 'KUBE-SVC-XPGD46QRK7WJZT7O'].sort());
   });
 });

@@ -25,7 +25,9 @@ describe('IPVS cleanup', () => {
   it('removes virtual servers, kube-proxy sets and kube-ipvs0 after the iptables rules; a second run finds nothing', async () => {
     const h = await programmed();
     await h.ipvs.restore('-A -t 172.16.0.5:80 -s wlc\n');
-    await h.ipset.restore('create KUBE-6-CLUSTER-IP hash:ip,port family inet6 hashsize 1024 maxelem 65536\ncreate KUBE-NODE-PORT-SCTP bitmap:port range 0-65535\ncreate other-software hash:ip family inet hashsize 1024 maxelem 65536\n');
+    await h.ipset.restore(
+      'create KUBE-6-CLUSTER-IP hash:ip,port family inet6 hashsize 1024 maxelem 65536\ncreate KUBE-NODE-PORT-SCTP bitmap:port range 0-65535\ncreate other-software hash:ip family inet hashsize 1024 maxelem 65536\n',
+    );
     const iptables = await cleanupIptables({ runners: [h.iptables], logger: silentLogger, nftExec: null });
     expect(iptables.errors).toEqual([]);
     const r = await cleanupIpvs({ ipvs: h.ipvs, ipset: h.ipset, netlink: h.netlink, logger: silentLogger, excludeCIDRs: [parseCIDR('172.16.0.0/12')!] });

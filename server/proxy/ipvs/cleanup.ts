@@ -56,7 +56,9 @@ export async function cleanupIpvs(opts: IpvsCleanupOptions): Promise<CleanupResu
 
   try {
     const present = await opts.ipset.save();
-    let names = allSetNames().filter((n) => present.has(n)).sort();
+    let names = allSetNames()
+      .filter((n) => present.has(n))
+      .sort();
     let destroyed = 0;
     // One batch; a set still in use stops it at its line: report that set and go on with the rest.
     while (names.length) {
@@ -98,4 +100,3 @@ export async function cleanupIpvs(opts: IpvsCleanupOptions): Promise<CleanupResu
   }
   return { removed, errors };
 }
-

@@ -11,9 +11,20 @@ const lines = (batch: string | undefined) => (batch ?? '').split('\n').filter((l
 
 function twoEndpoints(protocol = 'TCP') {
   const ports = [{ name: 'http', port: 80, protocol }];
-  const slice = (ips: string[]) => makeSlice('ns1', 'a', 'a-1', ips.map((ip) => ep(ip, { nodeName: 'node-b' })), [{ name: 'http', port: 8080, protocol }]);
+  const slice = (ips: string[]) =>
+    makeSlice(
+      'ns1',
+      'a',
+      'a-1',
+      ips.map((ip) => ep(ip, { nodeName: 'node-b' })),
+      [{ name: 'http', port: 8080, protocol }],
+    );
   const state = stateFromObjects('node-a', [makeService('ns1', 'a', { clusterIP: '10.96.0.1', ports }), slice(['10.244.1.1', '10.244.1.2'])]);
-  return { state, shrink: () => state.onEndpointSlice(slice(['10.244.1.1', '10.244.1.2']), slice(['10.244.1.1'])), regrow: () => state.onEndpointSlice(slice(['10.244.1.1']), slice(['10.244.1.1', '10.244.1.2'])) };
+  return {
+    state,
+    shrink: () => state.onEndpointSlice(slice(['10.244.1.1', '10.244.1.2']), slice(['10.244.1.1'])),
+    regrow: () => state.onEndpointSlice(slice(['10.244.1.1']), slice(['10.244.1.1', '10.244.1.2'])),
+  };
 }
 
 describe('graceful termination in syncs (injected clock)', () => {
@@ -121,7 +132,20 @@ describe('graceful termination in syncs (injected clock)', () => {
 
 describe('GracefulTermination', () => {
   const listing = (active: number, inactive: number): Map<string, IpvsService> =>
-    new Map([[VS, { protocol: 'TCP', address: '10.96.0.1', port: 80, scheduler: 'rr', persistence: 0, schedFlags: [], reals: [{ address: '10.244.1.2', port: 8080, weight: 0, forward: 'masq', activeConns: active, inactiveConns: inactive }] }]]);
+    new Map([
+      [
+        VS,
+        {
+          protocol: 'TCP',
+          address: '10.96.0.1',
+          port: 80,
+          scheduler: 'rr',
+          persistence: 0,
+          schedFlags: [],
+          reals: [{ address: '10.244.1.2', port: 8080, weight: 0, forward: 'masq', activeConns: active, inactiveConns: inactive }],
+        },
+      ],
+    ]);
   const vs = { protocol: 'TCP', address: '10.96.0.1', port: 80 } as const;
   const rs = { address: '10.244.1.2', port: 8080 };
 

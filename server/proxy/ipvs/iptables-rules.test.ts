@@ -82,7 +82,10 @@ describe('IPVS mode iptables rules (kube-proxy proxier_test expectations)', () =
   });
 
   it('masquerades cluster IP traffic by the local detector, masqueradeAll, or the VIP source without a detector', () => {
-    const rule = (c: IptablesContext) => buildIptablesRules(c, sets('clusterIP'), []).text.split('\n').find((l) => l.includes('--match-set KUBE-CLUSTER-IP') && l.includes('KUBE-MARK-MASQ'));
+    const rule = (c: IptablesContext) =>
+      buildIptablesRules(c, sets('clusterIP'), [])
+        .text.split('\n')
+        .find((l) => l.includes('--match-set KUBE-CLUSTER-IP') && l.includes('KUBE-MARK-MASQ'));
     expect(rule(ctx)).toContain('--match-set KUBE-CLUSTER-IP dst,dst ! -s 10.244.0.0/16 -j KUBE-MARK-MASQ');
     expect(rule({ ...ctx, masqueradeAll: true })).toContain('--match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ');
     expect(rule({ ...ctx, localDetector: NO_LOCAL_DETECTOR })).toContain('--match-set KUBE-CLUSTER-IP src,dst -j KUBE-MARK-MASQ');

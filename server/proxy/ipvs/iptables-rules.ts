@@ -203,7 +203,10 @@ export function staleModeChains(dump: IptablesDump): StaleChains {
   const pick = (table: 'nat' | 'filter') => {
     const t = dump.tables.get(table);
     if (!t) return { chains: [], jumps: [] };
-    const chains = [...t.chains.values()].filter((c) => !c.builtin && IPTABLES_MODE_ONLY[table](c.name)).map((c) => c.name).sort();
+    const chains = [...t.chains.values()]
+      .filter((c) => !c.builtin && IPTABLES_MODE_ONLY[table](c.name))
+      .map((c) => c.name)
+      .sort();
     const set = new Set(chains);
     // Chains IPVS mode declares are flushed by the restore itself: their rules need no -D.
     const declared = new Set<string>(table === 'nat' ? NAT_CHAINS : FILTER_CHAINS);

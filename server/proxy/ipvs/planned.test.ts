@@ -4,14 +4,21 @@ import { ep, makeService, makeSlice } from '../testing.ts';
 import { ipvsConfig, ipvsHarness } from './testing.ts';
 
 const tcp = (port: number) => [{ name: 'http', port, protocol: 'TCP' }];
-const slice = (ips: string[]) => makeSlice('ns1', 'a', 'a-1', ips.map((ip) => ep(ip, { nodeName: 'node-b' })), tcp(8080));
+const slice = (ips: string[]) =>
+  makeSlice(
+    'ns1',
+    'a',
+    'a-1',
+    ips.map((ip) => ep(ip, { nodeName: 'node-b' })),
+    tcp(8080),
+  );
 
 function cluster() {
   return stateFromObjects('node-a', [makeService('ns1', 'a', { clusterIP: '10.96.0.1', ports: tcp(80) }), slice(['10.244.1.1', '10.244.1.2'])]);
 }
 
 describe('IPVS backend: what it planned (read by the dashboard)', () => {
-  it('is null before the first sync, then holds the wanted objects, the rules and each port\'s objects', async () => {
+  it("is null before the first sync, then holds the wanted objects, the rules and each port's objects", async () => {
     const h = ipvsHarness();
     expect(h.backend.planned()).toBeNull();
     await h.sync(cluster());

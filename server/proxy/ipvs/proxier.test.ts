@@ -148,7 +148,12 @@ describe('IPVS proxier: conflicts', () => {
       makeSlice('ns1', 'b', 'b-1', [ep('10.244.1.2', { nodeName: 'node-b' })], tcp('http', 8080)),
     ]);
     await h.sync(state);
-    expect(h.ipvs.services().find((s) => s.address === '203.0.113.9')!.reals.map((r) => r.address)).toEqual(['10.244.1.1']);
+    expect(
+      h.ipvs
+        .services()
+        .find((s) => s.address === '203.0.113.9')!
+        .reals.map((r) => r.address),
+    ).toEqual(['10.244.1.1']);
     expect(log.lines('warn').join('\n')).toContain('virtual server claimed by two service ports');
   });
 });

@@ -177,8 +177,7 @@ class IpvsProxier implements IpvsBackend {
   }
 
   /** #manages mirrors planIpvs: virtual servers of the other family or in excludeCIDRs are never deleted. */
-  readonly #manages = (address: string): boolean =>
-    (this.#o.family === 'IPv6') === address.includes(':') && !this.#excludeCIDRs.some((c) => cidrContains(c, address));
+  readonly #manages = (address: string): boolean => (this.#o.family === 'IPv6') === address.includes(':') && !this.#excludeCIDRs.some((c) => cidrContains(c, address));
 
   /** init sets the sysctls IPVS mode needs and the IPVS timeouts, as kube-proxy's NewProxier does. */
   async init(): Promise<void> {
@@ -295,13 +294,20 @@ class IpvsProxier implements IpvsBackend {
       const scope = full ? null : this.#scope(state.changedServices, built.cache);
       const bindList = links.get(DUMMY_DEVICE);
       const deletions = sweepDue ? this.#graceful.sweep(current) : [];
-      for (const d of deletions) this.#log.info('deleting a drained real server', { virtualServer: `${d.vs.address}:${d.vs.port}/${d.vs.protocol}`, realServer: `${d.rs.address}:${d.rs.port}`, reason: d.reason });
+      for (const d of deletions)
+        this.#log.info('deleting a drained real server', { virtualServer: `${d.vs.address}:${d.vs.port}/${d.vs.protocol}`, realServer: `${d.rs.address}:${d.rs.port}`, reason: d.reason });
       const netlinkBatch = planAddresses(built.wanted.binds, bindList !== undefined, new Set((bindList ?? []).map((a) => a.address)), scope);
       const ipsetBatch = planIpsets(built.wanted.sets, sets, ctx.family, scope);
       const ipvsPlan = planIpvs({ wanted: built.wanted.virtualServers, current, scope, family: ctx.family, excludeCIDRs: this.#excludeCIDRs, draining: this.#graceful, deletions });
       const nonEmpty = new Set<SetKey>([...built.wanted.sets].filter(([, s]) => s.size > 0).map(([k]) => k));
       const rules = buildIptablesRules(
-        { family: ctx.family, masqueradeMark: masqueradeMark(this.#o.config.iptables.masqueradeBit), masqueradeAll: this.#o.config.iptables.masqueradeAll, localDetector: localDetectorFor(this.#o.config, state.node, ctx.family), randomFully: this.#o.iptables.hasRandomFully },
+        {
+          family: ctx.family,
+          masqueradeMark: masqueradeMark(this.#o.config.iptables.masqueradeBit),
+          masqueradeAll: this.#o.config.iptables.masqueradeAll,
+          localDetector: localDetectorFor(this.#o.config, state.node, ctx.family),
+          randomFully: this.#o.iptables.hasRandomFully,
+        },
         nonEmpty,
         built.outFilter,
         stale,

@@ -36,13 +36,7 @@ export const SYNC_BUCKETS = exponentialBuckets(0.001, 2, 15);
  * 0.5 s, 1 s steps to 59 s, 5 s steps to 115 s, 30 s steps to 5 min. MergeBuckets
  * starts from a zero bucket, so the first bound is le="0".
  */
-export const NETWORK_PROGRAMMING_BUCKETS = [
-  0,
-  ...linearBuckets(0.25, 0.25, 2),
-  ...linearBuckets(1, 1, 59),
-  ...linearBuckets(60, 5, 12),
-  ...linearBuckets(120, 30, 7),
-];
+export const NETWORK_PROGRAMMING_BUCKETS = [0, ...linearBuckets(0.25, 0.25, 2), ...linearBuckets(1, 1, 59), ...linearBuckets(60, 5, 12), ...linearBuckets(120, 30, 7)];
 
 /** MetricsState is what kube-proxy's point-in-time metrics are read from (ProxyState satisfies it). */
 export interface KubeProxyMetricsState {
@@ -108,8 +102,7 @@ export class KubeProxyMetrics {
     this.mode = mode;
     this.#registry = registry;
     const registers = [registry];
-    const histogram = (name: string, help: string, buckets: number[]) =>
-      new Histogram({ name, help: ALPHA + help, labelNames: ['ip_family'] as const, buckets, registers });
+    const histogram = (name: string, help: string, buckets: number[]) => new Histogram({ name, help: ALPHA + help, labelNames: ['ip_family'] as const, buckets, registers });
     const familyCounter = (name: string, help: string) => new Counter({ name, help: ALPHA + help, labelNames: ['ip_family'] as const, registers });
 
     // Registered in every mode.

@@ -19,10 +19,30 @@ const T0 = Date.UTC(2026, 0, 1, 12, 0, 0);
 // ExponentialBuckets(0.001, 2, 15) and MergeBuckets(0.25..0.5, 1..59, 60..115, 120..300).
 const SYNC_LE = ['0.001', '0.002', '0.004', '0.008', '0.016', '0.032', '0.064', '0.128', '0.256', '0.512', '1.024', '2.048', '4.096', '8.192', '16.384', '+Inf'];
 const NETPROG_LE = [
-  '0', '0.25', '0.5',
+  '0',
+  '0.25',
+  '0.5',
   ...Array.from({ length: 59 }, (_, i) => String(i + 1)),
-  '60', '65', '70', '75', '80', '85', '90', '95', '100', '105', '110', '115',
-  '120', '150', '180', '210', '240', '270', '300', '+Inf',
+  '60',
+  '65',
+  '70',
+  '75',
+  '80',
+  '85',
+  '90',
+  '95',
+  '100',
+  '105',
+  '110',
+  '115',
+  '120',
+  '150',
+  '180',
+  '210',
+  '240',
+  '270',
+  '300',
+  '+Inf',
 ];
 
 interface FakeState {
@@ -66,9 +86,25 @@ function record(over: Partial<SyncRecord> = {}): SyncRecord {
   const startedAt = over.startedAt ?? T0;
   const durationMs = over.durationMs ?? 4;
   return {
-    seq: ++seq, trigger: 'change', startedAt, finishedAt: startedAt + durationMs, full: true, ok: true, durationMs,
-    buildMs: 1, applyMs: 3, linesWritten: 10, bytesWritten: 100, servicesWritten: 1, servicesChanged: [], servicesChangedCount: 0,
-    servicePorts: 0, endpoints: 0, rulesByTable: {}, networkProgrammingMs: [], consecutiveFailures: 0,
+    seq: ++seq,
+    trigger: 'change',
+    startedAt,
+    finishedAt: startedAt + durationMs,
+    full: true,
+    ok: true,
+    durationMs,
+    buildMs: 1,
+    applyMs: 3,
+    linesWritten: 10,
+    bytesWritten: 100,
+    servicesWritten: 1,
+    servicesChanged: [],
+    servicesChangedCount: 0,
+    servicePorts: 0,
+    endpoints: 0,
+    rulesByTable: {},
+    networkProgrammingMs: [],
+    consecutiveFailures: 0,
     ...over,
   };
 }
@@ -79,12 +115,22 @@ function result(rec: SyncRecord, extra: Record<string, unknown> = {}): BackendSy
 
 function setup(mode: ProxyMode = 'iptables', state: FakeState | ProxyState = fakeState(), processMetrics = false) {
   const clock = new FakeClock(T0);
-  const metrics = new ProxyMetrics({ mode, state, clock, logger: silentLogger, processMetrics, source: () => ({
-    kind: 'file', description: 'file:deploy/examples/', synced: true, objects: 7, counters: { reloads: 3, parseErrors: 1 },
-  }) });
+  const metrics = new ProxyMetrics({
+    mode,
+    state,
+    clock,
+    logger: silentLogger,
+    processMetrics,
+    source: () => ({
+      kind: 'file',
+      description: 'file:deploy/examples/',
+      synced: true,
+      objects: 7,
+      counters: { reloads: 3, parseErrors: 1 },
+    }),
+  });
   const app = buildMetricsApp({ metrics, config: testProxyConfig({ mode }) });
-  const sync = (rec: SyncRecord, checkout: StateCheckout = EMPTY_CHECKOUT, extra: Record<string, unknown> = {}) =>
-    metrics.observer.onSync!(rec, checkout, result(rec, extra));
+  const sync = (rec: SyncRecord, checkout: StateCheckout = EMPTY_CHECKOUT, extra: Record<string, unknown> = {}) => metrics.observer.onSync!(rec, checkout, result(rec, extra));
   const scrape = async () => {
     const res = await app.inject({ method: 'GET', url: '/metrics' });
     expect(res.statusCode).toBe(200);
@@ -172,9 +218,7 @@ describe('kube-proxy metrics on /metrics', () => {
     metrics.probeServed('livez', 200);
     metrics.conntrackReconciled(0.01, 2);
     const { families } = await scrape();
-    const declared = [...families.entries()]
-      .filter(([n]) => n.startsWith('kubeproxy_'))
-      .map(([name, f]) => [name, f.type, f.help, labelNames(f)]);
+    const declared = [...families.entries()].filter(([n]) => n.startsWith('kubeproxy_')).map(([name, f]) => [name, f.type, f.help, labelNames(f)]);
     expect(declared).toEqual([
       ['kubeproxy_conntrack_reconciler_deleted_entries_total', 'counter', '[ALPHA] Cumulative conntrack flows deleted by conntrack reconciler', 'ip_family'],
       ['kubeproxy_conntrack_reconciler_sync_duration_seconds', 'histogram', '[ALPHA] ReconcileConntrackFlowsLatency latency in seconds', 'ip_family,le'],
@@ -201,8 +245,16 @@ describe('kube-proxy metrics on /metrics', () => {
 
   it('registers the nftables and ipvs families kube-proxy registers for those modes', async () => {
     for (const [mode, only, absent] of [
-      ['nftables', ['kubeproxy_sync_proxy_rules_nftables_sync_failures_total', 'kubeproxy_sync_full_proxy_rules_duration_seconds', 'kubeproxy_sync_partial_proxy_rules_duration_seconds'], ['kubeproxy_sync_proxy_rules_iptables_restore_failures_total', 'kubeproxy_sync_proxy_rules_iptables_total']],
-      ['ipvs', ['kubeproxy_sync_proxy_rules_iptables_restore_failures_total'], ['kubeproxy_sync_full_proxy_rules_duration_seconds', 'kubeproxy_sync_proxy_rules_nftables_sync_failures_total', 'kubeproxy_sync_proxy_rules_iptables_total']],
+      [
+        'nftables',
+        ['kubeproxy_sync_proxy_rules_nftables_sync_failures_total', 'kubeproxy_sync_full_proxy_rules_duration_seconds', 'kubeproxy_sync_partial_proxy_rules_duration_seconds'],
+        ['kubeproxy_sync_proxy_rules_iptables_restore_failures_total', 'kubeproxy_sync_proxy_rules_iptables_total'],
+      ],
+      [
+        'ipvs',
+        ['kubeproxy_sync_proxy_rules_iptables_restore_failures_total'],
+        ['kubeproxy_sync_full_proxy_rules_duration_seconds', 'kubeproxy_sync_proxy_rules_nftables_sync_failures_total', 'kubeproxy_sync_proxy_rules_iptables_total'],
+      ],
     ] as const) {
       const { sync, scrape, metrics } = setup(mode);
       sync(record({ full: true, rulesByTable: { nat: 3 } }));
@@ -359,7 +411,16 @@ describe('kube-proxy metrics on /metrics', () => {
     state.onService(null, makeService('shop', 'itp', { clusterIP: '10.96.0.11', internalTrafficPolicy: 'Local' }));
     state.onEndpointSlice(null, remote('itp'));
     // externalTrafficPolicy Local LoadBalancer, endpoints only elsewhere: "external".
-    state.onService(null, makeService('shop', 'etp', { type: 'LoadBalancer', clusterIP: '10.96.0.12', externalTrafficPolicy: 'Local', healthCheckNodePort: 32000, ports: [{ name: 'p80', port: 80, protocol: 'TCP', nodePort: 30080 }] }));
+    state.onService(
+      null,
+      makeService('shop', 'etp', {
+        type: 'LoadBalancer',
+        clusterIP: '10.96.0.12',
+        externalTrafficPolicy: 'Local',
+        healthCheckNodePort: 32000,
+        ports: [{ name: 'p80', port: 80, protocol: 'TCP', nodePort: 30080 }],
+      }),
+    );
     state.onEndpointSlice(null, remote('etp'));
     // Local policy but no endpoints anywhere: rejected, not counted.
     state.onService(null, makeService('shop', 'none', { clusterIP: '10.96.0.13', internalTrafficPolicy: 'Local' }));
@@ -416,9 +477,7 @@ describe('kube-proxy metrics on /metrics', () => {
         '# TYPE kubeproxy_iptables_ct_state_invalid_dropped_packets_total counter\n' +
         'kubeproxy_iptables_ct_state_invalid_dropped_packets_total 17',
     );
-    expect(block(families, 'kubeproxy_iptables_localhost_nodeports_accepted_packets_total')).toContain(
-      '[ALPHA] Number of packets accepted on nodeports of loopback interface',
-    );
+    expect(block(families, 'kubeproxy_iptables_localhost_nodeports_accepted_packets_total')).toContain('[ALPHA] Number of packets accepted on nodeports of loopback interface');
   });
 });
 
@@ -455,7 +514,14 @@ describe('kproxy metrics and process defaults', () => {
     const { families, text } = await scrape();
     const names = [...families.keys()];
     expect(names).toEqual([...names].sort());
-    for (const name of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'process_start_time_seconds', 'process_open_fds', 'nodejs_heap_size_used_bytes', 'nodejs_eventloop_lag_seconds']) {
+    for (const name of [
+      'process_cpu_seconds_total',
+      'process_resident_memory_bytes',
+      'process_start_time_seconds',
+      'process_open_fds',
+      'nodejs_heap_size_used_bytes',
+      'nodejs_eventloop_lag_seconds',
+    ]) {
       expect(families.has(name), name).toBe(true);
     }
     expect(text).not.toContain('\n\n');
@@ -477,5 +543,10 @@ function labelNames(f: Family): string {
   const sample = f.lines.find((l) => !l.startsWith('#'));
   if (!sample) return '';
   const m = /\{(.*)\}/.exec(sample);
-  return m ? m[1].split(',').map((kv) => kv.split('=')[0]).join(',') : '';
+  return m
+    ? m[1]
+        .split(',')
+        .map((kv) => kv.split('=')[0])
+        .join(',')
+    : '';
 }

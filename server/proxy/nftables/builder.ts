@@ -161,7 +161,13 @@ export function buildFixedObjects(ctx: NftBuildContext): FixedObjects {
   if (cidrs.length) clusterIPsCheck.push(`${ip} daddr ${addressMatch(cidrs, false)} drop comment "Drop traffic to unallocated ClusterIPs"`);
   const nodePortMatch = ctx.nodePortsMatchAll ? noLocalhost : `${ip} daddr @${N.NODEPORT_IPS}`;
   chains.push(
-    { name: N.SERVICES, rules: [`${ip} daddr . meta l4proto . th dport vmap @${N.SERVICE_IPS}`, `${ctx.nodePortsMatchAll ? `fib daddr type local ${noLocalhost}` : nodePortMatch} meta l4proto . th dport vmap @${N.SERVICE_NODEPORTS}`] },
+    {
+      name: N.SERVICES,
+      rules: [
+        `${ip} daddr . meta l4proto . th dport vmap @${N.SERVICE_IPS}`,
+        `${ctx.nodePortsMatchAll ? `fib daddr type local ${noLocalhost}` : nodePortMatch} meta l4proto . th dport vmap @${N.SERVICE_NODEPORTS}`,
+      ],
+    },
     { name: N.SERVICE_ENDPOINTS_CHECK, rules: [`${ip} daddr . meta l4proto . th dport vmap @${N.NO_ENDPOINT_SERVICES}`] },
     { name: N.NODEPORT_ENDPOINTS_CHECK, rules: [`${nodePortMatch} meta l4proto . th dport vmap @${N.NO_ENDPOINT_NODEPORTS}`] },
     { name: N.REJECT_CHAIN, comment: REJECT_CHAIN_COMMENT, rules: ['reject'] },

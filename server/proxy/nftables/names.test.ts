@@ -22,9 +22,7 @@ describe('kube-proxy nftables names', () => {
     expect(endpointNameBase('testing', 'service', 'tcp', 'http', '10.180.0.1:80')).toBe('JO2XBXZR-testing/service/tcp/http__10.180.0.1/80');
     expect(endpointNameBase('testing', 'service', 'tcp', 'http', '10.180.0.2:80')).toBe('5S6H3H22-testing/service/tcp/http__10.180.0.2/80');
     expect(endpointNameBase('testing', 'service', 'tcp', 'http', '[fd80:abcd:12::a1b2:c3d4:e5f6:9999]:80')).toBe('U7E2ET36-testing/service/tcp/http__fd80.abcd.12..a1b2.c3d4.e5f6.9999/80');
-    expect(endpointNameBase(LONG_NS, LONG_SVC, 'sctp', LONG_PORT, '[1234:5678:9abc:def0::abc:1234]:443')).toBe(
-      `5YS7AFEA-${LONG_NS}/${LONG_SVC}/sctp/${LONG_PORT}__1234.5678.9abc.def0..abc.1234/443`,
-    );
+    expect(endpointNameBase(LONG_NS, LONG_SVC, 'sctp', LONG_PORT, '[1234:5678:9abc:def0::abc:1234]:443')).toBe(`5YS7AFEA-${LONG_NS}/${LONG_SVC}/sctp/${LONG_PORT}__1234.5678.9abc.def0..abc.1234/443`);
     expect(endpointNameBase(LONG_NS, LONG_SVC, 'sctp', LONG_PORT, '[1234:5678:9abc:def0::abcd:1234:5678]:443')).toBe(
       `CI6C53Q3-${LONG_NS}/${LONG_SVC}/sctp/${LONG_PORT}__1234.5678.9abc.def0..abcd.1234...`,
     );

@@ -163,7 +163,9 @@ export class TxPlan {
   }
 
   get size(): number {
-    return this.#table.length + this.#recreate.length + this.#adds.length + this.#flushes.length + this.#setDeletes.length + this.#rules.length + this.#elementDeletes.length + this.#elementAdds.length;
+    return (
+      this.#table.length + this.#recreate.length + this.#adds.length + this.#flushes.length + this.#setDeletes.length + this.#rules.length + this.#elementDeletes.length + this.#elementAdds.length
+    );
   }
 
   ops(): NftOp[] {

@@ -180,7 +180,9 @@ describe('nftables proxier', () => {
     await h.backend.sync({ state: state.checkout(), forceFull: true });
     state.onService(svc(10800), svc(60));
     const r = await h.backend.sync({ state: state.checkout(), forceFull: false });
-    expect(r.batch!.split('\n').filter((l) => l.startsWith('add set'))).toEqual([expect.stringMatching(/^add set ip kube-proxy affinity-\S+ \{ type ipv4_addr ; flags dynamic,timeout ; timeout 60s ; \}$/)]);
+    expect(r.batch!.split('\n').filter((l) => l.startsWith('add set'))).toEqual([
+      expect.stringMatching(/^add set ip kube-proxy affinity-\S+ \{ type ipv4_addr ; flags dynamic,timeout ; timeout 60s ; \}$/),
+    ]);
     const sets = [...h.kernel.table('ip', KUBE_PROXY_TABLE)!.sets.values()].filter((s) => s.name.startsWith('affinity-'));
     expect(sets.map((s) => s.timeoutSeconds)).toEqual([60]);
   });
@@ -200,7 +202,7 @@ describe('nftables proxier', () => {
     expect(dump(h.kernel)).not.toContain('10.96.0.999');
   });
 
-  it('accepts node ports on the node\'s primary IP by default, as kube-proxy in nftables mode', async () => {
+  it("accepts node ports on the node's primary IP by default, as kube-proxy in nftables mode", async () => {
     const h = nftHarness({ config, hostAddresses: ['127.0.0.1', '10.0.0.10', '10.0.0.11'] });
     const state = stateFromObjects('node-a', [{ apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-a' }, status: { addresses: [{ type: 'InternalIP', address: '10.0.0.10' }] } }, ...cluster(1)]);
     await h.backend.sync({ state: state.checkout(), forceFull: true });

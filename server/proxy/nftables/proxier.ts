@@ -15,15 +15,7 @@ import { NODE_PORT_ADDRESSES_PRIMARY } from '../../config/modes.ts';
 import { NodePortAddresses } from '../node-port-addresses.ts';
 import type { StateCheckout } from '../proxy-state.ts';
 import type { ServicePort } from '../service-port.ts';
-import {
-  buildFixedObjects,
-  buildServicePortObjects,
-  nftFamilyOf,
-  type ChainSpec,
-  type FixedObjects,
-  type NftBuildContext,
-  type ServicePortObjects,
-} from './builder.ts';
+import { buildFixedObjects, buildServicePortObjects, nftFamilyOf, type ChainSpec, type FixedObjects, type NftBuildContext, type ServicePortObjects } from './builder.ts';
 import { cleanupNftables } from './cleanup.ts';
 import { ElementIndex } from './element-index.ts';
 import { AFFINITY_PREFIX, ELEMENT_SETS, isServiceChainName, KUBE_PROXY_TABLE, NODEPORT_IPS, TABLE_COMMENT, type ElementSet } from './names.ts';
@@ -280,7 +272,7 @@ class NftablesProxier implements NftablesBackend {
         this.#firstSyncDone = true;
         // Best effort, outside the sync's timing: a leftover that stays only costs rules that no longer match.
         const t = clock.monotonic();
-        await this.#o.afterFirstSync?.().catch((err: unknown) => this.#log.warn('removing other modes\' leftovers failed', { err: errorMessage(err) }));
+        await this.#o.afterFirstSync?.().catch((err: unknown) => this.#log.warn("removing other modes' leftovers failed", { err: errorMessage(err) }));
         ioMs += clock.monotonic() - t;
       }
       return {
@@ -346,7 +338,10 @@ class NftablesProxier implements NftablesBackend {
   async #deleteStaleChains(): Promise<number> {
     if (this.#stale.size === 0) return 0;
     const now = this.#o.clock.monotonic();
-    const due = [...this.#stale].filter(([, at]) => now - at >= STALE_CHAIN_DELAY_MS).map(([name]) => name).sort();
+    const due = [...this.#stale]
+      .filter(([, at]) => now - at >= STALE_CHAIN_DELAY_MS)
+      .map(([name]) => name)
+      .sort();
     if (due.length === 0) return 0;
     const ops: NftOp[] = due.map((name) => ({ op: 'delete', kind: 'chain', name }));
     const text = formatTransaction(this.#nftFamily, KUBE_PROXY_TABLE, ops);

@@ -39,7 +39,8 @@ function shapeOfText(text: string): Shape {
     if (op.op !== 'add') continue;
     if (op.kind === 'chain') out.chains[op.name] ??= { base: op.base ?? null, rules: [] };
     else if (op.kind === 'rule') (out.chains[op.chain] ??= { base: null, rules: [] }).rules.push(normalise(op.rule));
-    else if (op.kind === 'set') out.sets[op.spec.name] = { map: op.spec.map, type: op.spec.type, flags: op.spec.flags ?? [], timeout: op.spec.timeoutSeconds ?? null, comment: op.spec.comment ?? null };
+    else if (op.kind === 'set')
+      out.sets[op.spec.name] = { map: op.spec.map, type: op.spec.type, flags: op.spec.flags ?? [], timeout: op.spec.timeoutSeconds ?? null, comment: op.spec.comment ?? null };
     else if (op.kind === 'element') (out.elements[op.set] ??= []).push(`${op.key} | ${op.value ?? ''} | ${op.comment ?? ''}`);
   }
   for (const k of Object.keys(out.elements)) out.elements[k].sort();
@@ -69,7 +70,14 @@ describe('the same table as kube-proxy for the same input', () => {
     const h = nftHarness({ config: testConfig({ mode: 'nftables', clusterCIDRs: ['10.0.0.0/8'] }), nodeName: 'test-node' });
     const tcp = (name: string, port: number) => [{ name, port, protocol: 'TCP' }];
     const svc = (n: number, port: number, pname: string): Service => makeService(`ns${n}`, `svc${n}`, { clusterIP: `172.30.0.4${n}`, ports: tcp(pname, port) });
-    const slice = (n: number, ips: string[], port: number, pname: string): EndpointSlice => makeSlice(`ns${n}`, `svc${n}`, `svc${n}-1`, ips.map((ip) => ep(ip)), tcp(pname, port));
+    const slice = (n: number, ips: string[], port: number, pname: string): EndpointSlice =>
+      makeSlice(
+        `ns${n}`,
+        `svc${n}`,
+        `svc${n}-1`,
+        ips.map((ip) => ep(ip)),
+        tcp(pname, port),
+      );
     const svc2 = svc(2, 8080, 'p8080');
     const state = stateFromObjects('test-node', [svc(1, 80, 'p80'), svc2, slice(1, ['10.0.1.1'], 80, 'p80'), slice(2, ['10.0.2.1'], 8080, 'p8080')]);
     const table = () => h.kernel.table('ip', KUBE_PROXY_TABLE);
@@ -85,11 +93,17 @@ describe('the same table as kube-proxy for the same input', () => {
     const age = () => h.clock.advance(STALE_CHAIN_DELAY_MS);
 
     const svc1Chains = {
-      'service-ULMVA6XW-ns1/svc1/tcp/p80': ['ip daddr 172.30.0.41 ip saddr != 10.0.0.0/8 jump mark-for-masquerade', 'numgen random mod 1 vmap { 0 : goto endpoint-5TPGNJF2-ns1/svc1/tcp/p80__10.0.1.1/80 }'],
+      'service-ULMVA6XW-ns1/svc1/tcp/p80': [
+        'ip daddr 172.30.0.41 ip saddr != 10.0.0.0/8 jump mark-for-masquerade',
+        'numgen random mod 1 vmap { 0 : goto endpoint-5TPGNJF2-ns1/svc1/tcp/p80__10.0.1.1/80 }',
+      ],
       'endpoint-5TPGNJF2-ns1/svc1/tcp/p80__10.0.1.1/80': ['ip saddr 10.0.1.1 jump mark-for-masquerade', 'meta l4proto tcp dnat to 10.0.1.1:80'],
     };
     const svc2Chains = {
-      'service-MHHHYRWA-ns2/svc2/tcp/p8080': ['ip daddr 172.30.0.42 ip saddr != 10.0.0.0/8 jump mark-for-masquerade', 'numgen random mod 1 vmap { 0 : goto endpoint-7RVP4LUQ-ns2/svc2/tcp/p8080__10.0.2.1/8080 }'],
+      'service-MHHHYRWA-ns2/svc2/tcp/p8080': [
+        'ip daddr 172.30.0.42 ip saddr != 10.0.0.0/8 jump mark-for-masquerade',
+        'numgen random mod 1 vmap { 0 : goto endpoint-7RVP4LUQ-ns2/svc2/tcp/p8080__10.0.2.1/8080 }',
+      ],
       'endpoint-7RVP4LUQ-ns2/svc2/tcp/p8080__10.0.2.1/8080': ['ip saddr 10.0.2.1 jump mark-for-masquerade', 'meta l4proto tcp dnat to 10.0.2.1:8080'],
     };
     const svc3Chains = (eps: string[]) => ({
@@ -98,7 +112,11 @@ describe('the same table as kube-proxy for the same input', () => {
         `numgen random mod ${eps.length} vmap { ${eps.map((e, i) => `${i} : goto ${e}`).join(' , ')} }`,
       ],
     });
-    const ep3 = { '10.0.3.1': 'endpoint-2OCDJSZQ-ns3/svc3/tcp/p80__10.0.3.1/80', '10.0.3.2': 'endpoint-SWWHDC7X-ns3/svc3/tcp/p80__10.0.3.2/80', '10.0.3.3': 'endpoint-TQ2QKHCZ-ns3/svc3/tcp/p80__10.0.3.3/80' };
+    const ep3 = {
+      '10.0.3.1': 'endpoint-2OCDJSZQ-ns3/svc3/tcp/p80__10.0.3.1/80',
+      '10.0.3.2': 'endpoint-SWWHDC7X-ns3/svc3/tcp/p80__10.0.3.2/80',
+      '10.0.3.3': 'endpoint-TQ2QKHCZ-ns3/svc3/tcp/p80__10.0.3.3/80',
+    };
     const epChain = (ip: keyof typeof ep3) => ({ [ep3[ip]]: [`ip saddr ${ip} jump mark-for-masquerade`, `meta l4proto tcp dnat to ${ip}:80`] });
 
     const first = await sync();

@@ -12,7 +12,9 @@ class Recorder implements ChangeHandlers {
   events: string[] = [];
   synced: ObjectKind[] = [];
   onService(prev: { metadata?: { name?: string; resourceVersion?: string } } | null, cur: typeof prev) {
-    this.events.push(`${prev && cur ? 'update' : cur ? 'add' : 'delete'} Service ${(cur ?? prev)!.metadata!.name}${prev && cur ? ` (was port ${JSON.stringify((prev as never as { spec: { ports: { port: number }[] } }).spec.ports[0].port)})` : ''}`);
+    this.events.push(
+      `${prev && cur ? 'update' : cur ? 'add' : 'delete'} Service ${(cur ?? prev)!.metadata!.name}${prev && cur ? ` (was port ${JSON.stringify((prev as never as { spec: { ports: { port: number }[] } }).spec.ports[0].port)})` : ''}`,
+    );
   }
   onEndpointSlice(prev: { metadata?: { name?: string } } | null, cur: typeof prev) {
     this.events.push(`${prev && cur ? 'update' : cur ? 'add' : 'delete'} EndpointSlice ${(cur ?? prev)!.metadata!.name}`);
@@ -46,7 +48,17 @@ function source(path: string, log = new MemoryLog(), watch = false) {
 describe('FileSource', () => {
   it('delivers the initial objects as adds, then reports every kind synced', async () => {
     await writeFile(join(dir, 'a.yaml'), `${svc('web')}---\n${svc('api', 81)}`);
-    await writeFile(join(dir, 'nodes.json'), JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [{ apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-a' } }, { apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-b' } }] }));
+    await writeFile(
+      join(dir, 'nodes.json'),
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'List',
+        items: [
+          { apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-a' } },
+          { apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-b' } },
+        ],
+      }),
+    );
     await writeFile(join(dir, 'notes.txt'), 'not a manifest');
     const r = new Recorder();
     const s = source(dir);
@@ -222,7 +234,12 @@ describe('FileSource at start: synced only once every file was read', () => {
   it('without watching (--once), an incomplete first read throws SourceNotSyncedError naming the file and delivers nothing as synced', async () => {
     await writeFile(join(dir, 'a.yaml'), '{ broken\n');
     const r = new Recorder();
-    const err = await source(dir).start(r).then(() => null, (e: unknown) => e as Error & { code: string });
+    const err = await source(dir)
+      .start(r)
+      .then(
+        () => null,
+        (e: unknown) => e as Error & { code: string },
+      );
     expect(err?.code).toBe('KPROXY_ERR_SOURCE_NOT_SYNCED');
     expect(err?.message).toMatch(/could not be read completely: .*a\.yaml:2:1: invalid YAML/);
     expect(r.synced).toEqual([]);
@@ -256,13 +273,23 @@ describe('FileSource at start: synced only once every file was read', () => {
   it('an unreadable file (a link whose target is missing) holds the sync back', async () => {
     await writeFile(join(dir, 'a.yaml'), svc('web'));
     await symlink('gone.yaml', join(dir, 'b.yaml'));
-    const err = await source(dir).start(new Recorder()).then(() => null, (e: unknown) => e as Error);
+    const err = await source(dir)
+      .start(new Recorder())
+      .then(
+        () => null,
+        (e: unknown) => e as Error,
+      );
     expect(err?.message).toMatch(/b\.yaml cannot be read: ENOENT/);
   });
 
   it('an empty file is never read as "no objects" at start; "# nothing" is a legal empty file', async () => {
     await writeFile(join(dir, 'a.yaml'), '');
-    const err = await source(dir).start(new Recorder()).then(() => null, (e: unknown) => e as Error);
+    const err = await source(dir)
+      .start(new Recorder())
+      .then(
+        () => null,
+        (e: unknown) => e as Error,
+      );
     expect(err?.message).toMatch(/a\.yaml is empty .*"# nothing"/);
     await writeFile(join(dir, 'a.yaml'), '# nothing\n');
     const s = source(dir);
@@ -279,8 +306,8 @@ describe('FileSource at start: synced only once every file was read', () => {
   });
 });
 
-describe('FileSource and this node\'s name', () => {
-  it('warns once when the manifests describe Nodes but none by this node\'s name', async () => {
+describe("FileSource and this node's name", () => {
+  it("warns once when the manifests describe Nodes but none by this node's name", async () => {
     const nodes = (...names: string[]) => JSON.stringify({ apiVersion: 'v1', kind: 'List', items: names.map((name) => ({ apiVersion: 'v1', kind: 'Node', metadata: { name } })) });
     await writeFile(join(dir, 'nodes.json'), nodes('node-b', 'node-c'));
     const log = new MemoryLog();

@@ -76,7 +76,9 @@ describe('loadKubeConfig with --kubeconfig', () => {
 
   it('says at start that plain http needs insecure-skip-tls-verify, which the client requires', async () => {
     let path = await file(kubeconfig({ server: 'http://127.0.0.1:8001' }));
-    expect(failure(() => loadKubeConfig({ kubeconfig: path })).message).toMatch(/server http:\/\/127\.0\.0\.1:8001 is plain http, which the Kubernetes client only accepts with insecure-skip-tls-verify: true/);
+    expect(failure(() => loadKubeConfig({ kubeconfig: path })).message).toMatch(
+      /server http:\/\/127\.0\.0\.1:8001 is plain http, which the Kubernetes client only accepts with insecure-skip-tls-verify: true/,
+    );
     path = await file(kubeconfig({ server: 'http://127.0.0.1:8001', skipTLS: true }));
     expect(loadKubeConfig({ kubeconfig: path }).server).toBe('http://127.0.0.1:8001');
   });

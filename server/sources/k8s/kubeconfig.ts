@@ -69,9 +69,7 @@ function fromFile(path: string): LoadedKubeconfig {
 function inCluster(env: NodeJS.ProcessEnv, rootPrefix: string): LoadedKubeconfig {
   const dir = rootPrefix + SERVICE_ACCOUNT_DIR;
   if (!env.KUBERNETES_SERVICE_HOST || !env.KUBERNETES_SERVICE_PORT) {
-    throw new KubeconfigError(
-      'no --kubeconfig given and not running in a cluster (KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set): pass --kubeconfig FILE or --source file:PATH',
-    );
+    throw new KubeconfigError('no --kubeconfig given and not running in a cluster (KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set): pass --kubeconfig FILE or --source file:PATH');
   }
   for (const file of ['token', 'ca.crt']) {
     const p = join(dir, file);

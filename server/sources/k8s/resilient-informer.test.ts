@@ -119,7 +119,9 @@ describe('ResilientInformer', () => {
     expect(waits).toEqual([600, 1200, 2400]); // 800ms doubling, a quarter off with random() = 0.5
     expect(t.changes).toEqual(['add a -->1']);
     expect(t.inf.counters).toMatchObject({ errors: 3, restarts: 3, lists: 1 });
-    expect(t.log.lines('warn')[0]).toMatch(/Services: cannot list yet, retrying in 0\.6s .*error="listing Services from https:\/\/api.example:6443 failed \[KPROXY_ERR_LIST_FAILED\]: connect ECONNREFUSED"/);
+    expect(t.log.lines('warn')[0]).toMatch(
+      /Services: cannot list yet, retrying in 0\.6s .*error="listing Services from https:\/\/api.example:6443 failed \[KPROXY_ERR_LIST_FAILED\]: connect ECONNREFUSED"/,
+    );
     expect(t.log.lines('info').join('\n')).toMatch(/Services watch connected again .*failedAttempts=3/);
     expect(t.inf.status().lastError).toBeUndefined(); // recovered
 

@@ -63,8 +63,21 @@ export class ResilientInformer<T extends KubernetesObject> {
   /** #failedAttempts: failures since a watch was last open (for the recovery log line). */
   #failedAttempts = 0;
   readonly counters: InformerCounters = {
-    lists: 0, relists: 0, quietRelists: 0, expired: 0, connects: 0, disconnects: 0, errors: 0, restarts: 0,
-    events: 0, bookmarks: 0, adds: 0, updates: 0, deletes: 0, malformed: 0, handlerErrors: 0,
+    lists: 0,
+    relists: 0,
+    quietRelists: 0,
+    expired: 0,
+    connects: 0,
+    disconnects: 0,
+    errors: 0,
+    restarts: 0,
+    events: 0,
+    bookmarks: 0,
+    adds: 0,
+    updates: 0,
+    deletes: 0,
+    malformed: 0,
+    handlerErrors: 0,
   };
 
   constructor(opts: ResilientInformerOptions<T>) {
@@ -350,15 +363,18 @@ export class ResilientInformer<T extends KubernetesObject> {
   #armQuietTimer(): void {
     if (this.#quietTimer) return;
     const due = this.#lastActivity + this.#tuning.quietRelistMs - this.#o.clock.monotonic();
-    this.#quietTimer = this.#o.clock.setTimeout(() => {
-      this.#quietTimer = null;
-      if (this.#state !== 'watching') return; // re-armed when a watch connects again
-      const quietMs = this.#o.clock.monotonic() - this.#lastActivity;
-      if (quietMs < this.#tuning.quietRelistMs) return this.#armQuietTimer();
-      this.counters.quietRelists++;
-      this.#o.logger.warn(`${this.#what} watch delivered nothing (no events, no bookmarks) for ${Math.round(quietMs / 1000)}s, relisting`, { server: this.#o.server });
-      this.relist();
-    }, Math.max(0, due));
+    this.#quietTimer = this.#o.clock.setTimeout(
+      () => {
+        this.#quietTimer = null;
+        if (this.#state !== 'watching') return; // re-armed when a watch connects again
+        const quietMs = this.#o.clock.monotonic() - this.#lastActivity;
+        if (quietMs < this.#tuning.quietRelistMs) return this.#armQuietTimer();
+        this.counters.quietRelists++;
+        this.#o.logger.warn(`${this.#what} watch delivered nothing (no events, no bookmarks) for ${Math.round(quietMs / 1000)}s, relisting`, { server: this.#o.server });
+        this.relist();
+      },
+      Math.max(0, due),
+    );
   }
 
   /** #delay is ListWatch's pause between reconnects, on our clock and jittered. */
@@ -366,10 +382,13 @@ export class ResilientInformer<T extends KubernetesObject> {
     if (!current()) return new Promise(() => {}); // a replaced ListWatch never continues
     this.#reconcile();
     return new Promise((resolve) => {
-      const t = this.#o.clock.setTimeout(() => {
-        this.#delayTimers.delete(t);
-        resolve();
-      }, Math.round(ms * (1 - this.#tuning.backoff.jitter * this.#random())));
+      const t = this.#o.clock.setTimeout(
+        () => {
+          this.#delayTimers.delete(t);
+          resolve();
+        },
+        Math.round(ms * (1 - this.#tuning.backoff.jitter * this.#random())),
+      );
       this.#delayTimers.add(t);
     });
   }

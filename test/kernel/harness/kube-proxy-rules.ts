@@ -29,7 +29,14 @@ function base32(bytes: Uint8Array): string {
 
 /** kubeProxyChain is kube-proxy's chain name: prefix + base32(sha256(portName + protocol [+ endpoint]))[:16]. */
 export function kubeProxyChain(prefix: 'KUBE-SVC-' | 'KUBE-SEP-' | 'KUBE-EXT-' | 'KUBE-SVL-' | 'KUBE-FW-', portName: string, protocol: string, endpoint = ''): string {
-  return prefix + base32(createHash('sha256').update(portName + protocol + endpoint).digest()).slice(0, 16);
+  return (
+    prefix +
+    base32(
+      createHash('sha256')
+        .update(portName + protocol + endpoint)
+        .digest(),
+    ).slice(0, 16)
+  );
 }
 
 /** KubeProxyService is one TCP ClusterIP service port as kube-proxy saw it. */

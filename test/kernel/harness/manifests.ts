@@ -110,7 +110,12 @@ export function nodeObject(name: string, internalIP: string, podCIDR: string): K
     kind: 'Node',
     metadata: { name, labels: { 'kubernetes.io/hostname': name, 'kubernetes.io/os': 'linux' } },
     spec: { podCIDR, podCIDRs: [podCIDR] },
-    status: { addresses: [{ type: 'InternalIP', address: internalIP }, { type: 'Hostname', address: name }] },
+    status: {
+      addresses: [
+        { type: 'InternalIP', address: internalIP },
+        { type: 'Hostname', address: name },
+      ],
+    },
   };
 }
 

@@ -19,8 +19,6 @@ export function nsNft(ns: string): NftRunner {
 export function tableShape(t: NftTable | null): unknown {
   if (!t) return null;
   const chains = [...t.chains.values()].sort((a, b) => (a.name < b.name ? -1 : 1)).map((c) => ({ name: c.name, base: c.base, rules: c.rules }));
-  const sets = [...t.sets.values()]
-    .sort((a, b) => (a.name < b.name ? -1 : 1))
-    .map((s) => ({ ...s, elements: [...s.elements.values()].sort((a, b) => (a.key < b.key ? -1 : 1)) }));
+  const sets = [...t.sets.values()].sort((a, b) => (a.name < b.name ? -1 : 1)).map((s) => ({ ...s, elements: [...s.elements.values()].sort((a, b) => (a.key < b.key ? -1 : 1)) }));
   return { family: t.family, name: t.name, chains, sets };
 }

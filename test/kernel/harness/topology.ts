@@ -103,13 +103,7 @@ export class TestCluster {
       `route add default via ${NODE_A_TO_B}`,
       ...podsOn(NODE_B.name).flatMap((p) => [`addr add ${NODE_B.podGateway}/32 dev ${p}`, `link set ${p} up`, `route add ${PODS[p].ip}/32 dev ${p}`]),
     ]);
-    await ipBatch(client, [
-      'link set lo up',
-      `addr add ${CLIENT_IP}/24 dev eth0`,
-      `addr add ${OTHER_CLIENT_IP}/24 dev eth0`,
-      'link set eth0 up',
-      `route add default via ${NODE_A.ip}`,
-    ]);
+    await ipBatch(client, ['link set lo up', `addr add ${CLIENT_IP}/24 dev eth0`, `addr add ${OTHER_CLIENT_IP}/24 dev eth0`, 'link set eth0 up', `route add default via ${NODE_A.ip}`]);
     await Promise.all(
       (Object.keys(PODS) as PodName[]).map((p) => {
         const gw = PODS[p].node === NODE_A.name ? NODE_A.podGateway : NODE_B.podGateway;

@@ -70,7 +70,17 @@ describe('network programming latency attribution', () => {
 });
 
 describe('target verdicts', () => {
-  const run = (totalMs: number, buildMs: number, bare: number) => ({ totalMs, buildMs, applyMs: totalMs - buildMs, ownShare: buildMs / totalMs, bareRestoreMs: bare, ratio: totalMs / bare, steadyRssMiB: 280, peakRssMiB: 320, steadyPeakRssMiB: 320 });
+  const run = (totalMs: number, buildMs: number, bare: number) => ({
+    totalMs,
+    buildMs,
+    applyMs: totalMs - buildMs,
+    ownShare: buildMs / totalMs,
+    bareRestoreMs: bare,
+    ratio: totalMs / bare,
+    steadyRssMiB: 280,
+    peakRssMiB: 320,
+    steadyPeakRssMiB: 320,
+  });
   const results = {
     machine: { autoFlavor: { flavor: 'nft', why: '' } },
     fullSync: [
@@ -78,8 +88,19 @@ describe('target verdicts', () => {
       { size: { services: 10_000, endpoints: 10 }, flavor: 'nft', runs: [run(14_000, 500, 10_000)] },
       { size: { services: 10_000, endpoints: 2 }, flavor: 'legacy', runs: [run(99_000, 1, 1)] },
     ],
-    partial: [{ size: { services: 10_000, endpoints: 2 }, flavor: 'nft', samples: [{ kind: 'endpoint', ms: 90, endToEndMs: 400 }, { kind: 'add', ms: 500, endToEndMs: 800 }] }],
-    churn: [{ size: { services: 10_000, endpoints: 10 }, flavor: 'nft', rate: 50, minSyncPeriodMs: 1000, attributed: 10, changes: 10, latencyMs: { n: 10, p50: 900, p90: 1500, p99: 2100, max: 2200 } }],
+    partial: [
+      {
+        size: { services: 10_000, endpoints: 2 },
+        flavor: 'nft',
+        samples: [
+          { kind: 'endpoint', ms: 90, endToEndMs: 400 },
+          { kind: 'add', ms: 500, endToEndMs: 800 },
+        ],
+      },
+    ],
+    churn: [
+      { size: { services: 10_000, endpoints: 10 }, flavor: 'nft', rate: 50, minSyncPeriodMs: 1000, attributed: 10, changes: 10, latencyMs: { n: 10, p50: 900, p90: 1500, p99: 2100, max: 2200 } },
+    ],
     leak: null,
   } as unknown as Results;
 
@@ -91,6 +112,6 @@ describe('target verdicts', () => {
     expect(t['RSS at 10,000 × 10 (nft), steady']).toBe(true);
     expect(t['RSS at 10,000 × 10 (nft), peak (start-up and full sync)']).toBe(false);
     expect(t['Network programming latency at 10,000 × 10 (nft), 50 updates/s']).toBe(false);
-    expect(t['Partial sync at 10,000 × 2 (nft), one service\'s endpoint changed']).toBe(true);
+    expect(t["Partial sync at 10,000 × 2 (nft), one service's endpoint changed"]).toBe(true);
   });
 });

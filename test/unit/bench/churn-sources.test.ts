@@ -34,7 +34,16 @@ describe('churn schedule', () => {
 
 describe('network programming latency target', () => {
   const entry = (source: ChurnEntry['source'], p99: number) =>
-    ({ size: { services: 10_000, endpoints: 10 }, flavor: 'nft', rate: 50, minSyncPeriodMs: 1000, attributed: 3000, changes: 3000, ...(source ? { source } : {}), latencyMs: { n: 3000, p50: 900, p90: 1500, p99, max: p99 + 100 } }) as unknown as ChurnEntry;
+    ({
+      size: { services: 10_000, endpoints: 10 },
+      flavor: 'nft',
+      rate: 50,
+      minSyncPeriodMs: 1000,
+      attributed: 3000,
+      changes: 3000,
+      ...(source ? { source } : {}),
+      latencyMs: { n: 3000, p50: 900, p90: 1500, p99, max: p99 + 100 },
+    }) as unknown as ChurnEntry;
   const results = (churn: ChurnEntry[]) => ({ machine: { autoFlavor: { flavor: 'nft', why: '' } }, fullSync: [], partial: [], churn, leak: null }) as unknown as Results;
   const target = (r: Results) => evaluateTargets(r).find((t) => t.name.startsWith('Network programming latency'))!;
 

@@ -7,7 +7,7 @@ const ROOT = join(import.meta.dirname, '..', '..', '..');
 
 /** The benchmark measures kproxy as it ships: the same Node.js flags as the image and `npm run kproxy`. */
 describe('the Node.js flags kproxy ships with', () => {
-  it('are the image entrypoint\'s', () => {
+  it("are the image entrypoint's", () => {
     const dockerfile = readFileSync(join(ROOT, 'deploy', 'Dockerfile'), 'utf8');
     const entry = /^ENTRYPOINT (\[.*\])$/m.exec(dockerfile);
     expect(entry).not.toBeNull();
@@ -17,7 +17,7 @@ describe('the Node.js flags kproxy ships with', () => {
     expect(argv.at(-1)).toBe('/opt/kproxy/dist/server/cli.js');
   });
 
-  it('are `npm run kproxy`\'s', () => {
+  it("are `npm run kproxy`'s", () => {
     const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
     expect(pkg.scripts.kproxy).toBe(['node', ...SHIPPED_NODE_FLAGS, 'dist/server/cli.js'].join(' '));
   });

@@ -28,7 +28,13 @@ describe('Overview: a node that has not synced', () => {
     const reason = 'nothing synced yet, waiting for file:/etc/kproxy/manifests to sync: /etc/kproxy/manifests/a.yaml:2:1: invalid YAML: Flow map must end with a }';
     const o = overview({
       health: { healthy: true, lastUpdated: null, nodeEligible: true, ready: false, readyReason: reason },
-      source: { kind: 'file', description: 'file:/etc/kproxy/manifests', synced: false, objects: 0, lastError: '/etc/kproxy/manifests/a.yaml:2:1: invalid YAML: Flow map must end with a } (nothing is synced until it can be read)' },
+      source: {
+        kind: 'file',
+        description: 'file:/etc/kproxy/manifests',
+        synced: false,
+        objects: 0,
+        lastError: '/etc/kproxy/manifests/a.yaml:2:1: invalid YAML: Flow map must end with a } (nothing is synced until it can be read)',
+      },
     });
     render(Overview, { props: { store: storeWith(o), now: o.now } });
     expect(screen.getByTestId('not-ready').textContent).toContain(`Not ready: ${reason}.`);

@@ -30,7 +30,22 @@ const vsRow = (chain: string, rules: number, active: number): Row => ({
   packets: 0,
   bytes: 0,
   rules,
-  ipvs: { protocol: 'TCP', address: '10.96.10.10', port: 80, scheduler: 'rr', persistence: 600, flags: [], active, inactive: 1, conns: 9, inPackets: 0, outPackets: 0, inBytes: 0, outBytes: 0, rate: { conns: 0.5, packets: 1, bytes: 1 } },
+  ipvs: {
+    protocol: 'TCP',
+    address: '10.96.10.10',
+    port: 80,
+    scheduler: 'rr',
+    persistence: 600,
+    flags: [],
+    active,
+    inactive: 1,
+    conns: 9,
+    inPackets: 0,
+    outPackets: 0,
+    inBytes: 0,
+    outBytes: 0,
+    rate: { conns: 0.5, packets: 1, bytes: 1 },
+  },
 });
 const rsRow = (chain: string, i: number, key: string, over = {}): Row => {
   const r = realServer(key, over);

@@ -10,7 +10,18 @@ describe('Service page', () => {
   it('shows the endpoints with their state and share, the flow picture, and the chains with their rules', () => {
     render(ServicePage, { props: { serviceKey: 'shop/web', detail: { key: 'shop/web', detail: detail() }, counters: null, now: 1_060_000 } });
     const rows = within(screen.getByTestId('endpoints')).getAllByRole('row').slice(1);
-    expect(rows.map((r) => [...r.children].map((c) => [...c.childNodes].map((n) => n.textContent?.trim()).filter(Boolean).join(' ')).join(' '))).toEqual([
+    expect(
+      rows.map((r) =>
+        [...r.children]
+          .map((c) =>
+            [...c.childNodes]
+              .map((n) => n.textContent?.trim())
+              .filter(Boolean)
+              .join(' '),
+          )
+          .join(' '),
+      ),
+    ).toEqual([
       expect.stringMatching(/^10\.244\.0\.31:8443 ready local node-a z1 50\.0 % – KUBE-SEP-AAAA$/),
       expect.stringMatching(/^10\.244\.1\.32:8443 ready node-b z2 50\.0 % – KUBE-SEP-BBBB$/),
       expect.stringMatching(/^10\.244\.1\.33:8443 terminating \(serving\) node-b z2 – – not used$/),
@@ -24,10 +35,29 @@ describe('Service page', () => {
 
   it('updates rule counters from live counters of the same service', async () => {
     const { rerender } = render(ServicePage, { props: { serviceKey: 'shop/web', detail: { key: 'shop/web', detail: detail() }, counters: null, now: 0 } });
-    const svcRules = () => within(screen.getAllByTestId('chain')[1]).getAllByRole('row').slice(1).map((r) => r.children[3].textContent);
+    const svcRules = () =>
+      within(screen.getAllByTestId('chain')[1])
+        .getAllByRole('row')
+        .slice(1)
+        .map((r) => r.children[3].textContent);
     expect(svcRules()).toEqual(['3', '2']);
     await rerender({
-      counters: { service: 'shop/web', chains: [{ port: 'shop/web:https/TCP', table: 'nat', name: 'KUBE-SVC-WEB', packets: 0, bytes: 0, rules: [[1500, 9000], [2400, 100]] }] },
+      counters: {
+        service: 'shop/web',
+        chains: [
+          {
+            port: 'shop/web:https/TCP',
+            table: 'nat',
+            name: 'KUBE-SVC-WEB',
+            packets: 0,
+            bytes: 0,
+            rules: [
+              [1500, 9000],
+              [2400, 100],
+            ],
+          },
+        ],
+      },
     });
     expect(svcRules()).toEqual(['1.5k', '2.4k']);
   });
@@ -64,7 +94,7 @@ describe('Service page in IPVS mode', () => {
     expect(cards[1].textContent).toContain('load balancer IP virtual server');
   });
 
-  it('shows the port\'s set members and the rules matching its sets, after its virtual servers', () => {
+  it("shows the port's set members and the rules matching its sets, after its virtual servers", () => {
     render(ServicePage, { props: { serviceKey: 'shop/web', detail: ipvsDetail(), counters: null, now: 1_060_000, kind: 'ipvs' } });
     const sets = screen.getAllByTestId('ipset');
     expect(sets.map((c) => [c.querySelector('.name')?.textContent, c.querySelector('.members')?.textContent])).toEqual([
@@ -87,7 +117,10 @@ describe('Service page in IPVS mode', () => {
     const vs = ipvsPort().chains.find((c) => c.name === 'TCP 10.96.10.30:443')!;
     const reals = vs.rules.map((r, i) => ({ ...r.ipvs!, active: i === 1 ? 42 : r.ipvs!.active }));
     await rerender({
-      counters: { service: 'shop/web', chains: [{ port: 'shop/web:https/TCP', table: 'ipvs', name: vs.name, packets: 0, bytes: 0, rules: vs.rules.map(() => [0, 0] as const), ipvs: { ...vs.ipvs!, active: 44 }, reals }] },
+      counters: {
+        service: 'shop/web',
+        chains: [{ port: 'shop/web:https/TCP', table: 'ipvs', name: vs.name, packets: 0, bytes: 0, rules: vs.rules.map(() => [0, 0] as const), ipvs: { ...vs.ipvs!, active: 44 }, reals }],
+      },
     });
     const card = screen.getAllByTestId('virtual-server')[0];
     expect(within(card).getByTestId('vs-totals').textContent).toMatch(/^44 active/);
@@ -108,21 +141,33 @@ describe('Service page conntrack count', () => {
     notCounted: 0,
     frontends: [
       { kind: 'clusterIP', portName: 'https', vip: '10.96.10.30', port: 443, protocol: 'TCP', count: 1520, at: 1_058_000, cached: false },
-      { kind: 'loadBalancerIP', portName: 'https', vip: '192.0.2.10', port: 443, protocol: 'TCP', count: null, at: null, cached: false, error: { code: 'KPROXY_ERR_CONNTRACK', message: 'listing conntrack flows failed (exit 1)' } },
+      {
+        kind: 'loadBalancerIP',
+        portName: 'https',
+        vip: '192.0.2.10',
+        port: 443,
+        protocol: 'TCP',
+        count: null,
+        at: null,
+        cached: false,
+        error: { code: 'KPROXY_ERR_CONNTRACK', message: 'listing conntrack flows failed (exit 1)' },
+      },
     ],
   };
   /** server answers the conntrack route with the given responses in turn, and records the URLs asked. */
   function server(...answers: { status: number; body: unknown }[]) {
     const urls: string[] = [];
-    const api = new Api(() => 'tok', async (url) => {
-      urls.push(url);
-      const a = answers.shift()!;
-      return new Response(JSON.stringify(a.body), { status: a.status });
-    });
+    const api = new Api(
+      () => 'tok',
+      async (url) => {
+        urls.push(url);
+        const a = answers.shift()!;
+        return new Response(JSON.stringify(a.body), { status: a.status });
+      },
+    );
     return { api, urls };
   }
-  const page = (api: Api | null, serviceKey = 'shop/web') =>
-    render(ServicePage, { props: { serviceKey, detail: { key: serviceKey, detail: detail() }, counters: null, now: 1_060_000, api } });
+  const page = (api: Api | null, serviceKey = 'shop/web') => render(ServicePage, { props: { serviceKey, detail: { key: serviceKey, detail: detail() }, counters: null, now: 1_060_000, api } });
   const cells = (row: Element) => [...row.children].map((c) => c.textContent?.replace(/\s+/g, ' ').trim());
 
   it('counts on request only, and shows each frontend with its count, age, and error', async () => {

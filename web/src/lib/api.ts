@@ -53,9 +53,7 @@ export class Api {
 
   /** post sends an action; answers with a result body (200, 409, 429, 500) resolve, others throw. */
   async post<T>(path: string, body?: object): Promise<{ status: number; body: T }> {
-    const init: RequestInit = body
-      ? { method: 'POST', headers: this.#headers({ 'content-type': 'application/json' }), body: JSON.stringify(body) }
-      : { method: 'POST', headers: this.#headers() };
+    const init: RequestInit = body ? { method: 'POST', headers: this.#headers({ 'content-type': 'application/json' }), body: JSON.stringify(body) } : { method: 'POST', headers: this.#headers() };
     const res = await this.#send(path, init);
     return { status: res.status, body: await this.#json<T>(res) };
   }

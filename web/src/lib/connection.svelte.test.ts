@@ -82,7 +82,17 @@ function setup(token: string | null = 'tok') {
   return { c, sockets, got, timers, refused: () => refused };
 }
 
-const snap = (seq: number) => ({ type: 'snapshot', seq, viewer: { authMode: 'off', user: 'anonymous', canAct: true }, overview: overview(), services: [], syncs: [], events: [], drift: { checkedAt: null, total: 0, findings: [] }, lastAction: null });
+const snap = (seq: number) => ({
+  type: 'snapshot',
+  seq,
+  viewer: { authMode: 'off', user: 'anonymous', canAct: true },
+  overview: overview(),
+  services: [],
+  syncs: [],
+  events: [],
+  drift: { checkedAt: null, total: 0, findings: [] },
+  lastAction: null,
+});
 const ev = (seq: number) => ({ type: 'event', seq, event: { seq, time: 0, type: 'Normal', reason: 'X', action: 'Y', object: 'Node n', note: '' } });
 
 describe('Connection', () => {

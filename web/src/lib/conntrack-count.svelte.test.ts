@@ -11,10 +11,13 @@ describe('ConntrackCount', () => {
   it('runs one request at a time and says when the network failed', async () => {
     let release: (r: Response) => void = () => {};
     let calls = 0;
-    const api = new Api(() => null, () => {
-      calls++;
-      return calls === 1 ? new Promise<Response>((r) => (release = r)) : Promise.reject(new Error('connection refused'));
-    });
+    const api = new Api(
+      () => null,
+      () => {
+        calls++;
+        return calls === 1 ? new Promise<Response>((r) => (release = r)) : Promise.reject(new Error('connection refused'));
+      },
+    );
     const c = new ConntrackCount(api, 'shop/web');
     const first = c.count();
     expect(c.counting).toBe(true);

@@ -34,7 +34,9 @@ describe('flowLayout', () => {
   });
 
   it('ends a refused flow in a REJECT box', () => {
-    const pic = flowLayout(webPort({ flows: [{ kind: 'clusterIP', address: '10.96.10.80:80/TCP', path: ['KUBE-SERVICES'], policy: 'Cluster', outcome: 'reject', note: 'no endpoints' }], endpoints: [] }));
+    const pic = flowLayout(
+      webPort({ flows: [{ kind: 'clusterIP', address: '10.96.10.80:80/TCP', path: ['KUBE-SERVICES'], policy: 'Cluster', outcome: 'reject', note: 'no endpoints' }], endpoints: [] }),
+    );
     const refuse = pic.nodes.find((n) => n.kind === 'refuse')!;
     expect(refuse.label).toBe('REJECT');
     expect(refuse.tone).toBe('bad');
@@ -74,7 +76,9 @@ describe('flowLayout in IPVS mode', () => {
     const port = ipvsPort();
     const chains = port.chains
       .filter((c) => !(c.table === 'nat' && c.name === 'KUBE-LOAD-BALANCER'))
-      .map((c) => (c.name === 'KUBE-SERVICES' ? { ...c, rules: [{ text: '-m set --match-set KUBE-LOAD-BALANCER dst,dst -j KUBE-LOAD-BALANCER', target: 'KUBE-LOAD-BALANCER', packets: 0, bytes: 0 }] } : c));
+      .map((c) =>
+        c.name === 'KUBE-SERVICES' ? { ...c, rules: [{ text: '-m set --match-set KUBE-LOAD-BALANCER dst,dst -j KUBE-LOAD-BALANCER', target: 'KUBE-LOAD-BALANCER', packets: 0, bytes: 0 }] } : c,
+      );
     const pic = flowLayout({ ...port, chains }, 'ipvs');
     expect(pic.nodes.find((n) => n.id === 'chain:KUBE-LOAD-BALANCER')!.sub).toBe('ipset match → nat chain');
     expect(pic.nodes.find((n) => n.id === 'chain:KUBE-SOURCE-RANGES-FIREWALL')!.sub).toBe('');
@@ -90,15 +94,12 @@ describe('flowLayout in IPVS mode', () => {
   it('draws a real server whose endpoint is gone, and a virtual server refusing new connections beside its draining ones', () => {
     const port = ipvsPort();
     const vs = { ...port.chains.find((c) => c.name === 'TCP 10.96.10.30:443')!, rules: [realServer('10.244.2.7:8443', { weight: 0, draining: true })] };
-    const pic = flowLayout(
-      { ...port, flows: [{ ...port.flows[0], outcome: 'reject', note: 'no real server takes new connections' }], chains: [vs] },
-      'ipvs',
-    );
+    const pic = flowLayout({ ...port, flows: [{ ...port.flows[0], outcome: 'reject', note: 'no real server takes new connections' }], chains: [vs] }, 'ipvs');
     expect(pic.nodes.find((n) => n.kind === 'refuse')!.label).toBe('REJECT');
     expect(pic.nodes.find((n) => n.kind === 'endpoint')).toMatchObject({ label: '10.244.2.7:8443', tone: 'warn', sub: 'endpoint gone · draining' });
   });
 
-  it('falls back to the endpoints\' shares before the virtual server is known', () => {
+  it("falls back to the endpoints' shares before the virtual server is known", () => {
     const pic = flowLayout(ipvsPort({ chains: [] }), 'ipvs');
     expect(pic.nodes.filter((n) => n.kind === 'endpoint').map((n) => n.label)).toEqual(['10.244.0.31:8443', '10.244.1.32:8443']);
     expect(pic.edges.filter((e) => e.label).map((e) => e.label)).toEqual(['50.0 %', '50.0 %', '50.0 %', '50.0 %']);

@@ -143,7 +143,14 @@ export function flowLayout(port: PortDetail, kind: KernelKind = 'iptables'): Flo
     if (f.outcome === 'endpoints') {
       policyChains.set(f.path.at(-1)!, f.policy);
     } else {
-      const id = add({ id: `refuse:${f.outcome}:${i}`, kind: 'refuse', label: f.outcome === 'reject' ? 'REJECT' : 'DROP', sub: f.outcome === 'reject' ? 'no endpoints: refused' : 'dropped (see the note below)', tone: 'bad', layer: last });
+      const id = add({
+        id: `refuse:${f.outcome}:${i}`,
+        kind: 'refuse',
+        label: f.outcome === 'reject' ? 'REJECT' : 'DROP',
+        sub: f.outcome === 'reject' ? 'no endpoints: refused' : 'dropped (see the note below)',
+        tone: 'bad',
+        layer: last,
+      });
       edge(prev, id, '', 'bad');
     }
   });
@@ -183,7 +190,15 @@ export function flowLayout(port: PortDetail, kind: KernelKind = 'iptables'): Flo
     const used = port.endpoints.filter((e) => share(e) !== null);
     for (const e of used.slice(0, MAX_ENDPOINTS)) {
       const tone = e.ready ? 'ok' : 'warn';
-      const id = add({ id: `ep:${e.key}`, kind: 'endpoint', label: e.key, sub: [e.node || 'node ?', e.zone, e.local ? 'local' : '', e.ready ? '' : 'terminating'].filter(Boolean).join(' · '), tone, layer: last, chain: e.object ?? undefined });
+      const id = add({
+        id: `ep:${e.key}`,
+        kind: 'endpoint',
+        label: e.key,
+        sub: [e.node || 'node ?', e.zone, e.local ? 'local' : '', e.ready ? '' : 'terminating'].filter(Boolean).join(' · '),
+        tone,
+        layer: last,
+        chain: e.object ?? undefined,
+      });
       edge(`chain:${chain}`, id, fmtPercent(share(e)), tone);
     }
     if (used.length > MAX_ENDPOINTS) {

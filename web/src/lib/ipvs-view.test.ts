@@ -7,8 +7,10 @@ describe('IPVS on the pages', () => {
     expect(['ipvs', 'ipsets', 'addresses', 'nat', 'filter'].map(tableLayout)).toEqual(['ipvs', 'list', 'list', 'rules', 'rules']);
   });
 
-  it('gives each real server its weight\'s share of new connections; weight 0 gets none', () => {
-    const rows = realServers({ rules: [realServer('10.0.0.1:80', { weight: 3 }), realServer('10.0.0.2:80'), realServer('10.0.0.3:80', { weight: 0, draining: true }), realServer('10.0.0.4:80', { weight: 0 })] });
+  it("gives each real server its weight's share of new connections; weight 0 gets none", () => {
+    const rows = realServers({
+      rules: [realServer('10.0.0.1:80', { weight: 3 }), realServer('10.0.0.2:80'), realServer('10.0.0.3:80', { weight: 0, draining: true }), realServer('10.0.0.4:80', { weight: 0 })],
+    });
     expect(rows.map((r) => [r.key, r.share, r.state])).toEqual([
       ['10.0.0.1:80', 0.75, 'active'],
       ['10.0.0.2:80', 0.25, 'active'],
@@ -33,7 +35,7 @@ describe('IPVS on the pages', () => {
     expect(fmtRate({ conns: 0, packets: 0, bytes: 0 }, 'conns')).toBe('0/s');
   });
 
-  it('puts a port\'s virtual servers first, then its set members, then the rules matching its sets', () => {
+  it("puts a port's virtual servers first, then its set members, then the rules matching its sets", () => {
     expect(ipvsCards(ipvsPort().chains).map((c) => `${c.table}/${c.name}`)).toEqual([
       'ipvs/TCP 10.96.10.30:443',
       'ipvs/TCP 192.0.2.10:443',

@@ -6,7 +6,9 @@ import { PAGE, TableView, type RowsSource } from './rules.svelte.ts';
 function source(n: number) {
   const requests: string[] = [];
   const all: Row[] = Array.from({ length: n }, (_, i) =>
-    i % 10 === 0 ? { t: 'c', chain: `C${i / 10}`, policy: null, packets: 0, bytes: 0, rules: 9 } : { t: 'r', chain: `C${Math.floor(i / 10)}`, i: (i % 10) - 1, spec: `-j X${i}`, target: null, packets: i, bytes: 0 },
+    i % 10 === 0
+      ? { t: 'c', chain: `C${i / 10}`, policy: null, packets: 0, bytes: 0, rules: 9 }
+      : { t: 'r', chain: `C${Math.floor(i / 10)}`, i: (i % 10) - 1, spec: `-j X${i}`, target: null, packets: i, bytes: 0 },
   );
   const src: RowsSource = {
     async rows(table, offset, limit, q, drift) {
@@ -36,7 +38,7 @@ describe('TableView', () => {
     expect(requests).toEqual(['nat 0 200  false', 'nat 50000 200  false']);
   });
 
-  it('starts over when the filter changes, and finds a chain\'s header row', async () => {
+  it("starts over when the filter changes, and finds a chain's header row", async () => {
     const { src } = setup(1000);
     const v = new TableView(src);
     await v.show('nat', '', false);
