@@ -162,11 +162,13 @@ async function serve(loaded: LoadedConfiguration, a: Assembled, logger: Logger):
   }
   let servers: NodeServers;
   try {
-    servers = await startNodeServers({ config: loaded.config, logger: daemon.logger, clock: daemon.clock, observers, metricsPlugins: dashboard.plugins });
+    servers = await startNodeServers({ config: loaded.config, logger: daemon.logger, clock: daemon.clock, observers, dashboard });
   } catch (err) {
     logger.error(`cannot start: ${errorMessage(err)}`, { code: err instanceof ListenFailedError ? err.code : undefined });
     return 1;
   }
+  const board = dashboard.dashboard;
+  if (board) observers.metrics.attachDashboard(() => board.counters());
   if (a.conntrack) {
     // kube-proxy sets its conntrack sysctls before the proxier runs; a refused write is a warning, never fatal.
     a.conntrack.attachMetrics(observers.metrics);
@@ -180,7 +182,7 @@ async function serve(loaded: LoadedConfiguration, a: Assembled, logger: Logger):
     source: loaded.run.source ?? 'kubernetes',
     healthz: loaded.config.healthzBindAddress,
     metrics: loaded.config.metricsBindAddress,
-    dashboard: dashboard.dashboard && dashboard.auth ? `auth ${dashboard.auth.mode}` : 'off',
+    dashboard: dashboard.dashboard && dashboard.auth ? `${dashboard.ownAddress ?? 'on metrics'}, auth ${dashboard.auth.mode}, TLS ${dashboard.tls ? 'on' : 'off'}` : 'off',
   });
   const signal = await new Promise<string>((resolve) => {
     for (const s of ['SIGTERM', 'SIGINT'] as const) process.once(s, () => resolve(s));

@@ -105,6 +105,8 @@ export const ProxyModeUnsupportedError = define('KPROXY_ERR_PROXY_MODE_UNSUPPORT
 // --- node-facing servers
 export const ListenFailedError = define('KPROXY_ERR_LISTEN_FAILED');
 export const HealthCheckPortError = define('KPROXY_ERR_HEALTHCHECK_PORT');
+/** TlsReloadError: a changed certificate or key does not load; the previous pair stays in service. */
+export const TlsReloadError = define('KPROXY_ERR_TLS_RELOAD');
 
 // --- dashboard and API (the second argument is the HTTP status of a request that fails with it)
 export const AuthRequiredError = define('KPROXY_ERR_AUTH_REQUIRED', 401);

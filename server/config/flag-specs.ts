@@ -204,7 +204,11 @@ export const FLAG_SPECS: readonly FlagSpec[] = [
   f({ name: 'healthz-bind-address', kind: 'string', arg: 'HOST:PORT', group: 'Servers', fields: ['healthzBindAddress'], help: '/healthz and /livez; empty disables' }),
   f({ name: 'metrics-bind-address', kind: 'string', arg: 'HOST:PORT', group: 'Servers', fields: ['metricsBindAddress'], help: '/metrics, /configz, /proxyMode and the dashboard; empty disables' }),
   f({ name: 'bind-address-hard-fail', kind: 'bool', group: 'Servers', fields: ['bindAddressHardFail'], help: 'exit when a server port cannot be bound' }),
-  f({ name: 'dashboard-token-file', kind: 'string', arg: 'FILE', group: 'Servers', run: 'dashboardTokenFile', help: "bearer token required by the dashboard's API and actions" }),
+  f({ name: 'dashboard-token-file', kind: 'string', arg: 'FILE', group: 'Servers', run: 'dashboardTokenFile', help: "bearer token (32 characters or more) required by the dashboard's API and actions" }),
+  f({ name: 'dashboard-bind-address', kind: 'string', arg: 'HOST:PORT', group: 'Servers', run: 'dashboardBindAddress', defaultText: 'on --metrics-bind-address', help: 'serve the dashboard on a listener of its own (then the metrics listener serves only kube-proxy\'s routes)' }),
+  f({ name: 'dashboard-tls-cert-file', kind: 'string', arg: 'FILE', group: 'Servers', run: 'dashboardTlsCertFile', help: "PEM certificate (chain) the dashboard's listener serves HTTPS with; followed as it changes" }),
+  f({ name: 'dashboard-tls-private-key-file', kind: 'string', arg: 'FILE', group: 'Servers', run: 'dashboardTlsKeyFile', help: 'PEM private key of --dashboard-tls-cert-file' }),
+  f({ name: 'dashboard-token-audience', kind: 'string', arg: 'AUDIENCE', group: 'Servers', run: 'dashboardTokenAudience', defaultText: 'kproxy-dashboard', help: 'audience a Kubernetes token must be issued for to open the dashboard (kubectl create token --audience)' }),
 
   // --- the process
   f({ name: 'oom-score-adj', kind: 'int32', arg: 'N', group: 'Process and logging', fields: ['oomScoreAdj'], help: "the process's oom_score_adj; -1000..1000" }),

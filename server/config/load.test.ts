@@ -125,9 +125,28 @@ featureGates: {A: true}
   it('checks that --dashboard-token-file exists', async () => {
     const err = await rejection(loadConfiguration(['--dry-run', '--dashboard-token-file=/etc/kproxy/token'], machine()));
     expect(err).toBeInstanceOf(FlagInvalidError);
-    expect(err.message).toBe('--dashboard-token-file /etc/kproxy/token: file does not exist');
+    expect(err.message).toBe('invalid dashboard flags: --dashboard-token-file /etc/kproxy/token: file does not exist');
     const ok = await loadConfiguration(['--dry-run', '--dashboard-token-file=/t'], machine({ paths: ['/t'] }));
     expect(ok.run.dashboardTokenFile).toBe('/t');
+  });
+
+  it('takes the dashboard listener, TLS files and token audience, and lists every problem with them', async () => {
+    const ok = await loadConfiguration(
+      ['--dry-run', '--dashboard-bind-address=0.0.0.0:10263', '--dashboard-tls-cert-file=/c.pem', '--dashboard-tls-private-key-file=/k.pem', '--dashboard-token-audience=kproxy.example'],
+      machine({ paths: ['/c.pem', '/k.pem'] }),
+    );
+    expect(ok.run).toMatchObject({ dashboardBindAddress: '0.0.0.0:10263', dashboardTlsCertFile: '/c.pem', dashboardTlsKeyFile: '/k.pem', dashboardTokenAudience: 'kproxy.example' });
+    expect((await loadConfiguration(['--dry-run'], machine())).run).toMatchObject({ dashboardBindAddress: null, dashboardTlsCertFile: null, dashboardTokenAudience: 'kproxy-dashboard' });
+
+    const err = await rejection(loadConfiguration(['--dry-run', '--dashboard-bind-address=10263', '--dashboard-tls-cert-file=/c.pem', '--dashboard-token-audience='], machine()));
+    expect(err).toBeInstanceOf(FlagInvalidError);
+    expect(err.message.split('\n')).toEqual([
+      'invalid dashboard flags: 4 problems:',
+      '  --dashboard-tls-cert-file /c.pem: file does not exist',
+      '  --dashboard-tls-cert-file and --dashboard-tls-private-key-file go together: give both or neither',
+      '  --dashboard-bind-address "10263" is not HOST:PORT',
+      '  --dashboard-token-audience is empty',
+    ]);
   });
 });
 

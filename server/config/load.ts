@@ -7,6 +7,7 @@ import { setDefaults } from './defaults.ts';
 import { formatFieldError, type FieldError } from './field-error.ts';
 import { applyConfigFlags, parseFlags, runFlags } from './flags.ts';
 import { dnsSubdomainProblem, EXAMPLE_NODE_NAME, normalizeNodeName } from './node-name.ts';
+import { splitHostPort } from './host-port.ts';
 import { packageRoot } from './package-root.ts';
 import { selectSource } from './source-selection.ts';
 import type { ProxyConfig, RunOptions } from './types.ts';
@@ -37,6 +38,9 @@ export interface LoadedConfiguration {
   warnings: string[];
 }
 
+/** DEFAULT_TOKEN_AUDIENCE: what delegated auth asks TokenReview for unless --dashboard-token-audience says otherwise. */
+export const DEFAULT_TOKEN_AUDIENCE = 'kproxy-dashboard';
+
 const DEFAULT_RUN: RunOptions = {
   configFile: null,
   kubeconfig: null,
@@ -46,6 +50,10 @@ const DEFAULT_RUN: RunOptions = {
   cleanup: false,
   dryRun: false,
   dashboardTokenFile: null,
+  dashboardBindAddress: null,
+  dashboardTlsCertFile: null,
+  dashboardTlsKeyFile: null,
+  dashboardTokenAudience: DEFAULT_TOKEN_AUDIENCE,
   iptablesFlavor: 'auto',
   version: false,
   help: false,
@@ -101,9 +109,8 @@ export async function loadConfiguration(argv: readonly string[], env: ConfigEnv 
   }
   // --cleanup reads no Services: it needs no source, and must work on a node that has none.
   if (selection.problem && !run.cleanup) throw selection.noSource ? new NoSourceError(selection.problem) : new SourceInvalidError(selection.problem);
-  if (run.dashboardTokenFile !== null && !(await exists(run.dashboardTokenFile))) {
-    throw new FlagInvalidError(`--dashboard-token-file ${run.dashboardTokenFile}: file does not exist`);
-  }
+  const dashboardProblems = await dashboardFlagProblems(run, exists);
+  if (dashboardProblems.length > 0) throw new FlagInvalidError(problemList('invalid dashboard flags', dashboardProblems));
 
   const config = toProxyConfig(c);
   config.hostnameOverride = c.hostnameOverride === '' ? '' : normalizeNodeName(c.hostnameOverride);
@@ -114,6 +121,27 @@ export async function loadConfiguration(argv: readonly string[], env: ConfigEnv 
     nodeName: node.name,
     warnings,
   };
+}
+
+/** dashboardFlagProblems checks the dashboard's own flags: files that exist, TLS files in pairs, a host:port. */
+async function dashboardFlagProblems(run: RunOptions, exists: (p: string) => Promise<boolean>): Promise<string[]> {
+  const problems: string[] = [];
+  for (const [flag, path] of [
+    ['--dashboard-token-file', run.dashboardTokenFile],
+    ['--dashboard-tls-cert-file', run.dashboardTlsCertFile],
+    ['--dashboard-tls-private-key-file', run.dashboardTlsKeyFile],
+  ] as const) {
+    if (path !== null && !(await exists(path))) problems.push(`${flag} ${path}: file does not exist`);
+  }
+  if ((run.dashboardTlsCertFile === null) !== (run.dashboardTlsKeyFile === null)) {
+    problems.push('--dashboard-tls-cert-file and --dashboard-tls-private-key-file go together: give both or neither');
+  }
+  const hp = run.dashboardBindAddress === null ? null : splitHostPort(run.dashboardBindAddress);
+  if (run.dashboardBindAddress !== null && (!hp || !/^\d{1,5}$/.test(hp.port) || Number(hp.port) > 65535)) {
+    problems.push(`--dashboard-bind-address ${JSON.stringify(run.dashboardBindAddress)} is not HOST:PORT`);
+  }
+  if (run.dashboardTokenAudience.trim() === '') problems.push('--dashboard-token-audience is empty');
+  return problems;
 }
 
 /** flagFor names the flag that set a field ("nodePortAddresses[1]" and "featureGates.X" count as their list or map). */

@@ -86,6 +86,13 @@ export interface RunOptions {
   cleanup: boolean;
   dryRun: boolean;
   dashboardTokenFile: string | null;
+  /** dashboardBindAddress: the dashboard's own listener (host:port), or null to serve it on the metrics listener. */
+  dashboardBindAddress: string | null;
+  /** dashboardTlsCertFile / dashboardTlsKeyFile: PEM files the dashboard's listener serves HTTPS with (both or neither). */
+  dashboardTlsCertFile: string | null;
+  dashboardTlsKeyFile: string | null;
+  /** dashboardTokenAudience: the audience delegated auth asks TokenReview for. */
+  dashboardTokenAudience: string;
   /** iptablesFlavor (--iptables-flavor): which iptables binaries to use; auto decides like kube-proxy's images. */
   iptablesFlavor: 'auto' | 'legacy' | 'nft';
   /** version: print versions and exit. */

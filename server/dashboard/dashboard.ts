@@ -9,6 +9,8 @@ import type { ProxyState } from '../proxy/proxy-state.ts';
 import type { SyncObserver, SyncRecord, SyncTrigger } from '../proxy/sync-loop.ts';
 import type { SourceStatus } from '../sources/source.ts';
 import { KPROXY_VERSION } from '../version.ts';
+import type { DashboardAuth } from './auth/auth.ts';
+import { HeavyReads } from './heavy-reads.ts';
 import { KernelReader } from './kernel-reader.ts';
 import { MessageBudget } from './message-budget.ts';
 import type { KernelViewProvider } from './kernel-view.ts';
@@ -64,6 +66,21 @@ export interface DashboardOptions {
   /** idleReleaseMs: with no client and no request for this long, the parsed tables are dropped (default 60 s). */
   idleReleaseMs?: number;
   hub?: Omit<StreamHubOptions, 'logger'>;
+  /** auth: whose refusals the dashboard counts (kproxy_dashboard_auth_failures_total). */
+  auth?: DashboardAuth;
+  /** heavy: the limit on expensive API reads (default 2 running, 8 waiting). */
+  heavy?: HeavyReads;
+  /** tlsReloadErrors: certificate pairs that changed and did not load (TlsFiles). */
+  tlsReloadErrors?: () => number;
+}
+
+/** DashboardCounters are what the dashboard refused, for kproxy_dashboard_* metrics and the Overview. */
+export interface DashboardCounters {
+  /** authFailures: refused credentials by reason (missing, invalid, forbidden, unavailable, throttled). */
+  readonly authFailures: Readonly<Record<string, number>>;
+  /** refused: work turned away by reason: messages over a client's budget, heavy reads over the limit, connections over the caps, slow clients dropped. */
+  readonly refused: Readonly<Record<'messages' | 'reads' | 'connections' | 'slow-clients', number>>;
+  readonly tlsReloadErrors: number;
 }
 
 export function eventEntry(e: RecordedEvent): EventEntry {
@@ -102,7 +119,11 @@ export class Dashboard {
   readonly catalog = new ServiceCatalog();
   readonly history = new SyncHistory();
   readonly hub: StreamHub;
+  readonly heavy: HeavyReads;
   readonly startedAt: number;
+  /** messagesDropped / connectionsRefused: client messages over their budget, stream connections over the caps. */
+  messagesDropped = 0;
+  connectionsRefused = 0;
   readonly #o: DashboardOptions;
   readonly #log: Logger;
   readonly #pause: Yield;
@@ -136,6 +157,7 @@ export class Dashboard {
     this.#pause = opts.pause ?? yieldToEventLoop;
     this.startedAt = opts.daemon.clock.now();
     this.hub = new StreamHub({ logger: this.#log, ...opts.hub });
+    this.heavy = opts.heavy ?? new HeavyReads();
     this.reader = new KernelReader({ provider: opts.provider, clock: opts.daemon.clock, logger: this.#log, pause: this.#pause, minIntervalMs: opts.kernelMinIntervalMs });
     const state = opts.daemon.state;
     this.#model = {
@@ -284,9 +306,22 @@ export class Dashboard {
       counts: this.counts(),
       conntrack: this.#conntrack,
       kernel: this.reader.status(),
-      stream: { clients: this.hub.size, slowClientsDropped: this.hub.slowDropped, lastSnapshotBytes: this.#lastSnapshot.bytes, lastSnapshotMs: this.#lastSnapshot.ms },
+      stream: {
+        clients: this.hub.size,
+        slowClientsDropped: this.hub.slowDropped,
+        lastSnapshotBytes: this.#lastSnapshot.bytes,
+        lastSnapshotMs: this.#lastSnapshot.ms,
+        ...this.#accessStats(),
+      },
       syncPeriodMs: modeSettings(config).syncPeriodMs,
     };
+  }
+
+  /** #accessStats: refused sign-ins (a missing token is only the login page) and refused work, for the Overview. */
+  #accessStats(): { refusedSignIns: number; refusedRequests: number } {
+    const c = this.counters();
+    const signIns = Object.entries(c.authFailures).reduce((n, [reason, v]) => (reason === 'missing' ? n : n + v), 0);
+    return { refusedSignIns: signIns, refusedRequests: c.refused.messages + c.refused.reads + c.refused.connections };
   }
 
   recentEvents(limit = 100): EventEntry[] {
@@ -456,6 +491,7 @@ export class Dashboard {
   receive(c: StreamClient, text: string): void {
     const pacing = this.#pacing.get(c);
     if (pacing && !pacing.budget.take(this.daemon.clock.monotonic())) {
+      this.messagesDropped++;
       const dropped = pacing.budget.dropped;
       if (dropped === 1) this.#log.warn('dashboard client sends messages faster than its budget; dropping them', { client: c.remote, user: c.viewer.user });
       if (dropped >= MAX_DROPPED_MESSAGES) {
@@ -549,6 +585,15 @@ export class Dashboard {
         (err) => this.#log.error('building live counters failed', { service: key, err: errorMessage(err) }),
       );
     }
+  }
+
+  /** counters: what the dashboard refused so far (metrics read them at scrape time). */
+  counters(): DashboardCounters {
+    return {
+      authFailures: { ...(this.#o.auth?.failures ?? {}) },
+      refused: { messages: this.messagesDropped, reads: this.heavy.refused, connections: this.connectionsRefused, 'slow-clients': this.hub.slowDropped },
+      tlsReloadErrors: this.#o.tlsReloadErrors?.() ?? 0,
+    };
   }
 
   /** noteAction records an action's result and tells every dashboard. */

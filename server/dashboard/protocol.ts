@@ -100,6 +100,10 @@ export interface StreamStats {
   /** lastSnapshotBytes/Ms: size of the last snapshot sent, and the time to build and queue it. */
   readonly lastSnapshotBytes: number;
   readonly lastSnapshotMs: number;
+  /** refusedSignIns: credentials refused (wrong, revoked, not allowed, throttled; kproxy_dashboard_auth_failures_total). */
+  readonly refusedSignIns: number;
+  /** refusedRequests: messages, heavy reads and connections turned away by the dashboard's budgets (kproxy_dashboard_refused_total). */
+  readonly refusedRequests: number;
 }
 
 export interface Health {

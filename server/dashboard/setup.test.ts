@@ -2,7 +2,13 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { copyFileSync } from 'node:fs';
+import { request as httpsRequest } from 'node:https';
+import { createServer } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 import { afterAll, describe, expect, it } from 'vitest';
+import { selfSignedCert } from '../../test/tls-cert.ts';
+import { waitFor } from '../../test/wait.ts';
 import { FakeClock } from '../clock-fake.ts';
 import { DashboardAuth } from './auth/auth.ts';
 import { checkDashboardBind, readDashboardToken } from './setup.ts';
@@ -19,23 +25,59 @@ function file(name: string, text: string): string {
 const clock = new FakeClock();
 const off = new DashboardAuth({ token: null, reviewer: null, nodeName: 'n', clock });
 const token = new DashboardAuth({ token: 't', reviewer: null, nodeName: 'n', clock });
+const TOKEN = 'k'.repeat(40);
 
 describe('dashboard start-up checks', () => {
-  it('reads the token file without surrounding whitespace, and refuses an empty or multi-word one', async () => {
-    expect(await readDashboardToken(file('ok', '  s3cret\n'))).toBe('s3cret');
+  it('reads the token file without surrounding whitespace, and refuses an empty, multi-word or short one', async () => {
+    expect(await readDashboardToken(file('ok', `  ${TOKEN}\n`))).toBe(TOKEN);
     await expect(readDashboardToken(file('empty', '\n'))).rejects.toThrow(/--dashboard-token-file .*empty is empty/);
     await expect(readDashboardToken(file('two', 'a b'))).rejects.toThrow(/whitespace inside the token/);
     await expect(readDashboardToken(join(dir, 'missing'))).rejects.toThrow(/cannot read it/);
+    await expect(readDashboardToken(file('short', 'x'.repeat(31)))).rejects.toThrow(/holds a token of 31 characters; it must have at least 32 \(make one with: head -c 32/);
+    expect(await readDashboardToken(file('just', 'x'.repeat(32)))).toHaveLength(32);
   });
 
-  it('refuses a network-reachable dashboard without auth, and allows loopback or auth', () => {
+  it('refuses a network-reachable dashboard without auth or without TLS, and allows loopback', () => {
+    const on = (address: string, tls: boolean, flag: '--metrics-bind-address' | '--dashboard-bind-address' = '--metrics-bind-address') => ({ address, tls, flag });
     for (const addr of ['0.0.0.0:10249', ':10249', '10.0.0.5:10249', '[::]:10249']) {
-      expect(() => checkDashboardBind(addr, off), addr).toThrow(expect.objectContaining({ code: 'KPROXY_ERR_INSECURE_BIND' }));
+      expect(() => checkDashboardBind(on(addr, true), off), addr).toThrow(expect.objectContaining({ code: 'KPROXY_ERR_INSECURE_BIND' }));
+      expect(() => checkDashboardBind(on(addr, false), token), addr).toThrow(expect.objectContaining({ code: 'KPROXY_ERR_INSECURE_BIND' }));
+      expect(() => checkDashboardBind(on(addr, true), token), addr).not.toThrow();
     }
-    for (const addr of ['127.0.0.1:10249', '[::1]:10249', 'localhost:10249', '']) expect(() => checkDashboardBind(addr, off), addr).not.toThrow();
-    expect(() => checkDashboardBind('0.0.0.0:10249', token)).not.toThrow();
+    for (const addr of ['127.0.0.1:10249', '[::1]:10249', 'localhost:10249', '']) expect(() => checkDashboardBind(on(addr, false), off), addr).not.toThrow();
+    expect(() => checkDashboardBind(on('0.0.0.0:10249', false), off)).toThrow(
+      '--metrics-bind-address 0.0.0.0:10249 is reachable from the network and the dashboard there has no auth and no TLS: give it --dashboard-token-file FILE ' +
+        '(or run in a cluster, where callers are checked with TokenReview and SubjectAccessReview), and serve it over HTTPS with --dashboard-tls-cert-file and ' +
+        '--dashboard-tls-private-key-file, or keep it on loopback with --dashboard-bind-address 127.0.0.1:PORT (the metrics stay where they are)',
+    );
+    expect(() => checkDashboardBind(on('10.0.0.5:10263', false, '--dashboard-bind-address'), token)).toThrow(
+      '--dashboard-bind-address 10.0.0.5:10263 is reachable from the network and the dashboard there has no TLS: serve it over HTTPS with --dashboard-tls-cert-file and --dashboard-tls-private-key-file, or bind it to 127.0.0.1',
+    );
   });
 });
+
+/** freePort asks the kernel for a free loopback port. */
+async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const { port } = srv.address() as { port: number };
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
+}
+
+/** httpsGet asks over HTTPS, trusting ca, and says which certificate answered. */
+function httpsGet(url: string, ca: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string; fingerprint: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(url, { ca, headers, agent: false }, (res) => {
+      const fingerprint = (res.socket as TLSSocket).getPeerCertificate().fingerprint256;
+      let body = '';
+      res.on('data', (d) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, fingerprint }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
 
 /** kproxy runs the CLI from source (Node 24 strips the types) and collects its exit code and stderr. */
 function kproxy(args: string[]): Promise<{ code: number | null; stderr: string }> {
@@ -53,7 +95,7 @@ describe('kproxy CLI with the dashboard', () => {
   it('exits 1 with a clear message when the metrics listener would expose the dashboard without auth', async () => {
     const { code, stderr } = await kproxy([...common, '--metrics-bind-address', '0.0.0.0:1']);
     expect(code).toBe(1);
-    expect(stderr).toMatch(/cannot start: --metrics-bind-address 0\.0\.0\.0:1 is reachable from the network and the dashboard there has no auth: give it --dashboard-token-file FILE/);
+    expect(stderr).toMatch(/cannot start: --metrics-bind-address 0\.0\.0\.0:1 is reachable from the network and the dashboard there has no auth and no TLS: give it --dashboard-token-file FILE/);
     expect(stderr).toMatch(/code=KPROXY_ERR_INSECURE_BIND/);
   }, 30_000);
 
@@ -62,4 +104,47 @@ describe('kproxy CLI with the dashboard', () => {
     expect(code).toBe(1);
     expect(stderr).toMatch(/--dashboard-token-file .* is empty/);
   }, 30_000);
+
+  it('exits 1 when the dashboard would serve a token in clear text off loopback', async () => {
+    const { code, stderr } = await kproxy([...common, '--metrics-bind-address', '0.0.0.0:1', '--dashboard-token-file', file('token-cli', TOKEN)]);
+    expect(code).toBe(1);
+    expect(stderr).toMatch(/cannot start: --metrics-bind-address 0\.0\.0\.0:1 is reachable from the network and the dashboard there has no TLS: serve it over HTTPS/);
+  }, 30_000);
+
+  it('serves the dashboard over HTTPS on its own listener, keeps /metrics plain on its own, and takes a rotated certificate without a restart', async () => {
+    const first = selfSignedCert(dir, 'cli-first');
+    const second = selfSignedCert(dir, 'cli-second');
+    const certFile = join(dir, 'cli.crt');
+    const keyFile = join(dir, 'cli.key');
+    copyFileSync(first.certFile, certFile);
+    copyFileSync(first.keyFile, keyFile);
+    const [metrics, dashboard] = [await freePort(), await freePort()];
+    const args = [...common, '--metrics-bind-address', `127.0.0.1:${metrics}`, '--dashboard-bind-address', `127.0.0.1:${dashboard}`];
+    args.push('--dashboard-tls-cert-file', certFile, '--dashboard-tls-private-key-file', keyFile, '--dashboard-token-file', file('cli-token', TOKEN));
+    const child = spawn(process.execPath, ['server/cli.ts', ...args], { cwd: new URL('../..', import.meta.url).pathname, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr += d));
+    try {
+      const auth = { authorization: `Bearer ${TOKEN}` };
+      const url = `https://localhost:${dashboard}/api/v1/whoami`;
+      await waitFor(async () => (await httpsGet(url, first.cert, auth).catch(() => null))?.status === 200, { what: `the dashboard over HTTPS (${stderr})`, timeoutMs: 30_000 });
+      const who = await httpsGet(url, first.cert, auth);
+      expect(JSON.parse(who.body)).toEqual({ authMode: 'token', user: 'token', canAct: true });
+      expect(who.fingerprint).toBe(first.fingerprint);
+      expect(stderr).toMatch(/dashboard server listening address=127\.0\.0\.1:/);
+
+      // kube-proxy's routes stay plain HTTP on the metrics listener; the dashboard is not there.
+      expect((await fetch(`http://127.0.0.1:${metrics}/metrics`)).status).toBe(200);
+      expect((await fetch(`http://127.0.0.1:${metrics}/api/v1/whoami`, { headers: auth })).status).toBe(404);
+      // Plain HTTP to the dashboard's port gets no answer a browser would take.
+      await expect(fetch(`http://127.0.0.1:${dashboard}/api/v1/whoami`, { headers: auth })).rejects.toThrow();
+
+      copyFileSync(second.keyFile, keyFile);
+      copyFileSync(second.certFile, certFile);
+      await waitFor(async () => (await httpsGet(url, second.cert, auth).catch(() => null))?.fingerprint === second.fingerprint, { what: 'the rotated certificate', timeoutMs: 30_000 });
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+    }
+  }, 90_000);
 });

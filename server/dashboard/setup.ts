@@ -5,13 +5,14 @@ import type { LoadedConfiguration } from '../config/load.ts';
 import { packageRoot } from '../config/package-root.ts';
 import { errorMessage, FlagInvalidError, InsecureBindError } from '../errors.ts';
 import type { MetricsAppPlugin } from '../http/app.ts';
+import { TlsFiles } from '../http/tls.ts';
 import type { Logger } from '../log.ts';
 import type { ProxyHealth } from '../proxy/healthcheck/proxy-health.ts';
 import type { ProxyReadiness } from '../proxy/healthcheck/readiness.ts';
 import { loadKubeConfig } from '../sources/k8s/kubeconfig.ts';
 import { DashboardActions } from './actions.ts';
 import { ApiAccessReviewer, type AccessReviewer } from './auth/access-review.ts';
-import { DashboardAuth } from './auth/auth.ts';
+import { DashboardAuth, MIN_TOKEN_LENGTH } from './auth/auth.ts';
 import { isLoopbackBind } from './auth/request-checks.ts';
 import { Dashboard } from './dashboard.ts';
 import { dashboardPlugins } from './http/plugin.ts';
@@ -25,7 +26,11 @@ export function nodeHealth(h: ProxyHealth, r: ProxyReadiness): Health {
   return { healthy: st.healthy, lastUpdated: st.lastUpdated, nodeEligible: h.nodeEligible(), ready: ready.ready, readyReason: ready.reason };
 }
 
-/** readDashboardToken reads --dashboard-token-file: the token is the file's text without surrounding whitespace. */
+/**
+ * readDashboardToken reads --dashboard-token-file: the token is the file's
+ * text without surrounding whitespace, at least MIN_TOKEN_LENGTH characters (a
+ * shared secret that anyone reaching the port may guess at).
+ */
 export async function readDashboardToken(path: string): Promise<string> {
   let text: string;
   try {
@@ -36,19 +41,40 @@ export async function readDashboardToken(path: string): Promise<string> {
   const token = text.trim();
   if (token === '') throw new FlagInvalidError(`--dashboard-token-file ${path} is empty`);
   if (/\s/.test(token)) throw new FlagInvalidError(`--dashboard-token-file ${path} holds whitespace inside the token; a bearer token is one word`);
+  if (token.length < MIN_TOKEN_LENGTH) {
+    throw new FlagInvalidError(
+      `--dashboard-token-file ${path} holds a token of ${token.length} characters; it must have at least ${MIN_TOKEN_LENGTH} (make one with: head -c 32 /dev/urandom | base64 | tr -d '/+=')`,
+    );
+  }
   return token;
+}
+
+/** DashboardPlacement is where the dashboard is served: its listener's address and flag, and whether it speaks TLS. */
+export interface DashboardPlacement {
+  /** address: host:port of the listener ("" when the metrics listener is off and the dashboard has none of its own). */
+  readonly address: string;
+  /** flag: the flag that set the address, for messages. */
+  readonly flag: '--metrics-bind-address' | '--dashboard-bind-address';
+  readonly tls: boolean;
 }
 
 /**
  * checkDashboardBind refuses a dashboard reachable from the network without
- * auth (docs/dashboard.md, "Security model"): actions can remove every rule of the node.
+ * auth or without TLS (docs/dashboard.md, "Security model"): actions can
+ * remove every rule of the node, and bearer tokens must not cross the network
+ * in clear text.
  */
-export function checkDashboardBind(metricsBindAddress: string, auth: DashboardAuth): void {
-  if (auth.enabled || metricsBindAddress === '' || isLoopbackBind(metricsBindAddress)) return;
-  throw new InsecureBindError(
-    `--metrics-bind-address ${metricsBindAddress} is reachable from the network and the dashboard there has no auth: ` +
-      'give it --dashboard-token-file FILE (or run in a cluster, where callers are checked with TokenReview and SubjectAccessReview), or bind 127.0.0.1',
-  );
+export function checkDashboardBind(placement: DashboardPlacement, auth: DashboardAuth): void {
+  const { address, flag, tls } = placement;
+  if (address === '' || isLoopbackBind(address)) return;
+  const missing = [...(auth.enabled ? [] : ['no auth']), ...(tls ? [] : ['no TLS'])];
+  if (missing.length === 0) return;
+  const fixes = [
+    ...(auth.enabled ? [] : ['give it --dashboard-token-file FILE (or run in a cluster, where callers are checked with TokenReview and SubjectAccessReview)']),
+    ...(tls ? [] : ['serve it over HTTPS with --dashboard-tls-cert-file and --dashboard-tls-private-key-file']),
+  ];
+  const other = flag === '--metrics-bind-address' ? ', or keep it on loopback with --dashboard-bind-address 127.0.0.1:PORT (the metrics stay where they are)' : ', or bind it to 127.0.0.1';
+  throw new InsecureBindError(`${flag} ${address} is reachable from the network and the dashboard there has ${missing.join(' and ')}: ${fixes.join(', and ')}${other}`);
 }
 
 export interface SetupDashboardOptions {
@@ -66,28 +92,44 @@ export interface DashboardSetup {
   readonly plugins: MetricsAppPlugin[];
   readonly dashboard: Dashboard | null;
   readonly auth: DashboardAuth | null;
+  /** ownAddress: the dashboard's own listener (--dashboard-bind-address), or null when it is on the metrics listener. */
+  readonly ownAddress: string | null;
+  /** tls: the certificate and key the dashboard's listener serves (followed as they change), or null for plain HTTP. */
+  readonly tls: TlsFiles | null;
 }
 
 /**
- * setupDashboard builds the dashboard for the metrics listener: the token
- * file, delegated auth when the daemon reads a cluster, the bind check, the
- * backend's kernel view. It throws (the CLI exits 1) on a bad token file or an
- * insecure bind; with the metrics listener off there is no dashboard.
+ * setupDashboard builds the dashboard: the token file, delegated auth when
+ * the daemon reads a cluster, the TLS pair, the bind check, the backend's
+ * kernel view. It goes on the metrics listener, or on its own with
+ * --dashboard-bind-address. It throws (the CLI exits 1) on a bad token file,
+ * a TLS pair that does not load or an insecure bind; with its listener off
+ * (an empty address) there is no dashboard.
  */
 export async function setupDashboard(opts: SetupDashboardOptions): Promise<DashboardSetup> {
   const { loaded, assembled, logger } = opts;
   const { config, run } = loaded;
   const log = logger.child('dashboard');
-  if (config.metricsBindAddress === '') return { plugins: [], dashboard: null, auth: null };
+  const ownAddress = run.dashboardBindAddress;
+  const off: DashboardSetup = { plugins: [], dashboard: null, auth: null, ownAddress: null, tls: null };
+  if (ownAddress === null && config.metricsBindAddress === '') return off;
+  if (ownAddress === '') return off;
   const token = run.dashboardTokenFile ? await readDashboardToken(run.dashboardTokenFile) : null;
   let reviewer = opts.reviewer;
   if (reviewer === undefined) reviewer = run.source ? null : new ApiAccessReviewer(loadKubeConfig({ kubeconfig: run.kubeconfig ?? undefined }).kubeConfig);
   const daemon = assembled.daemon;
-  const auth = new DashboardAuth({ token, reviewer, nodeName: daemon.nodeName, clock: daemon.clock });
-  checkDashboardBind(config.metricsBindAddress, auth);
+  const auth = new DashboardAuth({ token, reviewer, nodeName: daemon.nodeName, clock: daemon.clock, audience: run.dashboardTokenAudience, logger: log.child('auth') });
+  const tls =
+    run.dashboardTlsCertFile && run.dashboardTlsKeyFile ? new TlsFiles({ certFile: run.dashboardTlsCertFile, keyFile: run.dashboardTlsKeyFile, logger: log.child('tls'), clock: daemon.clock }) : null;
+  checkDashboardBind(
+    ownAddress !== null ? { address: ownAddress, flag: '--dashboard-bind-address', tls: tls !== null } : { address: config.metricsBindAddress, flag: '--metrics-bind-address', tls: tls !== null },
+    auth,
+  );
+  // A pair that does not load stops start-up here (exit 1), before anything listens.
+  await tls?.load();
   if (!assembled.kernelView) {
     log.warn(`the dashboard has no view of the ${config.mode} mode yet; it is off`);
-    return { plugins: [], dashboard: null, auth };
+    return { ...off, auth };
   }
   const provider = assembled.kernelView(log);
   const dashboard = new Dashboard({
@@ -99,10 +141,12 @@ export async function setupDashboard(opts: SetupDashboardOptions): Promise<Dashb
     backendDescription: assembled.backendDescription,
     events: assembled.memoryEvents,
     health: opts.health,
+    auth,
+    tlsReloadErrors: () => tls?.reloadErrors ?? 0,
   });
   const actions = new DashboardActions({ dashboard, events: daemon.events, limiter: new ActionRateLimiter(daemon.clock), clock: daemon.clock, logger: log });
-  if (auth.enabled) log.info('dashboard auth', { mode: auth.mode });
+  if (auth.enabled) log.info('dashboard auth', { mode: auth.mode, ...(reviewer ? { audience: auth.audience } : {}), tls: tls ? 'on' : 'off' });
   else log.warn('dashboard auth is OFF: anyone who can reach the loopback listener may view and act (pass --dashboard-token-file to require a token)');
   const webRoot = opts.webRoot ?? join(packageRoot(), 'dist', 'web');
-  return { plugins: dashboardPlugins({ dashboard, actions, auth, clock: daemon.clock, webRoot }), dashboard, auth };
+  return { plugins: dashboardPlugins({ dashboard, actions, auth, clock: daemon.clock, webRoot }), dashboard, auth, ownAddress, tls };
 }

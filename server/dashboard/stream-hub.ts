@@ -16,6 +16,8 @@ export const CLOSE_TOO_MANY = 1013;
 export const CLOSE_GOING_AWAY = 1001;
 /** CLOSE_POLICY: the client broke the stream's rules (it sent far more messages than its budget). */
 export const CLOSE_POLICY = 1008;
+/** CLOSE_UNAUTHORIZED: the credential the stream was opened with no longer grants viewing (re-checked as review answers expire). */
+export const CLOSE_UNAUTHORIZED = 4401;
 
 /** Delivery: essential messages (snapshots) are always queued; droppable ones are skipped for a lagging client. */
 export type Delivery = 'essential' | 'droppable';
@@ -45,6 +47,8 @@ export interface StreamHubOptions {
   logger: Logger;
   /** maxClients: connections beyond this are refused (each may hold up to hardLimitBytes). */
   maxClients?: number;
+  /** maxPerUser: connections of one user beyond this are refused, so one viewer cannot take them all (default 6). */
+  maxPerUser?: number;
   /** softLimitBytes: above this backlog a client misses droppable messages (and re-snapshots on the gap). */
   softLimitBytes?: number;
   /** hardLimitBytes: above this backlog a client is disconnected. */
@@ -63,6 +67,8 @@ export interface StreamHubOptions {
 export class StreamHub {
   readonly #log: Logger;
   readonly #max: number;
+  readonly #maxPerUser: number;
+  readonly #perUser = new Map<string, number>();
   readonly #soft: number;
   readonly #hard: number;
   readonly #clients = new Set<StreamClient>();
@@ -73,6 +79,7 @@ export class StreamHub {
   constructor(opts: StreamHubOptions) {
     this.#log = opts.logger;
     this.#max = opts.maxClients ?? 16;
+    this.#maxPerUser = opts.maxPerUser ?? 6;
     this.#soft = opts.softLimitBytes ?? 512 * 1024;
     this.#hard = opts.hardLimitBytes ?? 8 * 1024 * 1024;
   }
@@ -85,24 +92,37 @@ export class StreamHub {
     return this.#clients.size >= this.#max;
   }
 
+  /** fullFor: the user already holds maxPerUser connections. */
+  fullFor(user: string): boolean {
+    return (this.#perUser.get(user) ?? 0) >= this.#maxPerUser;
+  }
+
+  get maxPerUser(): number {
+    return this.#maxPerUser;
+  }
+
   clients(): Iterable<StreamClient> {
     return this.#clients;
   }
 
-  /** add registers a connection; null (and the socket closed) when the hub is full. */
+  /** add registers a connection; null (and the socket closed) when the hub, or the user's share of it, is full. */
   add(socket: HubSocket, viewer: Viewer, remote: string): StreamClient | null {
-    if (this.full) {
-      socket.close(CLOSE_TOO_MANY, `too many dashboard connections (${this.#max})`);
+    if (this.full || this.fullFor(viewer.user)) {
+      socket.close(CLOSE_TOO_MANY, this.full ? `too many dashboard connections (${this.#max})` : `too many dashboard connections of user ${viewer.user} (${this.#maxPerUser})`);
       return null;
     }
     const c = new StreamClient(this.#nextId++, socket, viewer, remote);
     this.#clients.add(c);
+    this.#perUser.set(viewer.user, (this.#perUser.get(viewer.user) ?? 0) + 1);
     return c;
   }
 
   remove(c: StreamClient): void {
     c.closed = true;
-    this.#clients.delete(c);
+    if (!this.#clients.delete(c)) return;
+    const left = (this.#perUser.get(c.viewer.user) ?? 1) - 1;
+    if (left <= 0) this.#perUser.delete(c.viewer.user);
+    else this.#perUser.set(c.viewer.user, left);
   }
 
   /** send gives a message to one client; body must be a JSON object whose first key is "type". */

@@ -81,6 +81,8 @@ export interface TestDashboardOptions {
   wrapBackend?: (backend: Backend) => Backend;
   /** heavy: the API's limit on expensive reads (default 2 running, 8 waiting). */
   heavy?: HeavyReads;
+  /** pingIntervalMs: the live stream's keep-alive pings (default 30 s). */
+  pingIntervalMs?: number;
 }
 
 /** TestDashboard is a daemon over the simulated kernel with its dashboard on a metrics app (not listening). */
@@ -125,6 +127,10 @@ export async function testDashboard(opts: TestDashboardOptions = {}): Promise<Te
     cleanup: false,
     dryRun: true,
     dashboardTokenFile: null,
+    dashboardBindAddress: null,
+    dashboardTlsCertFile: null,
+    dashboardTlsKeyFile: null,
+    dashboardTokenAudience: 'kproxy-dashboard',
     iptablesFlavor: 'nft',
     version: false,
     help: false,
@@ -136,9 +142,12 @@ export async function testDashboard(opts: TestDashboardOptions = {}): Promise<Te
   const table = new SimulatedConntrack();
   const { runner, ...limits } = opts.conntrack ?? {};
   const counts = new ConntrackCounts({ conntrack: new Conntrack(runner ?? table), sysctl, clock, family: 'IPv4', ...limits });
+  const auth = new DashboardAuth({ token: opts.token ?? null, reviewer: opts.reviewer ?? null, nodeName: 'node-a', clock, logger: log.logger.child('dashboard/auth') });
   const dashboard = new Dashboard({
     daemon,
     provider,
+    auth,
+    heavy: opts.heavy,
     conntrack: counts,
     conntrackSimulated: true,
     backendDescription: ipvs ? 'ipvs (scheduler rr, iptables nft, simulated kernel)' : 'iptables (nft, simulated kernel)',
@@ -147,12 +156,11 @@ export async function testDashboard(opts: TestDashboardOptions = {}): Promise<Te
     pause: noYield,
     hub: opts.hub,
   });
-  const auth = new DashboardAuth({ token: opts.token ?? null, reviewer: opts.reviewer ?? null, nodeName: 'node-a', clock });
   const actions = new DashboardActions({ dashboard, events, limiter: new ActionRateLimiter(clock), clock, logger: log.logger.child('dashboard') });
   const app = buildMetricsApp({
     metrics: { contentType: 'text/plain', render: async () => 'kubeproxy_sync_proxy_rules_last_timestamp_seconds 1\n' },
     config,
-    plugins: dashboardPlugins({ dashboard, actions, auth, clock, webRoot: opts.webRoot ?? '/nonexistent-web-root', heavy: opts.heavy }),
+    plugins: dashboardPlugins({ dashboard, actions, auth, clock, webRoot: opts.webRoot ?? '/nonexistent-web-root', pingIntervalMs: opts.pingIntervalMs }),
   });
   await app.ready();
   await daemon.start();

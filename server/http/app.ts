@@ -78,6 +78,31 @@ const healthzPlugin: FastifyPluginAsync = async (app) => {
   });
 };
 
+export interface DashboardAppOptions {
+  plugins: readonly MetricsAppPlugin[];
+  limits?: ListenerLimits;
+  tls?: TlsMaterial;
+}
+
+/**
+ * buildDashboardApp builds the dashboard's own listener (--dashboard-bind-address):
+ * the dashboard's plugins only, HTTPS when tls is given, so kube-proxy's
+ * /metrics can stay plain HTTP on its address while the dashboard is on
+ * loopback or behind TLS.
+ */
+export function buildDashboardApp(opts: DashboardAppOptions): FastifyInstance {
+  const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT, serverFactory: limitedServerFactory(opts.limits ?? METRICS_LIMITS, { tls: opts.tls }) });
+  app.addHook('onSend', async (_req, reply, payload) => {
+    reply.header('x-content-type-options', 'nosniff');
+    return payload;
+  });
+  app.setNotFoundHandler((_req, reply) => {
+    reply.code(404).type(TEXT).send('404 page not found\n');
+  });
+  for (const p of opts.plugins) app.register(p.plugin, p.options ?? {});
+  return app;
+}
+
 /**
  * buildMetricsApp builds the metrics listener (:10249 by default) with kube-proxy's
  * routes: /metrics (Prometheus text), /healthz, /proxyMode (plain text) and

@@ -5,8 +5,19 @@ import { errorMessage } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { buildProxyHealthApp } from '../proxy/healthcheck/proxy-health-server.ts';
 import type { SyncObservers } from '../proxy/sync-observers.ts';
-import { buildMetricsApp, type MetricsAppPlugin } from './app.ts';
+import type { Server as HttpsServer } from 'node:https';
+import { buildDashboardApp, buildMetricsApp, type MetricsAppPlugin } from './app.ts';
 import { serve, type Served } from './listen.ts';
+import type { TlsFiles } from './tls.ts';
+
+/** DashboardListener is where the dashboard's plugins are served (server/dashboard/setup.ts decides). */
+export interface DashboardListener {
+  readonly plugins: readonly MetricsAppPlugin[];
+  /** ownAddress: a listener of its own, or null to share the metrics listener. */
+  readonly ownAddress: string | null;
+  /** tls: the pair its listener serves HTTPS with (followed as the files change), or null. */
+  readonly tls: TlsFiles | null;
+}
 
 export interface NodeServersOptions {
   config: ProxyConfig;
@@ -14,25 +25,27 @@ export interface NodeServersOptions {
   clock: Clock;
   /** observers hold the health and metrics the listeners serve (server/proxy/sync-observers.ts). */
   observers: Pick<SyncObservers, 'health' | 'metrics'> & Partial<Pick<SyncObservers, 'readiness'>>;
-  /** metricsPlugins are registered on the metrics listener (the dashboard). */
-  metricsPlugins?: readonly MetricsAppPlugin[];
+  /** dashboard: the dashboard's plugins and where they go (the metrics listener, or one of their own). */
+  dashboard?: DashboardListener;
   /** retryMs: wait before retrying a listener that could not bind (kube-proxy: 5 s). */
   retryMs?: number;
 }
 
 /** NodeServers are the node-facing listeners of one daemon. */
 export interface NodeServers {
-  /** healthzAddress/metricsAddress: where the listeners are bound (null: disabled or still retrying). */
+  /** healthzAddress/metricsAddress/dashboardAddress: where the listeners are bound (null: disabled, shared or still retrying). */
   healthzAddress(): AddressInfo | null;
   metricsAddress(): AddressInfo | null;
+  dashboardAddress(): AddressInfo | null;
   close(): Promise<void>;
 }
 
 /**
  * startNodeServers opens what kubelet, cloud load balancers and Prometheus
  * talk to, as kube-proxy does: /healthz and /livez (and kproxy's /readyz) on healthzBindAddress, and
- * /metrics, /healthz, /proxyMode, /configz (and the dashboard's plugins) on
- * metricsBindAddress. It serves and wires nothing of the domain: the health
+ * /metrics, /healthz, /proxyMode, /configz on metricsBindAddress; the
+ * dashboard there too, or on its own listener (--dashboard-bind-address),
+ * over HTTPS when it has a certificate. It serves and wires nothing of the domain: the health
  * and metrics come from the sync observers. An empty bind address turns a
  * listener off. With bindAddressHardFail a bind failure rejects (the caller
  * exits 1); without it the listener retries every 5 s.
@@ -42,7 +55,9 @@ export async function startNodeServers(opts: NodeServersOptions): Promise<NodeSe
   const { health, metrics, readiness } = opts.observers;
   const logger = opts.logger.child('http');
   const served: Served[] = [];
+  const dash = opts.dashboard;
   const closeAll = async () => {
+    dash?.tls?.close();
     const results = await Promise.allSettled(served.map((s) => s.close()));
     for (const r of results) if (r.status === 'rejected') logger.error('closing a node server failed', { err: errorMessage(r.reason) });
   };
@@ -52,9 +67,18 @@ export async function startNodeServers(opts: NodeServersOptions): Promise<NodeSe
       const app = buildProxyHealthApp({ health, readiness, onServed: (probe, code) => metrics.probeServed(probe, code) });
       served.push(await serve({ name: 'healthz', app, address: config.healthzBindAddress, ...common }));
     }
+    // HTTPS follows its certificate files; the server takes each new pair as it is loaded.
+    const followTls = (app: { server: unknown }) => dash?.tls?.serve(app.server as HttpsServer);
+    const shared = dash && dash.ownAddress === null;
     if (config.metricsBindAddress !== '') {
-      const app = buildMetricsApp({ metrics, config, plugins: opts.metricsPlugins });
+      const app = buildMetricsApp({ metrics, config, plugins: shared ? dash.plugins : [], tls: shared ? dash.tls?.material : undefined });
       served.push(await serve({ name: 'metrics', app, address: config.metricsBindAddress, ...common }));
+      if (shared) followTls(app);
+    }
+    if (dash && dash.ownAddress !== null && dash.ownAddress !== '' && dash.plugins.length > 0) {
+      const app = buildDashboardApp({ plugins: dash.plugins, tls: dash.tls?.material });
+      served.push(await serve({ name: 'dashboard', app, address: dash.ownAddress, ...common }));
+      followTls(app);
     }
   } catch (err) {
     await closeAll();
@@ -65,6 +89,7 @@ export async function startNodeServers(opts: NodeServersOptions): Promise<NodeSe
   return {
     healthzAddress: () => find('healthz'),
     metricsAddress: () => find('metrics'),
+    dashboardAddress: () => find('dashboard'),
     close: closeAll,
   };
 }

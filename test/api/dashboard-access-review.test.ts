@@ -1,81 +1,114 @@
-import { createServer, type IncomingMessage, type Server } from 'node:http';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { FakeClock } from '../../server/clock-fake.ts';
 import { ApiAccessReviewer, dashboardAttributes } from '../../server/dashboard/auth/access-review.ts';
+import { DashboardAuth } from '../../server/dashboard/auth/auth.ts';
+import { MemoryLog } from '../../server/log.ts';
 import { loadKubeConfig } from '../../server/sources/k8s/kubeconfig.ts';
+import { API_SERVER_AUDIENCE, FakeApiServer } from './fake-apiserver.ts';
 import { FAKE_TOKEN, writeKubeconfig, type KubeconfigFile } from './kubeconfig-file.ts';
 
-interface Seen {
-  path: string;
-  authorization?: string;
-  body: Record<string, any>;
-}
-
 /**
- * A minimal API server for the two review APIs: TokenReview knows one token,
- * SubjectAccessReview allows alice to get nodes/kproxy on node-a, nothing else.
+ * Delegated dashboard auth through the real @kubernetes/client-node against
+ * the fake API server: TokenReview for kproxy's audience, SubjectAccessReview
+ * on nodes/kproxy, with tokens issued the way `kubectl create token SA
+ * --audience kproxy-dashboard` issues them.
  */
-function reviewServer(seen: Seen[]): Server {
-  return createServer(async (req: IncomingMessage, res) => {
-    let text = '';
-    for await (const chunk of req) text += chunk;
-    const body = JSON.parse(text || '{}');
-    seen.push({ path: req.url ?? '', authorization: req.headers.authorization, body });
-    res.setHeader('content-type', 'application/json');
-    if (req.method === 'POST' && req.url === '/apis/authentication.k8s.io/v1/tokenreviews') {
-      const ok = body.spec?.token === 'alice-token';
-      res.end(
-        JSON.stringify({
-          ...body,
-          status: ok ? { authenticated: true, user: { username: 'alice', uid: 'u-1', groups: ['devs', 'system:authenticated'], extra: { scopes: ['a'] } } } : { authenticated: false },
-        }),
-      );
-    } else if (req.method === 'POST' && req.url === '/apis/authorization.k8s.io/v1/subjectaccessreviews') {
-      const a = body.spec?.resourceAttributes ?? {};
-      const allowed = body.spec?.user === 'alice' && a.resource === 'nodes' && a.subresource === 'kproxy' && a.name === 'node-a' && a.verb === 'get';
-      res.end(JSON.stringify({ ...body, status: { allowed, reason: allowed ? 'RBAC: allowed by ClusterRoleBinding "kproxy-dashboard-viewers"' : '' } }));
-    } else {
-      res.statusCode = 404;
-      res.end('{}');
-    }
-  });
-}
 
-describe('ApiAccessReviewer against an API server', () => {
-  const seen: Seen[] = [];
-  let server: Server;
+const AUDIENCE = 'kproxy-dashboard';
+const ALICE = { username: 'system:serviceaccount:ops:alice', uid: 'u-1', groups: ['system:serviceaccounts', 'ops'], extra: { 'authentication.kubernetes.io/pod-name': ['shell'] } };
+
+describe('delegated dashboard auth against an API server', () => {
+  const server = new FakeApiServer();
   let kubeconfig: KubeconfigFile;
   let reviewer: ApiAccessReviewer;
 
   beforeAll(async () => {
-    server = reviewServer(seen);
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    kubeconfig = await writeKubeconfig(`http://127.0.0.1:${(server.address() as { port: number }).port}`);
+    await server.start();
+    kubeconfig = await writeKubeconfig(server.url);
     reviewer = new ApiAccessReviewer(loadKubeConfig({ kubeconfig: kubeconfig.path }).kubeConfig);
   });
   afterAll(async () => {
-    await new Promise((r) => server.close(r));
+    await server.stop();
     await kubeconfig.remove();
   });
-
-  it("sends a TokenReview with kproxy's own credentials and reads the user from its status", async () => {
-    expect(await reviewer.reviewToken('alice-token')).toEqual({ username: 'alice', uid: 'u-1', groups: ['devs', 'system:authenticated'], extra: { scopes: ['a'] } });
-    expect(await reviewer.reviewToken('nobody')).toBeNull();
-    const req = seen.find((s) => s.path.endsWith('/tokenreviews'))!;
-    expect(req.authorization).toBe(`Bearer ${FAKE_TOKEN}`);
-    expect(req.body).toMatchObject({ apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token: 'alice-token' } });
+  beforeEach(() => {
+    server.tokens.clear();
+    server.accessRules.length = 0;
+    server.reviews.length = 0;
+    server.decide = null;
+    server.audienceAware = true;
+    // kproxy-dashboard-viewer for the ops group, on every node.
+    server.accessRules.push({ groups: ['ops'], apiGroup: '', resource: 'nodes/kproxy', verbs: ['get'] });
   });
 
-  it('sends a SubjectAccessReview for nodes/kproxy with the user, groups and extra of the TokenReview', async () => {
-    const alice = (await reviewer.reviewToken('alice-token'))!;
-    expect(await reviewer.reviewAccess(alice, dashboardAttributes('node-a', 'view'))).toEqual({ allowed: true, reason: 'RBAC: allowed by ClusterRoleBinding "kproxy-dashboard-viewers"' });
+  const auth = (log = new MemoryLog()) => new DashboardAuth({ token: null, reviewer, nodeName: 'node-a', clock: new FakeClock(), audience: AUDIENCE, logger: log.logger });
+
+  it("sends the TokenReview with kproxy's own credentials and its audience, and reads the user and the audiences back", async () => {
+    server.tokens.set('alice-token', { user: ALICE, audiences: [AUDIENCE] });
+    expect(await reviewer.reviewToken('alice-token', [AUDIENCE])).toEqual({ ...ALICE, audiences: [AUDIENCE] });
+    expect(await reviewer.reviewToken('nobody', [AUDIENCE])).toBeNull();
+    const sent = server.requests.find((r) => r.path.endsWith('/tokenreviews'))!;
+    expect(sent.authorization).toBe(`Bearer ${FAKE_TOKEN}`);
+    expect(server.reviews[0]).toEqual({ kind: 'TokenReview', spec: { token: 'alice-token', audiences: [AUDIENCE] } });
+  });
+
+  it('sends the SubjectAccessReview for nodes/kproxy with the user, uid, groups and extra of the TokenReview', async () => {
+    server.tokens.set('alice-token', { user: ALICE, audiences: [AUDIENCE] });
+    const alice = (await reviewer.reviewToken('alice-token', [AUDIENCE]))!;
+    expect((await reviewer.reviewAccess(alice, dashboardAttributes('node-a', 'view'))).allowed).toBe(true);
     expect((await reviewer.reviewAccess(alice, dashboardAttributes('node-a', 'act'))).allowed).toBe(false);
-    const req = seen.filter((s) => s.path.endsWith('/subjectaccessreviews')).at(-1)!;
-    expect(req.body.spec).toEqual({
-      user: 'alice',
-      uid: 'u-1',
-      groups: ['devs', 'system:authenticated'],
-      extra: { scopes: ['a'] },
-      resourceAttributes: { group: '', resource: 'nodes', subresource: 'kproxy', name: 'node-a', verb: 'update' },
+    expect(server.reviews.at(-1)).toEqual({
+      kind: 'SubjectAccessReview',
+      spec: { user: ALICE.username, uid: 'u-1', groups: ALICE.groups, extra: ALICE.extra, resourceAttributes: { group: '', resource: 'nodes', subresource: 'kproxy', name: 'node-a', verb: 'update' } },
     });
+  });
+
+  it('accepts a token issued for the dashboard audience, and refuses one issued for the API server (a captured dashboard token is no API credential, and an API token no dashboard one)', async () => {
+    server.tokens.set('dashboard-token', { user: ALICE, audiences: [AUDIENCE] });
+    server.tokens.set('api-token', { user: ALICE, audiences: [API_SERVER_AUDIENCE] });
+    const log = new MemoryLog();
+    const a = auth(log);
+    expect(await a.check('dashboard-token', 'view', '10.0.0.7')).toEqual({ ok: true, viewer: { authMode: 'delegated', user: ALICE.username, canAct: false } });
+    const refused = await a.check('api-token', 'view', '10.0.0.7');
+    expect(refused.ok).toBe(false);
+    if (refused.ok) return;
+    expect(refused.error).toMatchObject({ code: 'KPROXY_ERR_AUTH_FAILED', statusCode: 401 });
+    expect(a.failures.invalid).toBe(1);
+    expect(log.lines('warn').join('\n')).toMatch(/dashboard sign-in refused: the API server did not authenticate the bearer token .*reason=invalid from=10\.0\.0\.7/);
+    // The API server itself takes only its own audience: the dashboard token is no credential there.
+    expect(await reviewer.reviewToken('dashboard-token', [])).toBeNull();
+  });
+
+  it('refuses every token when the API server does not say which audiences it checked', async () => {
+    server.tokens.set('dashboard-token', { user: ALICE, audiences: [AUDIENCE] });
+    server.audienceAware = false;
+    const refused = await auth().check('dashboard-token', 'view', '10.0.0.7');
+    expect(refused.ok).toBe(false);
+    if (refused.ok) return;
+    expect(refused.error.message).toMatch(/was not issued for the audience "kproxy-dashboard" \(kubectl create token … --audience kproxy-dashboard\)/);
+  });
+
+  it('keys cached answers on the whole identity: another token of the same user, which its own review refuses, cannot act on the first one\'s answer', async () => {
+    // An authorizer webhook that honours a scope in extra: the read-only token may view but not act.
+    server.accessRules.push({ groups: ['ops'], apiGroup: '', resource: 'nodes/kproxy', verbs: ['get', 'update'] });
+    server.decide = (spec) => ((spec.extra?.scope ?? []).includes('read-only') && spec.resourceAttributes?.verb === 'update' ? false : undefined);
+    server.tokens.set('full', { user: { ...ALICE, uid: 'u-1' }, audiences: [AUDIENCE] });
+    server.tokens.set('read-only', { user: { ...ALICE, uid: 'u-2', extra: { scope: ['read-only'] } }, audiences: [AUDIENCE] });
+    const a = auth();
+    expect((await a.check('full', 'act', '10.0.0.7')).ok).toBe(true);
+    const second = await a.check('read-only', 'act', '10.0.0.7');
+    expect(second.ok).toBe(false);
+    if (second.ok) return;
+    expect(second.error).toMatchObject({ code: 'KPROXY_ERR_FORBIDDEN', statusCode: 403 });
+    expect((await a.check('read-only', 'view', '10.0.0.7')).ok).toBe(true);
+  });
+
+  it('shares one TokenReview among concurrent requests with the same token', async () => {
+    server.tokens.set('dashboard-token', { user: ALICE, audiences: [AUDIENCE] });
+    const a = auth();
+    const answers = await Promise.all(Array.from({ length: 10 }, () => a.check('dashboard-token', 'view', '10.0.0.7')));
+    expect(answers.every((x) => x.ok)).toBe(true);
+    expect(server.reviews.filter((r) => r.kind === 'TokenReview')).toHaveLength(1);
+    expect(server.reviews.filter((r) => r.kind === 'SubjectAccessReview')).toHaveLength(2);
   });
 });

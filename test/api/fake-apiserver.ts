@@ -23,6 +23,26 @@ export interface StoredEvent {
   patches: number;
 }
 
+/** IssuedToken is a token the fake TokenReview knows: whose it is and the audiences it was issued for. */
+export interface IssuedToken {
+  readonly user: { username: string; uid?: string; groups?: string[]; extra?: Record<string, string[]> };
+  readonly audiences: readonly string[];
+}
+
+/** AccessRule grants verbs on a resource (RBAC-like) to users or groups, for SubjectAccessReview. */
+export interface AccessRule {
+  readonly users?: readonly string[];
+  readonly groups?: readonly string[];
+  readonly apiGroup: string;
+  /** resource: "nodes" or "nodes/kproxy" (with its subresource), as RBAC writes it. */
+  readonly resource: string;
+  readonly verbs: readonly string[];
+  readonly resourceNames?: readonly string[];
+}
+
+/** API_SERVER_AUDIENCE: the audience of tokens issued without --audience (kubectl create token's default). */
+export const API_SERVER_AUDIENCE = 'https://kubernetes.default.svc.cluster.local';
+
 interface Watcher {
   readonly resource: Resource;
   readonly match: Matcher;
@@ -59,8 +79,9 @@ const REASONS: Record<number, string> = {
  * FakeApiServer is a Kubernetes API server on 127.0.0.1 that speaks the real
  * list/watch protocol for Services, EndpointSlices and Nodes (resourceVersion,
  * label and field selectors, chunked watch streams of JSON lines, BOOKMARK with
- * allowWatchBookmarks, ERROR 410 for compacted versions) and accepts Event
- * writes. Tests mutate objects through it and break it on purpose: drop watch
+ * allowWatchBookmarks, ERROR 410 for compacted versions), accepts Event
+ * writes, and answers TokenReviews (tokens issued for audiences) and
+ * SubjectAccessReviews (RBAC-like rules). Tests mutate objects through it and break it on purpose: drop watch
  * connections, compact history, stall watches, fail requests, go down and come
  * back on the same port.
  */
@@ -68,6 +89,15 @@ export class FakeApiServer {
   readonly store = new FakeStore();
   readonly requests: RecordedRequest[] = [];
   readonly events: StoredEvent[] = [];
+  /** tokens: what TokenReview authenticates (as `kubectl create token SA --audience A` issues them). */
+  readonly tokens = new Map<string, IssuedToken>();
+  /** accessRules: what SubjectAccessReview allows; decide, when it answers, overrides them (an authorizer webhook). */
+  readonly accessRules: AccessRule[] = [];
+  decide: ((spec: Record<string, any>) => boolean | undefined) | null = null;
+  /** audienceAware: TokenReview answers status.audiences (every API server since 1.13; off: an old or odd authenticator). */
+  audienceAware = true;
+  /** reviews: the bodies of the TokenReviews and SubjectAccessReviews received. */
+  readonly reviews: { kind: 'TokenReview' | 'SubjectAccessReview'; spec: Record<string, any> }[] = [];
   #server: Server | null = null;
   #port = 0;
   readonly #sockets = new Set<Socket>();
@@ -231,6 +261,8 @@ export class FakeApiServer {
 
   #route(req: IncomingMessage, res: ServerResponse, url: URL, query: Record<string, string>, watch: boolean, body: string): void {
     const path = url.pathname;
+    if (path === '/apis/authentication.k8s.io/v1/tokenreviews') return this.#tokenReview(req, res, body);
+    if (path === '/apis/authorization.k8s.io/v1/subjectaccessreviews') return this.#accessReview(req, res, body);
     const ev = /^\/(api\/v1|apis\/events\.k8s\.io\/v1)\/namespaces\/([^/]+)\/events(?:\/([^/]+))?$/.exec(path);
     if (ev) return this.#events(req, res, ev[1] === 'api/v1' ? 'v1' : 'events.k8s.io/v1', ev[2], ev[3], body);
     for (const r of Object.values(RESOURCES)) {
@@ -352,6 +384,43 @@ export class FakeApiServer {
       return this.#json(res, 200, stored.object);
     }
     this.#json(res, 405, status(405, 'MethodNotAllowed', `${req.method} is not supported on events here`));
+  }
+
+  /** #tokenReview authenticates a token for the audiences asked (the API server's own when none), as the API server does. */
+  #tokenReview(req: IncomingMessage, res: ServerResponse, body: string): void {
+    if (req.method !== 'POST') return this.#json(res, 405, status(405, 'MethodNotAllowed', `${req.method} is not supported on tokenreviews`));
+    const input = JSON.parse(body || '{}') as { spec?: { token?: string; audiences?: string[] } };
+    const spec = input.spec ?? {};
+    this.reviews.push({ kind: 'TokenReview', spec });
+    const asked = spec.audiences?.length ? spec.audiences : [API_SERVER_AUDIENCE];
+    const issued = spec.token ? this.tokens.get(spec.token) : undefined;
+    const audiences = issued ? asked.filter((a) => issued.audiences.includes(a)) : [];
+    const st =
+      issued && audiences.length
+        ? { authenticated: true, user: { groups: [], ...issued.user }, ...(this.audienceAware ? { audiences } : {}) }
+        : { authenticated: false, error: issued ? 'token audiences do not match' : 'invalid bearer token' };
+    this.#json(res, 201, { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', metadata: {}, spec, status: st });
+  }
+
+  /** #accessReview answers a SubjectAccessReview from accessRules (or decide). */
+  #accessReview(req: IncomingMessage, res: ServerResponse, body: string): void {
+    if (req.method !== 'POST') return this.#json(res, 405, status(405, 'MethodNotAllowed', `${req.method} is not supported on subjectaccessreviews`));
+    const input = JSON.parse(body || '{}') as { spec?: Record<string, any> };
+    const spec = input.spec ?? {};
+    this.reviews.push({ kind: 'SubjectAccessReview', spec });
+    const a = (spec.resourceAttributes ?? {}) as { group?: string; resource?: string; subresource?: string; name?: string; verb?: string };
+    const resource = a.subresource ? `${a.resource}/${a.subresource}` : a.resource;
+    const groups = (spec.groups ?? []) as string[];
+    const byRules = this.accessRules.some(
+      (r) =>
+        (r.users?.includes(spec.user) || r.groups?.some((g) => groups.includes(g))) &&
+        r.apiGroup === (a.group ?? '') &&
+        r.resource === resource &&
+        (r.verbs.includes(a.verb ?? '') || r.verbs.includes('*')) &&
+        (!r.resourceNames || r.resourceNames.includes(a.name ?? '')),
+    );
+    const allowed = this.decide?.(spec) ?? byRules;
+    this.#json(res, 201, { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', metadata: {}, spec, status: { allowed, ...(allowed ? { reason: 'allowed by the fake API server' } : {}) } });
   }
 
   #json(res: ServerResponse, code: number, body: unknown): void {

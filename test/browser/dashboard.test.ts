@@ -10,7 +10,7 @@ import { openDashboard, SCREENSHOTS, type Browser, type DashboardSession, type R
  * packets go, resync and watch the sync arrive, and be refused without the
  * token. Screenshots land in test-results/screenshots/.
  */
-const TOKEN = 'e2e-dashboard-token-0123456789';
+const TOKEN = 'e2e-dashboard-token-0123456789abcdef';
 
 describe.skipIf(!tiers().browser.ok)('dashboard in the browser', () => {
   let session: DashboardSession;

@@ -1,8 +1,10 @@
 import type { AccessReviewer, ResourceAttributes, ReviewedUser } from './access-review.ts';
 
 /**
- * FakeAccessReviewer answers reviews from tables: tokens -> users, and the
- * "user verb" pairs that are allowed. It counts calls, so tests can check caching.
+ * FakeAccessReviewer answers reviews from tables: tokens -> users (valid for
+ * the audience "kproxy-dashboard" unless the user lists its own), and the
+ * "user verb" pairs that are allowed (or a decide function over the whole
+ * reviewed identity). It counts calls, so tests can check caching.
  */
 export class FakeAccessReviewer implements AccessReviewer {
   readonly users = new Map<string, ReviewedUser>();
@@ -11,22 +13,34 @@ export class FakeAccessReviewer implements AccessReviewer {
   accessReviews = 0;
   /** failing: every review rejects (API server unreachable). */
   failing = false;
+  /** hang: reviews never answer (an API server that accepted the connection and went quiet). */
+  hang = false;
+  /** decide, when set, answers SubjectAccessReviews instead of the allowed table. */
+  decide: ((user: ReviewedUser, attrs: ResourceAttributes) => boolean) | null = null;
+  /** audiencesAsked: the audiences of each TokenReview. */
+  readonly audiencesAsked: (readonly string[])[] = [];
 
   allow(username: string, verb: string): this {
     this.allowed.add(`${username} ${verb}`);
     return this;
   }
 
-  async reviewToken(token: string): Promise<ReviewedUser | null> {
+  async reviewToken(token: string, audiences: readonly string[]): Promise<ReviewedUser | null> {
     this.tokenReviews++;
+    this.audiencesAsked.push(audiences);
+    if (this.hang) return new Promise(() => {});
     if (this.failing) throw new Error('connect ECONNREFUSED 10.0.0.1:6443');
-    return this.users.get(token) ?? null;
+    const user = this.users.get(token);
+    if (!user) return null;
+    const valid = (user.audiences ?? ['kproxy-dashboard']).filter((a) => audiences.includes(a));
+    return valid.length ? { ...user, audiences: valid } : null;
   }
 
   async reviewAccess(user: ReviewedUser, attrs: ResourceAttributes): Promise<{ allowed: boolean; reason: string }> {
     this.accessReviews++;
+    if (this.hang) return new Promise(() => {});
     if (this.failing) throw new Error('connect ECONNREFUSED 10.0.0.1:6443');
-    const ok = attrs.resource === 'nodes' && attrs.subresource === 'kproxy' && this.allowed.has(`${user.username} ${attrs.verb}`);
+    const ok = attrs.resource === 'nodes' && attrs.subresource === 'kproxy' && (this.decide ? this.decide(user, attrs) : this.allowed.has(`${user.username} ${attrs.verb}`));
     return { allowed: ok, reason: ok ? 'allowed by test' : '' };
   }
 }

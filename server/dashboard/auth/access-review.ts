@@ -6,6 +6,8 @@ export interface ReviewedUser {
   readonly uid?: string;
   readonly groups: readonly string[];
   readonly extra?: Readonly<Record<string, readonly string[]>>;
+  /** audiences: those the API server says the token is valid for, out of the ones asked (TokenReview status.audiences). */
+  readonly audiences?: readonly string[];
 }
 
 /** ResourceAttributes are the SubjectAccessReview attributes a dashboard request is checked against. */
@@ -31,8 +33,11 @@ export function dashboardAttributes(nodeName: string, permission: 'view' | 'act'
 
 /** AccessReviewer asks the API server about a caller (TokenReview, SubjectAccessReview); a fake sits beside it. */
 export interface AccessReviewer {
-  /** reviewToken: who the token belongs to, or null when the API server does not authenticate it. */
-  reviewToken(token: string): Promise<ReviewedUser | null>;
+  /**
+   * reviewToken: who the token belongs to, or null when the API server does
+   * not authenticate it for any of the audiences (TokenReview spec.audiences).
+   */
+  reviewToken(token: string, audiences: readonly string[]): Promise<ReviewedUser | null>;
   reviewAccess(user: ReviewedUser, attrs: ResourceAttributes): Promise<{ allowed: boolean; reason: string }>;
 }
 
@@ -46,11 +51,11 @@ export class ApiAccessReviewer implements AccessReviewer {
     this.#authz = kubeConfig.makeApiClient(AuthorizationV1Api);
   }
 
-  async reviewToken(token: string): Promise<ReviewedUser | null> {
-    const res = await this.#authn.createTokenReview({ body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token } } });
+  async reviewToken(token: string, audiences: readonly string[]): Promise<ReviewedUser | null> {
+    const res = await this.#authn.createTokenReview({ body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token, audiences: [...audiences] } } });
     const st = res.status;
     if (!st?.authenticated || !st.user?.username) return null;
-    return { username: st.user.username, uid: st.user.uid, groups: st.user.groups ?? [], extra: st.user.extra };
+    return { username: st.user.username, uid: st.user.uid, groups: st.user.groups ?? [], extra: st.user.extra, audiences: st.audiences ?? [] };
   }
 
   async reviewAccess(user: ReviewedUser, attrs: ResourceAttributes): Promise<{ allowed: boolean; reason: string }> {

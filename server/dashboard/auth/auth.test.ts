@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { FakeClock } from '../../clock-fake.ts';
 import { FakeAccessReviewer } from './access-review-fake.ts';
 import { dashboardAttributes } from './access-review.ts';
-import { bearerFromHeader, DashboardAuth } from './auth.ts';
+import { MemoryLog } from '../../log.ts';
+import { bearerFromHeader, DashboardAuth, reviewKey } from './auth.ts';
 import { isLoopbackBind, isLoopbackHost, loopbackHostHeader, sameOrigin, tokenFromProtocols } from './request-checks.ts';
 
 describe('DashboardAuth', () => {
@@ -51,6 +52,66 @@ describe('DashboardAuth', () => {
     expect((await auth.check('static', 'act')).ok).toBe(true);
     expect(r.tokenReviews).toBe(0);
     expect(await auth.check('k8s', 'view')).toMatchObject({ ok: true, viewer: { user: 'bob' } });
+  });
+
+  it('asks TokenReview for its audience, and refuses a token the API server authenticates for other audiences only', async () => {
+    const r = new FakeAccessReviewer();
+    r.users.set('dash', { username: 'alice', groups: [] });
+    r.users.set('api', { username: 'alice', groups: [], audiences: ['https://kubernetes.default.svc'] });
+    r.allow('alice', 'get');
+    const auth = new DashboardAuth({ token: null, reviewer: r, nodeName: 'n', clock: new FakeClock(), audience: 'kproxy-dashboard' });
+    expect((await auth.check('dash', 'view')).ok).toBe(true);
+    expect((await auth.check('api', 'view')).ok).toBe(false);
+    expect(r.audiencesAsked).toEqual([['kproxy-dashboard'], ['kproxy-dashboard']]);
+  });
+
+  it('throttles an address that keeps presenting invalid tokens, without asking the API server, and counts and logs each refusal', async () => {
+    const clock = new FakeClock();
+    const log = new MemoryLog();
+    const r = new FakeAccessReviewer();
+    r.users.set('good', { username: 'alice', groups: [] });
+    r.allow('alice', 'get');
+    const auth = new DashboardAuth({ token: null, reviewer: r, nodeName: 'n', clock, logger: log.logger, throttle: { failures: 3, windowMs: 60_000, blockMs: 30_000 } });
+    for (let i = 0; i < 3; i++) expect((await auth.check(`guess-${i}`, 'view', '198.51.100.9')).ok).toBe(false);
+    const reviews = r.tokenReviews;
+    const throttled = await auth.check('good', 'view', '198.51.100.9');
+    expect(throttled.ok === false && throttled.error).toMatchObject({ code: 'KPROXY_ERR_RATE_LIMITED', statusCode: 429 });
+    expect(r.tokenReviews).toBe(reviews);
+    // Another address is not held up, and the block ends.
+    expect((await auth.check('good', 'view', '10.0.0.7')).ok).toBe(true);
+    clock.advance(30_000);
+    expect((await auth.check('good', 'view', '198.51.100.9')).ok).toBe(true);
+    expect(auth.failures).toEqual({ missing: 0, invalid: 3, forbidden: 0, unavailable: 0, throttled: 1 });
+    const warnings = log.lines('warn').join('\n');
+    expect(warnings).toMatch(/dashboard sign-in refused: the API server did not authenticate the bearer token .*reason=invalid from=198\.51\.100\.9/);
+    expect(warnings).toMatch(/dashboard sign-in throttled: too many refused tokens from one address from=198\.51\.100\.9 refused=3 blockedForS=30/);
+    expect(warnings).not.toMatch(/guess-/);
+  });
+
+  it('refuses (503) when a review gets no answer within the timeout, and does not cache that', async () => {
+    const clock = new FakeClock();
+    const r = new FakeAccessReviewer();
+    r.users.set('t', { username: 'alice', groups: [] });
+    r.allow('alice', 'get');
+    r.hang = true;
+    const auth = new DashboardAuth({ token: null, reviewer: r, nodeName: 'n', clock, reviewTimeoutMs: 10_000 });
+    const pending = auth.check('t', 'view', '10.0.0.7');
+    await clock.advanceAsync(10_000);
+    const answer = await pending;
+    expect(answer.ok === false && answer.error).toMatchObject({ code: 'KPROXY_ERR_AUTH_UNAVAILABLE', statusCode: 503 });
+    expect(answer.ok === false && answer.error.message).toMatch(/the TokenReview got no answer within 10 s/);
+    expect(auth.failures.unavailable).toBe(1);
+    r.hang = false;
+    expect((await auth.check('t', 'view', '10.0.0.7')).ok).toBe(true);
+  });
+
+  it('keys review answers on the whole identity, so group lists cannot collide', () => {
+    const a = reviewKey({ username: 'alice', groups: ['a,b'] }, 'act');
+    const b = reviewKey({ username: 'alice', groups: ['a', 'b'] }, 'act');
+    const c = reviewKey({ username: 'alice', groups: ['a', 'b'], uid: 'u-2' }, 'act');
+    const d = reviewKey({ username: 'alice', groups: ['a', 'b'], extra: { scope: ['read-only'] } }, 'act');
+    expect(new Set([a, b, c, d]).size).toBe(4);
+    expect(reviewKey({ username: 'x', groups: [], extra: { b: ['1'], a: ['2'] } }, 'view')).toBe(reviewKey({ username: 'x', groups: [], extra: { a: ['2'], b: ['1'] } }, 'view'));
   });
 
   it('asks for get (views) and update (actions) on the virtual subresource nodes/kproxy of this node', () => {

@@ -1,13 +1,25 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { Clock } from '../../clock.ts';
-import { AuthFailedError, AuthRequiredError, AuthUnavailableError, errorMessage, ForbiddenError, type KproxyError } from '../../errors.ts';
+import type { Clock, TimerHandle } from '../../clock.ts';
+import { AuthFailedError, AuthRequiredError, AuthUnavailableError, errorMessage, ForbiddenError, RateLimitedError, type KproxyError } from '../../errors.ts';
+import { silentLogger, type Logger } from '../../log.ts';
 import type { AuthMode, Viewer } from '../protocol.ts';
 import { dashboardAttributes, type AccessReviewer, type ReviewedUser } from './access-review.ts';
 
 export type Permission = 'view' | 'act';
 
-/** AuthOutcome: a viewer, or the catalogue error to answer with (its statusCode: 401, 403 or 503). */
+/** AuthOutcome: a viewer, or the catalogue error to answer with (its statusCode: 401, 403, 429 or 503). */
 export type AuthOutcome = { readonly ok: true; readonly viewer: Viewer } | { readonly ok: false; readonly error: KproxyError };
+
+/** AuthFailure names why a credential was refused (the label of kproxy_dashboard_auth_failures_total). */
+export type AuthFailure = 'missing' | 'invalid' | 'forbidden' | 'unavailable' | 'throttled';
+export const AUTH_FAILURES: readonly AuthFailure[] = ['missing', 'invalid', 'forbidden', 'unavailable', 'throttled'];
+
+export interface LoginThrottle {
+  /** failures: invalid credentials from one address within windowMs before it is refused for blockMs. */
+  readonly failures: number;
+  readonly windowMs: number;
+  readonly blockMs: number;
+}
 
 export interface DashboardAuthOptions {
   /** token: the static bearer token (--dashboard-token-file), or null. */
@@ -16,38 +28,79 @@ export interface DashboardAuthOptions {
   reviewer: AccessReviewer | null;
   nodeName: string;
   clock: Clock;
-  /** cacheTtlMs: how long review answers are reused (default 60 s; denials 10 s). */
+  /** audience: what the TokenReview asks for (--dashboard-token-audience); tokens issued for other audiences are refused. */
+  audience?: string;
+  logger?: Logger;
+  /** cacheTtlMs: how long review answers are reused (default 60 s; refusals 10 s). */
   cacheTtlMs?: number;
+  /** reviewTimeoutMs: a review the API server has not answered by then counts as unavailable (default 10 s). */
+  reviewTimeoutMs?: number;
+  /** throttle: refusing an address that keeps presenting invalid credentials (default 5 in 60 s blocks it for 60 s). */
+  throttle?: LoginThrottle;
 }
 
 /** TOKEN_USER is the user name of whoever presents the static token (audit lines and Events name it). */
 export const TOKEN_USER = 'token';
 /** ANONYMOUS_USER is the caller when auth is off (loopback only). */
 export const ANONYMOUS_USER = 'anonymous';
+/** MIN_TOKEN_LENGTH: the static token's minimum length (a shared secret guessed over the network must be long). */
+export const MIN_TOKEN_LENGTH = 32;
+/** DEFAULT_AUDIENCE: the audience delegated auth asks for unless configured otherwise. */
+export const DEFAULT_AUDIENCE = 'kproxy-dashboard';
 
 const CACHE_MAX = 1000;
+const DEFAULT_THROTTLE: LoginThrottle = { failures: 5, windowMs: 60_000, blockMs: 60_000 };
 
 function digest(text: string): Buffer {
   return createHash('sha256').update(text).digest();
 }
 
 /**
+ * reviewKey is the cache key of one SubjectAccessReview: a digest of the
+ * whole reviewed identity (name, uid, groups, extra, each as a list, so no two
+ * different identities can spell the same key) and the permission. Two tokens
+ * of one user with different groups or extra get different answers from RBAC,
+ * so they must never share one.
+ */
+export function reviewKey(user: ReviewedUser, permission: Permission): string {
+  const extra = Object.entries(user.extra ?? {})
+    .map(([k, v]) => [k, [...v]] as const)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return digest(JSON.stringify([user.username, user.uid ?? null, [...user.groups], extra, permission])).toString('hex');
+}
+
+/**
  * DashboardAuth decides who a dashboard caller is and what they may do:
  * the static token (compared in constant time, on digests so length leaks
- * nothing), else delegated auth (TokenReview, then SubjectAccessReview per
- * permission, answers cached briefly by token digest), else, with neither
- * configured, everyone on the loopback listener may view and act (the CLI
- * refuses a non-loopback bind in that case).
+ * nothing), else delegated auth (a TokenReview for kproxy's audience, then a
+ * SubjectAccessReview per permission; answers cached briefly, concurrent
+ * identical reviews shared, reviews that hang refused after 10 s), else, with
+ * neither configured, everyone on the loopback listener may view and act (the
+ * CLI refuses a non-loopback dashboard in that case). An address that keeps
+ * presenting invalid credentials is refused for a while without asking the
+ * API server. Every refusal is counted by reason and logged without the token.
  */
 export class DashboardAuth {
   readonly mode: AuthMode;
+  readonly audience: string;
   readonly #o: DashboardAuthOptions;
+  readonly #log: Logger;
   readonly #tokenDigest: Buffer | null;
-  readonly #users = new Map<string, { user: ReviewedUser | null; until: number }>();
+  readonly #users = new Map<string, { user: ReviewedUser | null; why: string; until: number }>();
   readonly #decisions = new Map<string, { allowed: boolean; until: number }>();
+  readonly #inflightUsers = new Map<string, Promise<{ user: ReviewedUser | null; why: string }>>();
+  readonly #inflightDecisions = new Map<string, Promise<boolean>>();
+  readonly #strikes = new Map<string, { since: number; count: number; blockedUntil: number }>();
+  /** failures counts refusals by reason. */
+  readonly failures: Record<AuthFailure, number> = { missing: 0, invalid: 0, forbidden: 0, unavailable: 0, throttled: 0 };
+  /** tokenReviews / accessReviews: reviews sent to the API server. */
+  tokenReviews = 0;
+  accessReviews = 0;
 
   constructor(opts: DashboardAuthOptions) {
     this.#o = opts;
+    this.#log = opts.logger ?? silentLogger;
+    this.audience = opts.audience ?? DEFAULT_AUDIENCE;
     this.#tokenDigest = opts.token ? digest(opts.token) : null;
     this.mode = opts.token && opts.reviewer ? 'token+delegated' : opts.token ? 'token' : opts.reviewer ? 'delegated' : 'off';
   }
@@ -56,53 +109,127 @@ export class DashboardAuth {
     return this.mode !== 'off';
   }
 
-  /** check authenticates a bearer credential (null: none presented) for a permission. */
-  async check(credential: string | null, permission: Permission): Promise<AuthOutcome> {
+  /** cacheTtlMs: how long an allowed review answer is reused (a WebSocket re-checks its viewer this often). */
+  get cacheTtlMs(): number {
+    return this.#o.cacheTtlMs ?? 60_000;
+  }
+
+  /**
+   * check authenticates a bearer credential (null: none presented) for a
+   * permission. remote is the caller's address: refusals are throttled per
+   * address and logged with it.
+   */
+  async check(credential: string | null, permission: Permission, remote = 'unknown'): Promise<AuthOutcome> {
     if (!this.enabled) return { ok: true, viewer: { authMode: 'off', user: ANONYMOUS_USER, canAct: true } };
-    if (!credential) return { ok: false, error: new AuthRequiredError('the dashboard needs a bearer token (Authorization: Bearer …)') };
+    if (!credential) return this.#refuse('missing', remote, new AuthRequiredError('the dashboard needs a bearer token (Authorization: Bearer …)'));
+    const now = this.#o.clock.monotonic();
+    const strikes = this.#strikes.get(remote);
+    if (strikes && strikes.blockedUntil > now) {
+      const err = new RateLimitedError(`too many refused tokens from ${remote}; try again in ${Math.ceil((strikes.blockedUntil - now) / 1000)} s`);
+      return this.#refuse('throttled', remote, err);
+    }
     if (this.#tokenDigest && timingSafeEqual(digest(credential), this.#tokenDigest)) {
       return { ok: true, viewer: { authMode: this.mode, user: TOKEN_USER, canAct: true } };
     }
     const reviewer = this.#o.reviewer;
-    if (!reviewer) return { ok: false, error: new AuthFailedError('the bearer token is not the dashboard token') };
+    if (!reviewer) return this.#refuse('invalid', remote, new AuthFailedError('the bearer token is not the dashboard token'));
     try {
-      const key = digest(credential).toString('hex');
-      const user = await this.#user(reviewer, key, credential);
-      if (!user) return { ok: false, error: new AuthFailedError('the API server did not authenticate the bearer token (TokenReview)') };
+      const { user, why } = await this.#user(reviewer, credential);
+      if (!user) return this.#refuse('invalid', remote, new AuthFailedError(why));
       const [view, act] = await Promise.all([this.#allowed(reviewer, user, 'view'), this.#allowed(reviewer, user, 'act')]);
       const granted = permission === 'act' ? act : view;
       if (!granted) {
         const attrs = dashboardAttributes(this.#o.nodeName, permission);
-        return { ok: false, error: new ForbiddenError(`user "${user.username}" may not ${attrs.verb} nodes/${attrs.subresource} ${attrs.name} (SubjectAccessReview)`) };
+        return this.#refuse('forbidden', remote, new ForbiddenError(`user "${user.username}" may not ${attrs.verb} nodes/${attrs.subresource} ${attrs.name} (SubjectAccessReview)`), user.username);
       }
       return { ok: true, viewer: { authMode: this.mode, user: user.username, canAct: act } };
     } catch (err) {
-      // The API server could not be asked: refuse (never fail open) and say why.
-      return { ok: false, error: new AuthUnavailableError(`cannot check the bearer token with the API server: ${errorMessage(err)}`, { cause: err }) };
+      // The API server could not be asked: refuse (never fail open). The log has why; the client only the code.
+      return this.#refuse('unavailable', remote, new AuthUnavailableError(`cannot check the bearer token with the API server: ${errorMessage(err)}`, { cause: err }));
     }
   }
 
-  async #user(reviewer: AccessReviewer, key: string, token: string): Promise<ReviewedUser | null> {
-    const now = this.#o.clock.now();
+  #refuse(reason: AuthFailure, remote: string, error: KproxyError, user?: string): AuthOutcome {
+    this.failures[reason]++;
+    if (reason === 'invalid') this.#strike(remote);
+    // A browser's first request carries no token (it shows the login form then): not worth a warning.
+    const fields = { reason, from: remote, ...(user ? { user } : {}), code: error.code };
+    if (reason === 'missing') this.#log.debug('dashboard request without a token', fields);
+    else if (reason === 'unavailable') this.#log.error(`dashboard sign-in could not be checked: ${error.message}`, fields);
+    else this.#log.warn(`dashboard sign-in refused: ${error.message}`, fields);
+    return { ok: false, error };
+  }
+
+  #strike(remote: string): void {
+    const t = this.#o.throttle ?? DEFAULT_THROTTLE;
+    const now = this.#o.clock.monotonic();
+    let s = this.#strikes.get(remote);
+    if (!s || now - s.since > t.windowMs) s = { since: now, count: 0, blockedUntil: 0 };
+    s.count++;
+    if (s.count >= t.failures) {
+      s.blockedUntil = now + t.blockMs;
+      this.#log.warn('dashboard sign-in throttled: too many refused tokens from one address', { from: remote, refused: s.count, blockedForS: Math.round(t.blockMs / 1000) });
+      s.count = 0;
+      s.since = now;
+    }
+    remember(this.#strikes, remote, s);
+  }
+
+  async #user(reviewer: AccessReviewer, token: string): Promise<{ user: ReviewedUser | null; why: string }> {
+    const key = digest(token).toString('hex');
     const hit = this.#users.get(key);
-    if (hit && hit.until > now) return hit.user;
-    const user = await reviewer.reviewToken(token);
-    remember(this.#users, key, { user, until: now + (user ? this.#ttl : 10_000) });
-    return user;
+    if (hit && hit.until > this.#o.clock.now()) return hit;
+    let pending = this.#inflightUsers.get(key);
+    if (!pending) {
+      pending = this.#reviewToken(reviewer, token).finally(() => this.#inflightUsers.delete(key));
+      this.#inflightUsers.set(key, pending);
+    }
+    const answer = await pending;
+    remember(this.#users, key, { ...answer, until: this.#o.clock.now() + (answer.user ? this.cacheTtlMs : 10_000) });
+    return answer;
+  }
+
+  async #reviewToken(reviewer: AccessReviewer, token: string): Promise<{ user: ReviewedUser | null; why: string }> {
+    this.tokenReviews++;
+    const user = await this.#timed('TokenReview', reviewer.reviewToken(token, [this.audience]));
+    if (!user) return { user: null, why: 'the API server did not authenticate the bearer token (TokenReview)' };
+    // An API server that ignores audiences would authenticate any token of the user: it must say which audience it checked.
+    if (!user.audiences?.includes(this.audience)) {
+      return {
+        user: null,
+        why: `the bearer token was not issued for the audience "${this.audience}" (kubectl create token … --audience ${this.audience}); the API server answered for ${JSON.stringify(user.audiences ?? [])}`,
+      };
+    }
+    return { user, why: '' };
   }
 
   async #allowed(reviewer: AccessReviewer, user: ReviewedUser, permission: Permission): Promise<boolean> {
-    const now = this.#o.clock.now();
-    const key = `${user.username}\u0000${user.groups.join(',')}\u0000${permission}`;
+    const key = reviewKey(user, permission);
     const hit = this.#decisions.get(key);
-    if (hit && hit.until > now) return hit.allowed;
-    const { allowed } = await reviewer.reviewAccess(user, dashboardAttributes(this.#o.nodeName, permission));
-    remember(this.#decisions, key, { allowed, until: now + (allowed ? this.#ttl : 10_000) });
+    if (hit && hit.until > this.#o.clock.now()) return hit.allowed;
+    let pending = this.#inflightDecisions.get(key);
+    if (!pending) {
+      this.accessReviews++;
+      pending = this.#timed('SubjectAccessReview', reviewer.reviewAccess(user, dashboardAttributes(this.#o.nodeName, permission)))
+        .then((r) => r.allowed)
+        .finally(() => this.#inflightDecisions.delete(key));
+      this.#inflightDecisions.set(key, pending);
+    }
+    const allowed = await pending;
+    remember(this.#decisions, key, { allowed, until: this.#o.clock.now() + (allowed ? this.cacheTtlMs : 10_000) });
     return allowed;
   }
 
-  get #ttl(): number {
-    return this.#o.cacheTtlMs ?? 60_000;
+  /** #timed rejects when the API server has not answered a review within reviewTimeoutMs. */
+  #timed<T>(what: string, review: Promise<T>): Promise<T> {
+    const ms = this.#o.reviewTimeoutMs ?? 10_000;
+    let timer: TimerHandle | null = null;
+    const timeout = new Promise<never>((_resolve, reject) => {
+      timer = this.#o.clock.setTimeout(() => reject(new Error(`the ${what} got no answer within ${Math.round(ms / 1000)} s`)), ms);
+    });
+    return Promise.race([review, timeout]).finally(() => {
+      if (timer) this.#o.clock.clearTimeout(timer);
+    });
   }
 }
 

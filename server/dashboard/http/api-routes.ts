@@ -5,7 +5,7 @@ import { configzDocument } from '../../http/configz.ts';
 import type { DashboardActions } from '../actions.ts';
 import type { DashboardAuth, Permission } from '../auth/auth.ts';
 import type { Dashboard } from '../dashboard.ts';
-import { HeavyReads } from '../heavy-reads.ts';
+import type { HeavyReads } from '../heavy-reads.ts';
 import type { KernelTables } from '../kernel-view.ts';
 import type { RowsPage, TableInfo, Viewer } from '../protocol.ts';
 import { TableRows } from '../rows.ts';
@@ -15,7 +15,7 @@ export interface ApiRoutesOptions {
   dashboard: Dashboard;
   actions: DashboardActions;
   auth: DashboardAuth;
-  /** heavy: the limit on expensive reads running at once (default: 2 running, 8 waiting). */
+  /** heavy: the limit on expensive reads running at once (default: the dashboard's). */
   heavy?: HeavyReads;
 }
 
@@ -66,7 +66,7 @@ const ROWS_CACHE = 8;
  */
 export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts) => {
   const { dashboard, actions, auth } = opts;
-  const heavy = opts.heavy ?? new HeavyReads();
+  const heavy = opts.heavy ?? dashboard.heavy;
   /** heavily runs an expensive read under the HeavyReads limit (429 with Retry-After when it is full). */
   const heavily = async <T>(reply: FastifyReply, what: string, fn: () => Promise<T>): Promise<T> => {
     try {
@@ -79,7 +79,6 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
   app.decorateRequest('dashboardViewer', null);
   app.addHook('onRequest', async (req) => {
     const permission = req.routeOptions.config?.permission ?? 'view';
-    // Reads are safe to answer to any origin's script only if it has the token; writes also need the same origin.
     req.dashboardViewer = await guard(req, auth, permission, req.method !== 'GET' && req.method !== 'HEAD');
   });
   // Answers carry the node's live state (and errors): never kept by a browser or a proxy.

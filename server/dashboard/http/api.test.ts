@@ -37,6 +37,8 @@ describe('dashboard API (/api/v1)', () => {
     const wrong = await t.app.inject({ url: '/api/v1/status', headers: { ...HOST, authorization: 'Bearer nope' } });
     expect(wrong.statusCode).toBe(401);
     expect(wrong.json().error.code).toBe('KPROXY_ERR_AUTH_FAILED');
+    expect(t.dashboard.counters().authFailures).toMatchObject({ invalid: 1 });
+    expect(t.log.lines('warn').join('\n')).toMatch(/dashboard sign-in refused: the bearer token is not the dashboard token reason=invalid from=/);
     const post = await t.app.inject({ method: 'POST', url: '/api/v1/actions/resync', headers: HOST });
     expect(post.statusCode).toBe(401);
     expect(t.daemon.loop.lastRecord?.trigger).toBe('startup');
@@ -177,13 +179,8 @@ describe('dashboard actions', () => {
   let t: TestDashboard;
   afterEach(async () => t?.close());
 
-  const post = (action: string, body?: object, headers: Record<string, string> = AUTH) =>
-    t.app.inject({
-      method: 'POST',
-      url: `/api/v1/actions/${action}`,
-      headers: body ? { ...headers, 'content-type': 'application/json' } : headers,
-      ...(body ? { payload: JSON.stringify(body) } : {}),
-    });
+  const post = (action: string, body: object = {}, headers: Record<string, string> = AUTH) =>
+    t.app.inject({ method: 'POST', url: `/api/v1/actions/${action}`, headers: { ...headers, 'content-type': 'application/json' }, payload: JSON.stringify(body) });
 
   it('resync forces a full sync, is audited with a log line and an Event naming who, and is rate-limited', async () => {
     t = await testDashboard({ token: TOKEN });
@@ -203,6 +200,25 @@ describe('dashboard actions', () => {
     expect(t.log.lines('warn').some((l) => /dashboard action action=resync .*outcome=refused/.test(l))).toBe(true);
     await t.settle(9_000);
     expect((await post('resync')).statusCode).toBe(200);
+  });
+
+  it('with auth off, refuses writes a page of another site could send: no JSON body, or a browser saying it comes from elsewhere', async () => {
+    t = await testDashboard();
+    const empty = await t.app.inject({ method: 'POST', url: '/api/v1/actions/pause', headers: HOST });
+    expect(empty.statusCode).toBe(415);
+    expect(empty.json().error.code).toBe('KPROXY_ERR_MEDIA_TYPE_UNSUPPORTED');
+    const form = await t.app.inject({ method: 'POST', url: '/api/v1/actions/pause', headers: { ...HOST, 'content-type': 'text/plain' }, payload: '' });
+    expect(form.statusCode).toBe(415);
+    expect(t.daemon.loop.paused).toBe(false);
+    const crossSite = await post('pause', {}, { ...HOST, 'sec-fetch-site': 'cross-site' });
+    expect(crossSite.statusCode).toBe(403);
+    expect(crossSite.json().error.code).toBe('KPROXY_ERR_ORIGIN_REJECTED');
+    expect((await t.app.inject({ url: '/api/v1/status', headers: { ...HOST, 'sec-fetch-site': 'same-site' } })).statusCode).toBe(403);
+    expect(t.daemon.loop.paused).toBe(false);
+    // The dashboard's own page and a script without browser headers pass.
+    expect((await post('pause', {}, { ...HOST, 'sec-fetch-site': 'same-origin', origin: 'http://localhost:10249' })).statusCode).toBe(200);
+    expect(t.daemon.loop.paused).toBe(true);
+    expect((await post('resume', {}, HOST)).statusCode).toBe(200);
   });
 
   it('refuses an action from another origin, even with the token', async () => {
@@ -257,11 +273,11 @@ describe('dashboard delegated auth (TokenReview + SubjectAccessReview)', () => {
 
     const alice = await t.app.inject({ url: '/api/v1/whoami', headers: as('alice-token') });
     expect(alice.json()).toEqual({ authMode: 'delegated', user: 'alice', canAct: false });
-    const denied = await t.app.inject({ method: 'POST', url: '/api/v1/actions/resync', headers: as('alice-token') });
+    const denied = await t.app.inject({ method: 'POST', url: '/api/v1/actions/resync', headers: { ...as('alice-token'), 'content-type': 'application/json' }, payload: '{}' });
     expect(denied.statusCode).toBe(403);
     expect(denied.json().error.message).toBe('user "alice" may not update nodes/kproxy node-a (SubjectAccessReview)');
 
-    const bob = await t.app.inject({ method: 'POST', url: '/api/v1/actions/resync', headers: as('bob-token') });
+    const bob = await t.app.inject({ method: 'POST', url: '/api/v1/actions/resync', headers: { ...as('bob-token'), 'content-type': 'application/json' }, payload: '{}' });
     expect(bob.statusCode).toBe(200);
     expect(t.events.recent().find((e) => e.reason === 'DashboardResync')!.note).toMatch(/^resync by "bob"/);
 
@@ -318,6 +334,8 @@ describe('dashboard budgets for expensive reads', () => {
     expect((await second).statusCode).toBe(200);
     expect(started).toBe(2);
     expect((await t.app.inject({ url: '/api/v1/restore-input/intended', headers: AUTH })).statusCode).toBe(200);
+    expect(t.dashboard.counters().refused.reads).toBe(1);
+    expect((await t.app.inject({ url: '/api/v1/status', headers: AUTH })).json().overview.stream).toMatchObject({ refusedRequests: 1 });
   });
 
   it('formats the intended rules once for downloads that run at the same time', async () => {

@@ -4,7 +4,8 @@ import { waitFor } from '../../../test/wait.ts';
 import { ep, makeService, makeSlice } from '../../proxy/testing.ts';
 import { WS_SUBPROTOCOL, WS_TOKEN_PREFIX, type ServerMessage } from '../protocol.ts';
 import { MAX_DROPPED_MESSAGES, SNAPSHOT_INTERVAL_MS } from '../dashboard.ts';
-import { CLOSE_POLICY, CLOSE_SLOW_CLIENT } from '../stream-hub.ts';
+import { FakeAccessReviewer } from '../auth/access-review-fake.ts';
+import { CLOSE_POLICY, CLOSE_SLOW_CLIENT, CLOSE_UNAUTHORIZED } from '../stream-hub.ts';
 import { exampleObjects, testDashboard, type TestDashboard } from '../testing.ts';
 
 const HOST = { host: 'localhost:10249' };
@@ -216,6 +217,40 @@ describe('dashboard live stream auth and origin', () => {
     await expect(t.app.injectWS('/ws', { headers: { ...HOST, ...auth, origin: 'http://localhost:10249.evil.example' } })).rejects.toThrow(/403/);
     const c = await connect(t, { ...HOST, ...auth, origin: 'http://localhost:10249' });
     expect((await c.next('snapshot')).type).toBe('snapshot');
+  });
+
+  it('caps the connections of one user, so one viewer cannot take them all', async () => {
+    const reviewer = new FakeAccessReviewer();
+    reviewer.users.set('alice-token', { username: 'alice', groups: [] });
+    reviewer.users.set('bob-token', { username: 'bob', groups: [] });
+    reviewer.allow('alice', 'get').allow('bob', 'get');
+    t = await testDashboard({ reviewer, hub: { maxClients: 16, maxPerUser: 2 } });
+    const as = (token: string) => ({ ...HOST, authorization: `Bearer ${token}` });
+    await (await connect(t, as('alice-token'))).next('snapshot');
+    await (await connect(t, as('alice-token'))).next('snapshot');
+    await expect(t.app.injectWS('/ws', { headers: as('alice-token') })).rejects.toThrow(/503/);
+    await (await connect(t, as('bob-token'))).next('snapshot');
+    expect(t.dashboard.hub.size).toBe(3);
+  });
+
+  it('closes a stream whose credential no longer grants viewing once the review answer it was opened with expires', async () => {
+    const reviewer = new FakeAccessReviewer();
+    reviewer.users.set('alice-token', { username: 'alice', groups: [] });
+    reviewer.allow('alice', 'get');
+    // Keep-alive pings are another test's subject: far apart here, so the fake clock's big steps cannot outrun their pongs.
+    t = await testDashboard({ reviewer, pingIntervalMs: 3_600_000 });
+    const c = await connect(t, { ...HOST, authorization: 'Bearer alice-token' });
+    await c.next('snapshot');
+    const closed = new Promise<number>((resolve) => c.ws.on('close', (code) => resolve(code)));
+    // Still allowed at the first re-check: the stream stays.
+    await t.settle(t.auth.cacheTtlMs);
+    expect(t.dashboard.hub.size).toBe(1);
+    // The RoleBinding goes: the next re-check closes the stream.
+    reviewer.allowed.delete('alice get');
+    await t.settle(t.auth.cacheTtlMs);
+    expect(await closed).toBe(CLOSE_UNAUTHORIZED);
+    expect(t.dashboard.hub.size).toBe(0);
+    expect(t.log.lines('info').join('\n')).toMatch(/closing a dashboard stream: its credential no longer grants viewing user=alice .*code=KPROXY_ERR_FORBIDDEN/);
   });
 
   it('with auth off, refuses Host names that are not loopback (DNS rebinding)', async () => {

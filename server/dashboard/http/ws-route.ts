@@ -5,7 +5,8 @@ import { TooManyClientsError } from '../../errors.ts';
 import type { DashboardAuth } from '../auth/auth.ts';
 import type { Dashboard } from '../dashboard.ts';
 import type { Viewer } from '../protocol.ts';
-import { guard, remoteOf } from './guard.ts';
+import { CLOSE_UNAUTHORIZED } from '../stream-hub.ts';
+import { credentialOf, guard, remoteOf } from './guard.ts';
 
 export interface WsRouteOptions {
   dashboard: Dashboard;
@@ -19,28 +20,53 @@ export interface WsRouteOptions {
  * wsRoute is /ws, the live stream. The upgrade is checked like an API read
  * (Host with auth off, Origin always, bearer token from the Authorization
  * header or the WebSocket subprotocol) before it happens; a refused upgrade
- * gets a plain HTTP 401/403 instead of a WebSocket. Dead peers are found with
- * pings so their buffers do not stay around.
+ * gets a plain HTTP 401/403 instead of a WebSocket, and so does a user who
+ * holds their share of the connections already. While it is open, the
+ * credential is checked again each time a review answer would expire: a
+ * token that was revoked or lost its RBAC binding closes the stream
+ * (CLOSE_UNAUTHORIZED). Dead peers are found with pings so their buffers do
+ * not stay around.
  */
 export const wsRoute: FastifyPluginAsync<WsRouteOptions> = async (app, opts) => {
   const { dashboard, auth, clock } = opts;
-  const viewers = new WeakMap<object, Viewer>();
+  const opened = new WeakMap<object, { viewer: Viewer; credential: string | null }>();
   app.get(
     '/ws',
     {
       websocket: true,
       schema: { querystring: { type: 'object', additionalProperties: false } },
       preValidation: async (req) => {
-        const viewer = await guard(req, auth, 'view', true);
-        if (dashboard.hub.full) throw new TooManyClientsError('too many dashboard connections; close another tab and retry');
-        viewers.set(req, viewer);
+        const viewer = await guard(req, auth, 'view', false);
+        if (dashboard.hub.full || dashboard.hub.fullFor(viewer.user)) {
+          dashboard.connectionsRefused++;
+          if (dashboard.hub.full) throw new TooManyClientsError('too many dashboard connections; close another tab and retry');
+          throw new TooManyClientsError(`user ${viewer.user} already has ${dashboard.hub.maxPerUser} dashboard connections open; close one and retry`);
+        }
+        opened.set(req, { viewer, credential: credentialOf(req) });
       },
     },
     (socket: WebSocket, req) => {
-      const client = dashboard.connect(socket, viewers.get(req)!, remoteOf(req));
+      const { viewer, credential } = opened.get(req)!;
+      const remote = remoteOf(req);
+      const client = dashboard.connect(socket, viewer, remote);
       if (!client) return;
       let alive = true;
       let timer: TimerHandle | null = null;
+      // A stream outlives the review answer it was opened with: ask again whenever that answer would have expired.
+      let recheck: TimerHandle | null = null;
+      const reauthorize = async () => {
+        recheck = null;
+        const outcome = await auth.check(credential, 'view', remote);
+        if (client.closed) return;
+        if (!outcome.ok) {
+          dashboard.daemon.logger.child('dashboard').info('closing a dashboard stream: its credential no longer grants viewing', { user: viewer.user, from: remote, code: outcome.error.code });
+          dashboard.disconnect(client);
+          socket.close(CLOSE_UNAUTHORIZED, outcome.error.code);
+          return;
+        }
+        recheck = clock.setTimeout(() => void reauthorize(), auth.cacheTtlMs);
+      };
+      if (auth.enabled) recheck = clock.setTimeout(() => void reauthorize(), auth.cacheTtlMs);
       const every = opts.pingIntervalMs ?? 30_000;
       const ping = () => {
         if (!alive) {
@@ -59,6 +85,7 @@ export const wsRoute: FastifyPluginAsync<WsRouteOptions> = async (app, opts) => 
       });
       socket.on('close', () => {
         if (timer) clock.clearTimeout(timer);
+        if (recheck) clock.clearTimeout(recheck);
         dashboard.disconnect(client);
       });
     },

@@ -16,6 +16,13 @@ export interface ServiceHealthView {
   readonly portErrorsTotal: number;
 }
 
+/** DashboardView is what the dashboard's metrics read (Dashboard.counters() provides it). */
+export interface DashboardView {
+  readonly authFailures: Readonly<Record<string, number>>;
+  readonly refused: Readonly<Record<string, number>>;
+  readonly tlsReloadErrors: number;
+}
+
 /** ConntrackView is what the conntrack gauges read (server/proxy/conntrack/ provides it); null counts are unknown. */
 export interface ConntrackView {
   /** entries/max: nf_conntrack_count and nf_conntrack_max (null: unreadable, e.g. nf_conntrack not loaded). */
@@ -212,6 +219,39 @@ export class KproxyMetrics {
       collect() {
         this.reset();
         this.inc(view()?.portErrorsTotal ?? 0);
+      },
+    });
+  }
+
+  /**
+   * attachDashboard registers the dashboard's counters (once): refused
+   * sign-ins by reason, work its budgets turned away, certificate pairs that
+   * did not load. Every refusal is also logged; these are what alerts read.
+   */
+  attachDashboard(registry: Registry, view: () => DashboardView | null): void {
+    if (registry.getSingleMetric('kproxy_dashboard_auth_failures_total')) return;
+    const registers = [registry];
+    const labelled = (name: string, help: string, label: string, pick: (v: DashboardView) => Readonly<Record<string, number>>) =>
+      new Counter({
+        name,
+        help,
+        labelNames: [label],
+        registers,
+        collect() {
+          const v = view();
+          this.reset();
+          for (const [key, n] of Object.entries(v ? pick(v) : {})) this.inc({ [label]: key }, n);
+        },
+      });
+    labelled('kproxy_dashboard_auth_failures_total', 'Dashboard credentials refused, by reason (missing, invalid, forbidden, unavailable, throttled)', 'reason', (v) => v.authFailures);
+    labelled('kproxy_dashboard_refused_total', "Work the dashboard's budgets turned away, by reason (messages, reads, connections, slow-clients)", 'reason', (v) => v.refused);
+    new Counter({
+      name: 'kproxy_dashboard_tls_reload_errors_total',
+      help: "Changed dashboard certificate or key files that did not load (the previous pair stays in service)",
+      registers,
+      collect() {
+        this.reset();
+        this.inc(view()?.tlsReloadErrors ?? 0);
       },
     });
   }

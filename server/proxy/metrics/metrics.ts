@@ -7,7 +7,7 @@ import { KPROXY_VERSION } from '../../version.ts';
 import type { ProxyMode } from '../../config/modes.ts';
 import type { IPFamily } from '../../net/ip.ts';
 import type { SyncObserver } from '../sync-loop.ts';
-import { KproxyMetrics, type ConntrackView, type KproxyMetricsState, type ServiceHealthView } from './kproxy-metrics.ts';
+import { KproxyMetrics, type ConntrackView, type DashboardView, type KproxyMetricsState, type ServiceHealthView } from './kproxy-metrics.ts';
 import { KubeProxyMetrics, type KubeProxyMetricsState, type NftablesCleanupReport, type PacketCounters, type RulesWrittenReport } from './kube-proxy-metrics.ts';
 import { countNoLocalEndpoints } from './no-local-endpoints.ts';
 
@@ -112,6 +112,11 @@ export class ProxyMetrics {
   /** attachServiceHealth publishes the health check node port listeners' state. */
   attachServiceHealth(view: () => ServiceHealthView | null): void {
     this.#serviceHealth = view;
+  }
+
+  /** attachDashboard publishes what the dashboard refused (sign-ins, budgets, certificate reloads). */
+  attachDashboard(view: () => DashboardView | null): void {
+    this.kproxy.attachDashboard(this.registry, view);
   }
 
   /** attachConntrack publishes the conntrack table's fill and the stale-entry cleaner's state. */

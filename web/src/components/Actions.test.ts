@@ -6,11 +6,11 @@ import { ActionsState } from '../lib/actions.svelte.ts';
 import { Api } from '../lib/api.ts';
 import Actions from './Actions.svelte';
 
-function api(calls: { path: string; body: unknown }[], status = 200) {
+function api(calls: { path: string; contentType?: string | null; body: unknown }[], status = 200) {
   return new Api(
     () => 'tok',
     async (url, init) => {
-      calls.push({ path: url, body: init?.body ? JSON.parse(String(init.body)) : null });
+      calls.push({ path: url, contentType: new Headers(init?.headers).get('content-type'), body: init?.body ? JSON.parse(String(init.body)) : null });
       const action = url.split('/').pop();
       return new Response(JSON.stringify({ action, ok: status === 200, at: 0, user: 'token', message: status === 200 ? `${action} done` : 'try again in 8 s', paused: false }), { status });
     },
@@ -21,15 +21,16 @@ const viewer = { authMode: 'token' as const, user: 'token', canAct: true };
 
 describe('Actions page', () => {
   it('resyncs and shows the result', async () => {
-    const calls: { path: string; body: unknown }[] = [];
+    const calls: { path: string; contentType?: string | null; body: unknown }[] = [];
     render(Actions, { props: { actions: new ActionsState(api(calls)), overview: overview(), viewer, lastAction: null, now: 0 } });
     await fireEvent.click(screen.getByTestId('resync'));
     await screen.findByText(/resync done/);
-    expect(calls).toEqual([{ path: 'api/v1/actions/resync', body: null }]);
+    // Every action carries a JSON body (the server takes no other: another site's page cannot send one unasked).
+    expect(calls).toEqual([{ path: 'api/v1/actions/resync', contentType: 'application/json', body: {} }]);
   });
 
   it('asks to type the node name before a cleanup, and pauses syncs when asked to keep rules off', async () => {
-    const calls: { path: string; body: unknown }[] = [];
+    const calls: { path: string; contentType?: string | null; body: unknown }[] = [];
     render(Actions, { props: { actions: new ActionsState(api(calls)), overview: overview({ node: 'node-7' }), viewer, lastAction: null, now: 0 } });
     await fireEvent.click(screen.getByTestId('cleanup'));
     expect(screen.getByText('Remove every kproxy rule on node-7?')).toBeTruthy();
@@ -41,7 +42,7 @@ describe('Actions page', () => {
     expect(confirm.disabled).toBe(false);
     await fireEvent.click(confirm);
     await screen.findByText(/cleanup done/);
-    expect(calls).toEqual([{ path: 'api/v1/actions/cleanup', body: { pause: true } }]);
+    expect(calls).toEqual([{ path: 'api/v1/actions/cleanup', contentType: 'application/json', body: { pause: true } }]);
   });
 
   it('shows a refused action (rate limit) as refused', async () => {

@@ -51,9 +51,13 @@ export class Api {
     return this.#json<T>(await this.#send(path, { headers: this.#headers() }));
   }
 
-  /** post sends an action; answers with a result body (200, 409, 429, 500) resolve, others throw. */
-  async post<T>(path: string, body?: object): Promise<{ status: number; body: T }> {
-    const init: RequestInit = body ? { method: 'POST', headers: this.#headers({ 'content-type': 'application/json' }), body: JSON.stringify(body) } : { method: 'POST', headers: this.#headers() };
+  /**
+   * post sends an action, always with a JSON body ({} when it has none: the
+   * server takes writes with a JSON body only, which another site's page cannot
+   * send); answers with a result body (200, 409, 429, 500) resolve, others throw.
+   */
+  async post<T>(path: string, body: object = {}): Promise<{ status: number; body: T }> {
+    const init: RequestInit = { method: 'POST', headers: this.#headers({ 'content-type': 'application/json' }), body: JSON.stringify(body) };
     const res = await this.#send(path, init);
     return { status: res.status, body: await this.#json<T>(res) };
   }

@@ -54,7 +54,7 @@ export function overview(over: Partial<Overview> = {}): Overview {
     counts: { services: 2, servicePorts: 3, endpoints: 6, localEndpoints: 2, rulesByTable: { filter: 4, nat: 40 }, noEndpoints: 0, noLocalEndpoints: 0, invalid: 0 },
     conntrack: { count: 1200, max: 262144, readAt: 1_059_000 },
     kernel: { kind: 'iptables', simulated: false, readAt: 1_058_000, readMs: 30, rules: 44, chains: 20, driftCount: 0 },
-    stream: { clients: 1, slowClientsDropped: 0, lastSnapshotBytes: 4000, lastSnapshotMs: 1.5 },
+    stream: { clients: 1, slowClientsDropped: 0, lastSnapshotBytes: 4000, lastSnapshotMs: 1.5, refusedSignIns: 0, refusedRequests: 0 },
     syncPeriodMs: 30_000,
     ...over,
   };
