@@ -127,7 +127,21 @@ describe('usage', () => {
 
   it('lists every flag', () => {
     for (const spec of FLAG_SPECS) expect(text).toContain(`--${spec.name}`);
-    for (const name of ['--config', '--proxy-mode', '--source', '--once', '--cleanup', '--dry-run', '--dashboard-token-file', '--dashboard-tls-cert-file', '--iptables-flavor', '--version', '--help', '-v, --v', '-h, --help']) {
+    for (const name of [
+      '--config',
+      '--proxy-mode',
+      '--source',
+      '--once',
+      '--cleanup',
+      '--dry-run',
+      '--dashboard-token-file',
+      '--dashboard-tls-cert-file',
+      '--iptables-flavor',
+      '--version',
+      '--help',
+      '-v, --v',
+      '-h, --help',
+    ]) {
       expect(text).toContain(name);
     }
   });

@@ -103,7 +103,10 @@ describe('TlsFiles: the dashboard certificate, followed as it changes', () => {
     const first = selfSignedCert(dir, 'first');
     const other = selfSignedCert(dir, 'other');
     const t = new TlsFiles({ certFile: first.certFile, keyFile: other.keyFile, logger: new MemoryLog().logger, clock: realClock });
-    await expect(t.load()).rejects.toMatchObject({ code: 'KPROXY_ERR_FLAG_INVALID', message: expect.stringMatching(/--dashboard-tls-cert-file .* and --dashboard-tls-private-key-file .*: .*(key values mismatch|KEY_VALUES_MISMATCH)/i) });
+    await expect(t.load()).rejects.toMatchObject({
+      code: 'KPROXY_ERR_FLAG_INVALID',
+      message: expect.stringMatching(/--dashboard-tls-cert-file .* and --dashboard-tls-private-key-file .*: .*(key values mismatch|KEY_VALUES_MISMATCH)/i),
+    });
     writeFileSync(join(dir, 'junk.crt'), 'not PEM');
     const junk = new TlsFiles({ certFile: join(dir, 'junk.crt'), keyFile: first.keyFile, logger: new MemoryLog().logger, clock: realClock });
     await expect(junk.load()).rejects.toMatchObject({ code: 'KPROXY_ERR_FLAG_INVALID' });

@@ -88,7 +88,7 @@ describe('delegated dashboard auth against an API server', () => {
     expect(refused.error.message).toMatch(/was not issued for the audience "kproxy-dashboard" \(kubectl create token … --audience kproxy-dashboard\)/);
   });
 
-  it('keys cached answers on the whole identity: another token of the same user, which its own review refuses, cannot act on the first one\'s answer', async () => {
+  it("keys cached answers on the whole identity: another token of the same user, which its own review refuses, cannot act on the first one's answer", async () => {
     // An authorizer webhook that honours a scope in extra: the read-only token may view but not act.
     server.accessRules.push({ groups: ['ops'], apiGroup: '', resource: 'nodes/kproxy', verbs: ['get', 'update'] });
     server.decide = (spec) => ((spec.extra?.scope ?? []).includes('read-only') && spec.resourceAttributes?.verb === 'update' ? false : undefined);

@@ -420,7 +420,13 @@ export class FakeApiServer {
         (!r.resourceNames || r.resourceNames.includes(a.name ?? '')),
     );
     const allowed = this.decide?.(spec) ?? byRules;
-    this.#json(res, 201, { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', metadata: {}, spec, status: { allowed, ...(allowed ? { reason: 'allowed by the fake API server' } : {}) } });
+    this.#json(res, 201, {
+      apiVersion: 'authorization.k8s.io/v1',
+      kind: 'SubjectAccessReview',
+      metadata: {},
+      spec,
+      status: { allowed, ...(allowed ? { reason: 'allowed by the fake API server' } : {}) },
+    });
   }
 
   #json(res: ServerResponse, code: number, body: unknown): void {

@@ -247,7 +247,7 @@ export class KproxyMetrics {
     labelled('kproxy_dashboard_refused_total', "Work the dashboard's budgets turned away, by reason (messages, reads, connections, slow-clients)", 'reason', (v) => v.refused);
     new Counter({
       name: 'kproxy_dashboard_tls_reload_errors_total',
-      help: "Changed dashboard certificate or key files that did not load (the previous pair stays in service)",
+      help: 'Changed dashboard certificate or key files that did not load (the previous pair stays in service)',
       registers,
       collect() {
         this.reset();

@@ -509,9 +509,13 @@ describe('kproxy metrics and process defaults', () => {
     expect(text).toMatch(/kproxy_build_info\{mode="iptables",node_version="v\d+\.\d+\.\d+",version="[^"]+"\} 1\n/);
   });
 
-  it("publishes what the dashboard refused: sign-ins by reason, work its budgets turned away, certificate pairs that did not load", async () => {
+  it('publishes what the dashboard refused: sign-ins by reason, work its budgets turned away, certificate pairs that did not load', async () => {
     const { metrics, scrape } = setup();
-    metrics.attachDashboard(() => ({ authFailures: { missing: 4, invalid: 2, forbidden: 1, unavailable: 0, throttled: 1 }, refused: { messages: 120, reads: 3, connections: 0, 'slow-clients': 1 }, tlsReloadErrors: 2 }));
+    metrics.attachDashboard(() => ({
+      authFailures: { missing: 4, invalid: 2, forbidden: 1, unavailable: 0, throttled: 1 },
+      refused: { messages: 120, reads: 3, connections: 0, 'slow-clients': 1 },
+      tlsReloadErrors: 2,
+    }));
     const { text } = await scrape();
     expect(text).toContain('kproxy_dashboard_auth_failures_total{reason="invalid"} 2\n');
     expect(text).toContain('kproxy_dashboard_auth_failures_total{reason="throttled"} 1\n');
