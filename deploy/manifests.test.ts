@@ -192,6 +192,8 @@ describe("the ClusterRole grants system:node-proxier's rules plus delegated auth
     'events.k8s.io events update',
     'discovery.k8s.io endpointslices list',
     'discovery.k8s.io endpointslices watch',
+    'networking.k8s.io servicecidrs list',
+    'networking.k8s.io servicecidrs watch',
     'authentication.k8s.io tokenreviews create',
     'authorization.k8s.io subjectaccessreviews create',
   ];

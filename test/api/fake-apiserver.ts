@@ -106,6 +106,7 @@ export class FakeApiServer {
   #stalled = false;
   /** #held: requests received while holding, answered when holding ends. */
   #held: (() => void)[] | null = null;
+  readonly #unserved = new Set<Resource['plural']>();
 
   constructor() {
     this.store.onChange((c) => this.#fanOut(c));
@@ -133,6 +134,12 @@ export class FakeApiServer {
 
   get up(): boolean {
     return this.#server !== null;
+  }
+
+  /** unserve makes the server answer 404 for a resource, as an older API server that does not know it. */
+  unserve(plural: Resource['plural']): this {
+    this.#unserved.add(plural);
+    return this;
   }
 
   /** openWatches: watch streams currently open, optionally for one resource. */
@@ -266,6 +273,7 @@ export class FakeApiServer {
     const ev = /^\/(api\/v1|apis\/events\.k8s\.io\/v1)\/namespaces\/([^/]+)\/events(?:\/([^/]+))?$/.exec(path);
     if (ev) return this.#events(req, res, ev[1] === 'api/v1' ? 'v1' : 'events.k8s.io/v1', ev[2], ev[3], body);
     for (const r of Object.values(RESOURCES)) {
+      if (this.#unserved.has(r.plural)) continue;
       const all = path === `${r.prefix}/${r.plural}`;
       const ns = r.namespaced ? new RegExp(`^${r.prefix.replace(/\./g, '\\.')}/namespaces/([^/]+)/${r.plural}$`).exec(path) : null;
       if (!all && !ns) continue;

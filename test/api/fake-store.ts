@@ -3,7 +3,7 @@ import type { Matcher } from './selectors.ts';
 
 /** Resource describes one API resource the fake server serves. */
 export interface Resource {
-  readonly plural: 'services' | 'endpointslices' | 'nodes';
+  readonly plural: 'services' | 'endpointslices' | 'nodes' | 'servicecidrs';
   readonly kind: string;
   readonly listKind: string;
   readonly apiVersion: string;
@@ -41,6 +41,15 @@ export const RESOURCES: Record<Resource['plural'], Resource> = {
     prefix: '/api/v1',
     namespaced: false,
     fields: ['metadata.name', 'spec.unschedulable'],
+  },
+  servicecidrs: {
+    plural: 'servicecidrs',
+    kind: 'ServiceCIDR',
+    listKind: 'ServiceCIDRList',
+    apiVersion: 'networking.k8s.io/v1',
+    prefix: '/apis/networking.k8s.io/v1',
+    namespaced: false,
+    fields: ['metadata.name'],
   },
 };
 

@@ -1,6 +1,6 @@
 import { FakeClock } from '../../server/clock-fake.ts';
 import { MemoryLog } from '../../server/log.ts';
-import type { EndpointSlice, KubeObject, Node, Service } from '../../server/proxy/kube-objects.ts';
+import type { EndpointSlice, KubeObject, Node, Service, ServiceCIDR } from '../../server/proxy/kube-objects.ts';
 import { ProxyState, type ChangeHandlers, type ObjectKind } from '../../server/proxy/proxy-state.ts';
 import { loadKubeConfig } from '../../server/sources/k8s/kubeconfig.ts';
 import { KubeSource } from '../../server/sources/k8s/kube-source.ts';
@@ -14,7 +14,7 @@ export const NODE = 'node-a';
 /** Change is one handler call as a test reads it: "update Service ns/web 3->5". */
 export interface Change {
   readonly op: 'add' | 'update' | 'delete';
-  readonly kind: ObjectKind;
+  readonly kind: ObjectKind | 'ServiceCIDR';
   readonly key: string;
   readonly prev: KubeObject | null;
   readonly cur: KubeObject | null;
@@ -47,7 +47,7 @@ export class Cluster {
   }
 
   /** connect starts the KubeSource (the API may be up or down). */
-  async connect(tuning: Partial<InformerTuning> = {}): Promise<KubeSource> {
+  async connect(tuning: Partial<InformerTuning> = {}, opts: { serviceCIDRs?: boolean } = {}): Promise<KubeSource> {
     const { kubeConfig } = loadKubeConfig({ kubeconfig: this.#kubeconfig!.path });
     this.source = new KubeSource({
       kubeConfig,
@@ -57,6 +57,7 @@ export class Cluster {
       // Quiet-watch relists only where a test asks for them.
       tuning: { quietRelistMs: 24 * 3600_000, ...tuning },
       random: () => 0.5,
+      serviceCIDRs: opts.serviceCIDRs ?? false,
     });
     await this.source.start(this.#handlers());
     return this.source;
@@ -90,7 +91,7 @@ export class Cluster {
   }
 
   #handlers(): ChangeHandlers {
-    const record = (kind: ObjectKind, prev: KubeObject | null, cur: KubeObject | null) => {
+    const record = (kind: ObjectKind | 'ServiceCIDR', prev: KubeObject | null, cur: KubeObject | null) => {
       const o = (cur ?? prev)!;
       const key = o.metadata?.namespace ? `${o.metadata.namespace}/${o.metadata.name}` : String(o.metadata?.name);
       this.changes.push({ op: prev && cur ? 'update' : cur ? 'add' : 'delete', kind, key, prev, cur });
@@ -107,6 +108,10 @@ export class Cluster {
       onNode: (prev: Node | null, cur: Node | null) => {
         record('Node', prev, cur);
         this.state.onNode(prev, cur);
+      },
+      onServiceCIDR: (prev: ServiceCIDR | null, cur: ServiceCIDR | null) => {
+        record('ServiceCIDR', prev, cur);
+        this.state.onServiceCIDR(prev, cur);
       },
       onSynced: (kind: ObjectKind) => {
         this.synced.push(kind);
@@ -135,6 +140,10 @@ export function slice(name: string, serviceName: string, ips: string[], opts: { 
     ports: [{ name: 'http', port: opts.port ?? 8080, protocol: 'TCP' }],
     endpoints: ips.map((ip) => ({ addresses: [ip], conditions: { ready: true, serving: true, terminating: false }, nodeName: NODE })),
   };
+}
+
+export function serviceCIDR(name: string, cidrs: string[]): Record<string, unknown> {
+  return { apiVersion: 'networking.k8s.io/v1', kind: 'ServiceCIDR', metadata: { name }, spec: { cidrs } };
 }
 
 export function node(name: string, zone = 'zone-a'): Record<string, unknown> {

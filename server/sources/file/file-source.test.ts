@@ -79,6 +79,26 @@ describe('FileSource', () => {
     expect(r.events).toEqual(['add Service web']);
   });
 
+  it('delivers ServiceCIDRs (networking.k8s.io/v1, cluster-scoped) to the handler that takes them', async () => {
+    const file = join(dir, 'cidrs.yaml');
+    const cidr = (name: string, c: string) => `apiVersion: networking.k8s.io/v1\nkind: ServiceCIDR\nmetadata: { name: ${name} }\nspec: { cidrs: [${c}] }\n`;
+    await writeFile(file, `${cidr('kubernetes', '10.96.0.0/16')}---\n${cidr('extra', '10.97.0.0/16')}`);
+    const r = new Recorder();
+    const seen: string[] = [];
+    const h = Object.assign(r, {
+      onServiceCIDR: (prev: { metadata?: { name?: string; namespace?: string } } | null, cur: typeof prev) =>
+        seen.push(`${prev && cur ? 'update' : cur ? 'add' : 'delete'} ${(cur ?? prev)!.metadata!.name}${(cur ?? prev)!.metadata!.namespace ? ' (namespaced!)' : ''}`),
+    });
+    const s = source(dir);
+    await s.start(h);
+    expect(seen).toEqual(['add kubernetes', 'add extra']);
+    await writeFile(file, cidr('kubernetes', '10.96.0.0/15'));
+    await s.reloadNow();
+    expect(seen.slice(2)).toEqual(['delete extra', 'update kubernetes']);
+    // A source handler without onServiceCIDR (the iptables and IPVS modes need none) is fine too.
+    await source(dir).start(new Recorder());
+  });
+
   it('turns an edit into update, add and delete events with the previous object', async () => {
     const file = join(dir, 'a.yaml');
     await writeFile(file, `${svc('web')}---\n${svc('api')}`);

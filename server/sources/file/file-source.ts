@@ -5,7 +5,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import type { Clock, TimerHandle } from '../../clock.ts';
 import { errorMessage, SourceNotSyncedError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
-import { LABEL_HEADLESS, LABEL_SERVICE_PROXY_NAME, type EndpointSlice, type KubeObject, type Node, type Service } from '../../proxy/kube-objects.ts';
+import { LABEL_HEADLESS, LABEL_SERVICE_PROXY_NAME, type EndpointSlice, type KubeObject, type Node, type Service, type ServiceCIDR } from '../../proxy/kube-objects.ts';
 import type { ChangeHandlers } from '../../proxy/proxy-state.ts';
 import type { Source, SourceStatus } from '../source.ts';
 import { parseManifest, type ManifestObject } from './manifest.ts';
@@ -451,6 +451,7 @@ export class FileSource implements Source {
   #selected(o: ManifestObject): boolean {
     const labels = o.object.metadata?.labels ?? {};
     if (o.kind === 'Node') return o.object.metadata?.name === this.#o.nodeName;
+    if (o.kind === 'ServiceCIDR') return true;
     if (labels[LABEL_SERVICE_PROXY_NAME] !== undefined) return false;
     if (o.kind === 'Service') {
       if (labels[LABEL_HEADLESS] !== undefined) return false;
@@ -471,5 +472,6 @@ async function isLink(path: string): Promise<boolean> {
 function dispatch(h: ChangeHandlers, kind: ManifestObject['kind'], prev: KubeObject | null, cur: KubeObject | null): void {
   if (kind === 'Service') h.onService(prev as Service | null, cur as Service | null);
   else if (kind === 'EndpointSlice') h.onEndpointSlice(prev as EndpointSlice | null, cur as EndpointSlice | null);
+  else if (kind === 'ServiceCIDR') h.onServiceCIDR?.(prev as ServiceCIDR | null, cur as ServiceCIDR | null);
   else h.onNode(prev as Node | null, cur as Node | null);
 }

@@ -2,13 +2,15 @@ import type { KubeObject } from '../../proxy/kube-objects.ts';
 import { parseYamlStream } from './yaml-stream.ts';
 
 /** The kinds kproxy reads from manifests; anything else in a file is left alone. */
-export const MANIFEST_KINDS = ['Service', 'EndpointSlice', 'Node'] as const;
+export const MANIFEST_KINDS = ['Service', 'EndpointSlice', 'Node', 'ServiceCIDR'] as const;
 export type ManifestKind = (typeof MANIFEST_KINDS)[number];
 
 const API_VERSIONS: Record<ManifestKind, string[]> = {
   Service: ['v1'],
   EndpointSlice: ['discovery.k8s.io/v1'],
   Node: ['v1'],
+  // ServiceCIDR is GA in networking.k8s.io/v1 (Kubernetes 1.33); v1beta1 served it in 1.31 and 1.32.
+  ServiceCIDR: ['networking.k8s.io/v1', 'networking.k8s.io/v1beta1'],
 };
 
 /** ManifestObject is one object read from a manifest, with where it came from. */
@@ -51,7 +53,8 @@ export function parseManifest(file: string, text: string): ParsedManifest {
     }
     const name = obj.metadata?.name;
     if (typeof name !== 'string' || name === '') return void skipped.push(`${where}: ${kind} without metadata.name`);
-    if (kind !== 'Node') {
+    // Nodes and ServiceCIDRs are cluster-scoped: no namespace.
+    if (kind !== 'Node' && kind !== 'ServiceCIDR') {
       obj.metadata!.namespace ??= 'default';
     }
     const ns = obj.metadata?.namespace;

@@ -1,4 +1,7 @@
 import type { ObjectKind } from '../../proxy/proxy-state.ts';
+
+/** InformerKind: what an informer watches; ServiceCIDRs only in nftables mode (kube-proxy's ServiceCIDRConfig). */
+export type InformerKind = ObjectKind | 'ServiceCIDR';
 import { DEFAULT_BACKOFF, type BackoffOptions } from './backoff.ts';
 
 /** WatchClient is the part of client-node's Watch the informer uses (a fake replaces it in unit tests). */
@@ -53,7 +56,7 @@ export interface InformerCounters {
 export type InformerState = 'idle' | 'starting' | 'watching' | 'backoff' | 'stopped';
 
 export interface InformerStatus {
-  readonly kind: ObjectKind;
+  readonly kind: InformerKind;
   readonly state: InformerState;
   readonly synced: boolean;
   readonly objects: number;

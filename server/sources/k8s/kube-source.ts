@@ -1,13 +1,16 @@
-import { CoreV1Api, DiscoveryV1Api, Watch, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import { CoreV1Api, DiscoveryV1Api, NetworkingV1Api, Watch, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 import type { Clock } from '../../clock.ts';
 import { errorMessage, KubeconfigError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
-import type { EndpointSlice, Node, Service } from '../../proxy/kube-objects.ts';
-import type { ChangeHandlers, ObjectKind } from '../../proxy/proxy-state.ts';
+import type { EndpointSlice, Node, Service, ServiceCIDR } from '../../proxy/kube-objects.ts';
+import type { ChangeHandlers } from '../../proxy/proxy-state.ts';
 import type { Source, SourceStatus } from '../source.ts';
-import type { InformerCounters, InformerStatus, InformerTuning, WatchClient } from './informer-types.ts';
-import { ResilientInformer } from './resilient-informer.ts';
-import { ENDPOINT_SLICES_PATH, NODES_PATH, nodeFieldSelector, PROXY_LABEL_SELECTOR, SERVICE_FIELD_SELECTOR, SERVICES_PATH } from './selectors.ts';
+import type { InformerCounters, InformerKind, InformerStatus, InformerTuning, WatchClient } from './informer-types.ts';
+import { ResilientInformer, type ResilientInformerOptions } from './resilient-informer.ts';
+
+/** InformerCommon: what every informer of a source shares. */
+type InformerCommon = Pick<ResilientInformerOptions<KubernetesObject>, 'watch' | 'server' | 'clock' | 'logger' | 'tuning' | 'random'>;
+import { ENDPOINT_SLICES_PATH, NODES_PATH, nodeFieldSelector, PROXY_LABEL_SELECTOR, SERVICE_CIDRS_PATH, SERVICE_FIELD_SELECTOR, SERVICES_PATH } from './selectors.ts';
 
 export interface KubeSourceOptions {
   kubeConfig: KubeConfig;
@@ -24,10 +27,17 @@ export interface KubeSourceOptions {
    */
   watchInactivityMs?: number;
   random?: () => number;
+  /**
+   * serviceCIDRs: also watch ServiceCIDRs (networking.k8s.io/v1), which nftables
+   * mode needs to drop traffic to unallocated cluster IPs; the other modes do not.
+   */
+  serviceCIDRs?: boolean;
 }
 
 /** KINDS: the informers, in the order status lists them. */
-const KINDS: readonly ObjectKind[] = ['Service', 'EndpointSlice', 'Node'];
+const KINDS: readonly InformerKind[] = ['Service', 'EndpointSlice', 'Node', 'ServiceCIDR'];
+/** REQUIRED: the informers whose first lists make the source synced (ServiceCIDRs refine, they never hold a sync back). */
+const REQUIRED: readonly InformerKind[] = ['Service', 'EndpointSlice', 'Node'];
 
 /**
  * KubeSource feeds the change handlers from the Kubernetes API: Services and
@@ -39,8 +49,9 @@ const KINDS: readonly ObjectKind[] = ['Service', 'EndpointSlice', 'Node'];
 export class KubeSource implements Source {
   readonly #o: KubeSourceOptions;
   readonly #server: string;
-  readonly #informers = new Map<ObjectKind, ResilientInformer<KubernetesObject>>();
+  readonly #informers = new Map<InformerKind, ResilientInformer<KubernetesObject>>();
   #started = false;
+  #stopped = false;
 
   constructor(opts: KubeSourceOptions) {
     this.#o = opts;
@@ -103,9 +114,42 @@ export class KubeSource implements Source {
     );
     log.info('watching the Kubernetes API', { server: this.#server, node: nodeName });
     for (const inf of this.#informers.values()) inf.start();
+    if (this.#o.serviceCIDRs) void this.#watchServiceCIDRs(kubeConfig, common, handlers);
+  }
+
+  /**
+   * #watchServiceCIDRs starts the ServiceCIDR informer unless the API server
+   * does not serve networking.k8s.io/v1 ServiceCIDRs at all (before Kubernetes
+   * 1.33, or with the MultiCIDRServiceAllocator gate off): one probing list
+   * answers 404 then, and watching would only fail forever. Any other failure
+   * of the probe (the API is down) leaves the informer to its own retries.
+   */
+  async #watchServiceCIDRs(kubeConfig: KubeConfig, common: InformerCommon, handlers: ChangeHandlers): Promise<void> {
+    let networking: NetworkingV1Api;
+    try {
+      networking = kubeConfig.makeApiClient(NetworkingV1Api);
+      await networking.listServiceCIDR({ limit: 1 });
+    } catch (err) {
+      if ((err as { code?: number } | null)?.code === 404) {
+        common.logger.warn('the API server serves no networking.k8s.io/v1 ServiceCIDRs (Kubernetes before 1.33?): traffic to unallocated cluster IPs is not dropped', { server: this.#server });
+        return;
+      }
+    }
+    if (this.#stopped) return;
+    const inf = new ResilientInformer<KubernetesObject>({
+      ...common,
+      kind: 'ServiceCIDR',
+      path: SERVICE_CIDRS_PATH,
+      list: () => networking.listServiceCIDR(),
+      onChange: (prev, cur) => handlers.onServiceCIDR?.(prev as ServiceCIDR | null, cur as ServiceCIDR | null),
+      onSynced: () => {},
+    });
+    this.#add(inf);
+    inf.start();
   }
 
   async stop(): Promise<void> {
+    this.#stopped = true;
     for (const inf of this.#informers.values()) inf.stop();
   }
 
@@ -117,7 +161,7 @@ export class KubeSource implements Source {
     });
   }
 
-  /** status: counters are totals over the three informers, plus each one's as "<Kind>.<counter>". */
+  /** status: counters are totals over the informers, plus each one's as "<Kind>.<counter>". */
   status(): SourceStatus {
     const all = this.informers();
     const counters: Record<string, number> = {};
@@ -128,8 +172,9 @@ export class KubeSource implements Source {
       for (const [name, value] of Object.entries(st.counters) as [keyof InformerCounters, number][]) counters[`${st.kind}.${name}`] = value;
     }
     const failed = all.filter((s) => s.lastErrorAt !== undefined).sort((a, b) => b.lastErrorAt! - a.lastErrorAt!)[0];
-    const synced = all.length === KINDS.length && all.every((s) => s.synced);
-    const unlisted = KINDS.filter((k) => !all.some((s) => s.kind === k && s.synced));
+    // ServiceCIDRs refine the rules; they never hold the source's sync back.
+    const unlisted = REQUIRED.filter((k) => !all.some((s) => s.kind === k && s.synced));
+    const synced = unlisted.length === 0;
     return {
       kind: 'kubernetes',
       description: this.#server,

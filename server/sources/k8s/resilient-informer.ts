@@ -3,12 +3,11 @@ import type { Clock, TimerHandle } from '../../clock.ts';
 import { errorMessage, ListFailedError, WatchFailedError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 import { objectKey } from '../../proxy/kube-objects.ts';
-import type { ObjectKind } from '../../proxy/proxy-state.ts';
 import { Backoff } from './backoff.ts';
-import { DEFAULT_TUNING, type InformerCounters, type InformerState, type InformerStatus, type InformerTuning, type WatchClient } from './informer-types.ts';
+import { DEFAULT_TUNING, type InformerCounters, type InformerKind, type InformerState, type InformerStatus, type InformerTuning, type WatchClient } from './informer-types.ts';
 
 export interface ResilientInformerOptions<T extends KubernetesObject> {
-  kind: ObjectKind;
+  kind: InformerKind;
   /** path: the watch path ("/api/v1/services"). */
   path: string;
   /** list: one list call with the same selectors as the watch. */
@@ -28,7 +27,7 @@ export interface ResilientInformerOptions<T extends KubernetesObject> {
   onSynced(): void;
 }
 
-const PLURAL: Record<ObjectKind, string> = { Service: 'Services', EndpointSlice: 'EndpointSlices', Node: 'Nodes' };
+const PLURAL: Record<InformerKind, string> = { Service: 'Services', EndpointSlice: 'EndpointSlices', Node: 'Nodes', ServiceCIDR: 'ServiceCIDRs' };
 
 /**
  * ResilientInformer wraps client-node's ListWatch, which on its own stops at the

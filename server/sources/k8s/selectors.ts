@@ -17,7 +17,8 @@ export function nodeFieldSelector(nodeName: string): string {
   return `metadata.name=${nodeName}`;
 }
 
-/** Watch paths of the three resources (cluster-wide). */
+/** Watch paths of the resources (cluster-wide). */
 export const SERVICES_PATH = '/api/v1/services';
 export const ENDPOINT_SLICES_PATH = '/apis/discovery.k8s.io/v1/endpointslices';
 export const NODES_PATH = '/api/v1/nodes';
+export const SERVICE_CIDRS_PATH = '/apis/networking.k8s.io/v1/servicecidrs';
