@@ -42,6 +42,9 @@ export interface EndpointSpec {
   ready?: boolean;
   serving?: boolean;
   terminating?: boolean;
+  /** zone, forZones: topology (the endpoint's zone and the zones its hints name). */
+  zone?: string;
+  forZones?: string[];
 }
 
 /** tcpPort is a service's one TCP port, sent to the pods' TCP server (and a node port when given). */
@@ -94,6 +97,8 @@ export function endpointSliceObject(s: ServiceSpec, endpoints: readonly Endpoint
       addresses: [e.pod.ip],
       conditions: { ready: e.ready ?? true, serving: e.serving ?? e.ready ?? true, terminating: e.terminating ?? false },
       nodeName: e.pod.node,
+      ...(e.zone ? { zone: e.zone } : {}),
+      ...(e.forZones ? { hints: { forZones: e.forZones.map((name) => ({ name })) } } : {}),
       targetRef: { kind: 'Pod', namespace: K8S_NAMESPACE, name: e.pod.name },
     })),
   };
@@ -104,11 +109,11 @@ export function serviceObjects(s: ServiceSpec, endpoints: readonly EndpointSpec[
   return endpoints === null ? [serviceObject(s)] : [serviceObject(s), endpointSliceObject(s, endpoints)];
 }
 
-export function nodeObject(name: string, internalIP: string, podCIDR: string): KubeObject {
+export function nodeObject(name: string, internalIP: string, podCIDR: string, zone?: string): KubeObject {
   return {
     apiVersion: 'v1',
     kind: 'Node',
-    metadata: { name, labels: { 'kubernetes.io/hostname': name, 'kubernetes.io/os': 'linux' } },
+    metadata: { name, labels: { 'kubernetes.io/hostname': name, 'kubernetes.io/os': 'linux', ...(zone ? { 'topology.kubernetes.io/zone': zone } : {}) } },
     spec: { podCIDR, podCIDRs: [podCIDR] },
     status: {
       addresses: [
@@ -117,6 +122,11 @@ export function nodeObject(name: string, internalIP: string, podCIDR: string): K
       ],
     },
   };
+}
+
+/** serviceCIDRObject is a ServiceCIDR (networking.k8s.io/v1): the range cluster IPs come from. */
+export function serviceCIDRObject(name: string, cidrs: string[]): KubeObject {
+  return { apiVersion: 'networking.k8s.io/v1', kind: 'ServiceCIDR', metadata: { name }, spec: { cidrs } };
 }
 
 /** ManifestDir is the folder kproxy watches (`--source file:DIR`). */

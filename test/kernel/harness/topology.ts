@@ -158,14 +158,22 @@ export class TestCluster {
     return r.code === 0 ? r.stdout : `iptables-${flavor}-save failed (${r.code}): ${r.stderr}`;
   }
 
-  /** diagnostics is what a failing test attaches: node-a's rules in both flavours and kproxy's log tail. */
+  /** nftTable lists node-a's kube-proxy nftables table (what nftables mode programs). */
+  async nftTable(): Promise<string> {
+    const r = await nsExec(this.ns.nodeA, ['nft', 'list', 'table', 'ip', 'kube-proxy']);
+    return r.code === 0 ? r.stdout : `(no kube-proxy table: ${r.stderr.trim()})`;
+  }
+
+  /** diagnostics is what a failing test attaches: node-a's rules in both iptables flavours and nftables, and kproxy's log tail. */
   async diagnostics(): Promise<string> {
-    const [nft, legacy] = await Promise.all([this.iptablesSave('nft'), this.iptablesSave('legacy')]);
+    const [nft, legacy, table] = await Promise.all([this.iptablesSave('nft'), this.iptablesSave('legacy'), this.nftTable()]);
     return [
       `--- iptables-nft-save in ${this.ns.nodeA} ---`,
       nft.trim(),
       `--- iptables-legacy-save in ${this.ns.nodeA} ---`,
       legacy.trim() || '(empty)',
+      `--- nft list table ip kube-proxy in ${this.ns.nodeA} ---`,
+      table.trim(),
       '--- kproxy log (last 80 lines) ---',
       this.kproxy.log.tail(80),
     ].join('\n');
