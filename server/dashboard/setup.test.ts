@@ -99,6 +99,34 @@ describe('kproxy CLI with the dashboard', () => {
     expect(stderr).toMatch(/code=KPROXY_ERR_INSECURE_BIND/);
   }, 30_000);
 
+  it('in nftables mode starts with the dashboard enabled, says its nftables view is not there yet, and serves the node ports', async () => {
+    const port = await freePort();
+    const child = spawn(process.execPath, ['server/cli.ts', ...common, '--proxy-mode', 'nftables', '--metrics-bind-address', `127.0.0.1:${port}`], {
+      cwd: new URL('../..', import.meta.url).pathname,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr += d));
+    try {
+      let mode = '';
+      for (let i = 0; i < 300 && mode !== 'nftables' && child.exitCode === null; i++) {
+        mode = await fetch(`http://127.0.0.1:${port}/proxyMode`).then(
+          (r) => r.text(),
+          () => '',
+        );
+        if (mode !== 'nftables') await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(mode, stderr).toBe('nftables');
+      expect(stderr).toMatch(/the dashboard has no view of the nftables mode yet; it is off/);
+      expect((await fetch(`http://127.0.0.1:${port}/metrics`)).status).toBe(200);
+      expect((await fetch(`http://127.0.0.1:${port}/api/v1/status`)).status).toBe(404);
+      expect(child.exitCode).toBeNull();
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+    }
+  }, 60_000);
+
   it('exits 1 on an empty token file', async () => {
     const { code, stderr } = await kproxy([...common, '--metrics-bind-address', '0.0.0.0:1', '--dashboard-token-file', file('empty-cli', '')]);
     expect(code).toBe(1);

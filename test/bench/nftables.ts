@@ -93,21 +93,37 @@ async function main(): Promise<void> {
     console.log(`first full sync: ${fmt(first)}`);
     const table = execFileSync(
       process.execPath,
-      [join(ROOT, 'server', 'cli.ts'), '--once', '--dry-run', `--source=file:${m.dir}`, `--hostname-override=${NODE_NAME}`, `--cluster-cidr=${POD_CIDR}`, '--proxy-mode=nftables', '--logging-format=json'],
+      [
+        join(ROOT, 'server', 'cli.ts'),
+        '--once',
+        '--dry-run',
+        `--source=file:${m.dir}`,
+        `--hostname-override=${NODE_NAME}`,
+        `--cluster-cidr=${POD_CIDR}`,
+        '--proxy-mode=nftables',
+        '--logging-format=json',
+      ],
       { encoding: 'utf8', maxBuffer: 1 << 30, cwd: ROOT, stdio: ['ignore', 'pipe', 'ignore'] },
     )
       .split('\n')
       .filter((l) => l.startsWith('add '))
       .join('\n');
     const bare = bareNft(table + '\n');
-    console.log(`bare nft -f of the same ${table.split('\n').length} commands: ${Math.round(bare)} ms; kproxy / bare = ${(first.ms / bare).toFixed(2)} (build+kernel / bare = ${((first.buildMs + first.applyMs) / bare).toFixed(2)})`);
+    console.log(
+      `bare nft -f of the same ${table.split('\n').length} commands: ${Math.round(bare)} ms; kproxy / bare = ${(first.ms / bare).toFixed(2)} (build+kernel / bare = ${((first.buildMs + first.applyMs) / bare).toFixed(2)})`,
+    );
 
     const targets = [...m.churn.keys()];
     for (let rep = 0; rep < reps; rep++) {
       await sleep(1300);
       let after = d.lastSeq;
       const name = `extra-${rep}.json`;
-      const svc = { apiVersion: 'v1', kind: 'Service', metadata: { name: `extra-${rep}`, namespace: 'bench-extra' }, spec: { clusterIP: `10.111.0.${rep + 1}`, ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: 8080 }] } };
+      const svc = {
+        apiVersion: 'v1',
+        kind: 'Service',
+        metadata: { name: `extra-${rep}`, namespace: 'bench-extra' },
+        spec: { clusterIP: `10.111.0.${rep + 1}`, ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: 8080 }] },
+      };
       const slice = {
         apiVersion: 'discovery.k8s.io/v1',
         kind: 'EndpointSlice',
