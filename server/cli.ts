@@ -141,6 +141,8 @@ async function serve(loaded: LoadedConfiguration, a: Assembled, logger: Logger):
   // Health, metrics and service health checks follow the syncs; the listeners and the dashboard only read them.
   const observers = createSyncObservers({
     daemon,
+    // --dry-run touches nothing on the host: no health check node port is bound.
+    simulateHealthChecks: loaded.run.dryRun,
     onPortError: (e) =>
       daemon.events.record(
         nodeReference(daemon.nodeName),
@@ -155,7 +157,7 @@ async function serve(loaded: LoadedConfiguration, a: Assembled, logger: Logger):
   let dashboard: DashboardSetup;
   try {
     // A bad --dashboard-token-file, or a network-reachable dashboard without auth, stops start-up (exit 1).
-    dashboard = await setupDashboard({ loaded, assembled: a, logger, health: () => nodeHealth(observers.health, observers.readiness) });
+    dashboard = await setupDashboard({ loaded, assembled: a, logger, health: () => nodeHealth(observers.health, observers.readiness), healthChecks: () => observers.serviceHealth.entries() });
   } catch (err) {
     logger.error(`cannot start: ${errorMessage(err)}`, { code: isKproxyError(err) ? err.code : undefined });
     return 1;

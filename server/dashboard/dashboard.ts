@@ -6,6 +6,7 @@ import { describeRef, type RecordedEvent } from '../events/event-recorder.ts';
 import type { Logger } from '../log.ts';
 import type { BackendSyncResult, CleanupResult } from '../proxy/backend.ts';
 import type { ProxyState } from '../proxy/proxy-state.ts';
+import type { ServiceHealthEntry } from '../proxy/healthcheck/service-health-server.ts';
 import type { SyncObserver, SyncRecord, SyncTrigger } from '../proxy/sync-loop.ts';
 import type { SourceStatus } from '../sources/source.ts';
 import { KPROXY_VERSION } from '../version.ts';
@@ -58,6 +59,8 @@ export interface DashboardOptions {
   events?: RecentEvents;
   /** health: the node's health (the sync observers' ProxyHealth); null where the daemon has none. */
   health?: () => Health | null;
+  /** healthChecks: the service health check node ports (simulated with --dry-run), for the Service page. */
+  healthChecks?: () => readonly ServiceHealthEntry[];
   pause?: Yield;
   /** countersIntervalMs: how often connected dashboards get counters (default 5 s). */
   countersIntervalMs?: number;
@@ -354,13 +357,20 @@ export class Dashboard {
         .findings.filter((f) => f.kind === 'missing-chain')
         .map((f) => `${f.table}/${f.chain}`),
     );
-    return serviceDetail(key, catalog, this.#model, this.provider, {
-      kernel: this.reader.tables,
-      // Released tables (an idle dashboard) leave the read's time behind: the page comes from what kproxy wrote.
-      kernelReadAt: this.reader.tables ? this.reader.readAt : null,
-      intended,
-      missing: (t, c) => missing.has(`${t}/${c}`),
-    });
+    return serviceDetail(
+      key,
+      catalog,
+      this.#model,
+      this.provider,
+      {
+        kernel: this.reader.tables,
+        // Released tables (an idle dashboard) leave the read's time behind: the page comes from what kproxy wrote.
+        kernelReadAt: this.reader.tables ? this.reader.readAt : null,
+        intended,
+        missing: (t, c) => missing.has(`${t}/${c}`),
+      },
+      this.#o.healthChecks?.() ?? [],
+    );
   }
 
   /**

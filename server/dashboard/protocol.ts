@@ -327,11 +327,26 @@ export interface PortDetail {
   readonly skipped?: string;
 }
 
+/** HealthCheckInfo is a Service's health check node port (LoadBalancer with externalTrafficPolicy Local). */
+export interface HealthCheckInfo {
+  readonly port: number;
+  /** open: listening (or, simulated, kept as if listening); false: not opened (a port error, retried after the next sync). */
+  readonly open: boolean;
+  /** simulated: --dry-run binds nothing on the host; status is what the listener would answer. */
+  readonly simulated: boolean;
+  readonly addresses: readonly string[];
+  readonly localEndpoints: number;
+  /** status: what a load balancer's probe gets (200 with local endpoints and a healthy proxy); null when not open. */
+  readonly status: 200 | 503 | null;
+}
+
 export interface ServiceDetail {
   readonly summary: ServiceSummary;
   readonly ports: readonly PortDetail[];
   readonly invalid?: string;
   readonly kernelReadAt: number | null;
+  /** healthCheck: the Service's health check node port, if it has one. */
+  readonly healthCheck?: HealthCheckInfo;
 }
 
 /** DriftKind: "settings" is a chain whose own settings differ (an IPVS virtual server's scheduler or persistence, a set's type). */

@@ -1,7 +1,8 @@
 import type { ServicePort } from '../proxy/service-port.ts';
 import { categorizeEndpoints } from '../proxy/topology.ts';
 import type { KernelChain, KernelTables, KernelViewProvider } from './kernel-view.ts';
-import type { ChainView, EndpointRow, PortDetail, ServiceDetail, WatchedCounters } from './protocol.ts';
+import type { ServiceHealthEntry } from '../proxy/healthcheck/service-health-server.ts';
+import type { ChainView, EndpointRow, HealthCheckInfo, PortDetail, ServiceDetail, WatchedCounters } from './protocol.ts';
 import type { ServiceCatalog, ServiceModel } from './service-catalog.ts';
 
 /** DetailSources are the two copies of the kernel a Service page draws from. */
@@ -94,17 +95,35 @@ export function portDetail(sp: ServicePort, model: ServiceModel, provider: Kerne
 }
 
 /** serviceDetail is the Service page of "ns/name", or null when there is no such service. */
-export function serviceDetail(key: string, catalog: ServiceCatalog, model: ServiceModel, provider: KernelViewProvider, src: DetailSources): ServiceDetail | null {
+export function serviceDetail(
+  key: string,
+  catalog: ServiceCatalog,
+  model: ServiceModel,
+  provider: KernelViewProvider,
+  src: DetailSources,
+  healthChecks: readonly ServiceHealthEntry[] = [],
+): ServiceDetail | null {
   const ports = catalog.ports(key);
   const summary = catalog.summary(key);
   if (!ports || !summary) return null;
   const invalid = model.invalid.get(`Service ${key}`);
+  const healthCheck = healthCheckInfo(key, ports, healthChecks);
   return {
     summary,
     ports: ports.map((sp) => portDetail(sp, model, provider, src)),
     kernelReadAt: src.kernelReadAt,
     ...(invalid ? { invalid } : {}),
+    ...(healthCheck ? { healthCheck } : {}),
   };
+}
+
+/** healthCheckInfo: the Service's health check node port as the node servers hold it (not open when they do not). */
+function healthCheckInfo(key: string, ports: readonly ServicePort[], entries: readonly ServiceHealthEntry[]): HealthCheckInfo | null {
+  const wanted = ports.find((sp) => sp.healthCheckNodePort > 0 && sp.externalPolicyLocal)?.healthCheckNodePort;
+  if (!wanted) return null;
+  const e = entries.find((x) => x.service === key && x.port === wanted);
+  if (!e) return { port: wanted, open: false, simulated: false, addresses: [], localEndpoints: 0, status: null };
+  return { port: e.port, open: true, simulated: e.simulated, addresses: e.addresses, localEndpoints: e.localEndpoints, status: e.status };
 }
 
 /** watchedCounters extracts the live counters of a Service page (sent after each kernel read). */

@@ -9,6 +9,7 @@ import { TlsFiles } from '../http/tls.ts';
 import type { Logger } from '../log.ts';
 import type { ProxyHealth } from '../proxy/healthcheck/proxy-health.ts';
 import type { ProxyReadiness } from '../proxy/healthcheck/readiness.ts';
+import type { ServiceHealthEntry } from '../proxy/healthcheck/service-health-server.ts';
 import { loadKubeConfig } from '../sources/k8s/kubeconfig.ts';
 import { DashboardActions } from './actions.ts';
 import { ApiAccessReviewer, type AccessReviewer } from './auth/access-review.ts';
@@ -83,6 +84,8 @@ export interface SetupDashboardOptions {
   logger: Logger;
   /** health: the node's health (the sync observers' ProxyHealth, server/proxy/sync-observers.ts). */
   health: () => Health | null;
+  /** healthChecks: the service health check node ports (simulated with --dry-run), for the Service page. */
+  healthChecks?: () => readonly ServiceHealthEntry[];
   /** reviewer overrides delegated auth (tests); default: the API server when the source is Kubernetes. */
   reviewer?: AccessReviewer | null;
   webRoot?: string;
@@ -143,6 +146,7 @@ export async function setupDashboard(opts: SetupDashboardOptions): Promise<Dashb
     health: opts.health,
     auth,
     tlsReloadErrors: () => tls?.reloadErrors ?? 0,
+    ...(opts.healthChecks ? { healthChecks: opts.healthChecks } : {}),
   });
   const actions = new DashboardActions({ dashboard, events: daemon.events, limiter: new ActionRateLimiter(daemon.clock), clock: daemon.clock, logger: log });
   if (auth.enabled) log.info('dashboard auth', { mode: auth.mode, ...(reviewer ? { audience: auth.audience } : {}), tls: tls ? 'on' : 'off' });

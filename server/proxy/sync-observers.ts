@@ -32,6 +32,8 @@ export interface SyncObserversOptions {
   netInterfaces?: NetInterfaces;
   /** listenHealthCheck opens service health check ports (tests and the bench fake it). */
   listenHealthCheck?: ListenFn;
+  /** simulateHealthChecks: --dry-run, which touches nothing on the host: health check node ports are kept and shown, never bound. */
+  simulateHealthChecks?: boolean;
   /** processMetrics: process_* and nodejs_* metrics (default true). */
   processMetrics?: boolean;
 }
@@ -87,6 +89,7 @@ export function createSyncObservers(opts: SyncObserversOptions): SyncObservers {
     proxyHealthy: () => health.health().healthy,
     onPortError: opts.onPortError,
     ...(opts.listenHealthCheck ? { listen: opts.listenHealthCheck } : {}),
+    simulated: opts.simulateHealthChecks === true,
   });
   metrics.attachServiceHealth(() => serviceHealth);
   metrics.attachReadiness(() => readiness.readiness().ready);

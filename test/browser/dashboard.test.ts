@@ -77,6 +77,15 @@ describe.skipIf(!tiers().browser.ok)('dashboard in the browser', () => {
     await shot('service-conntrack');
   });
 
+  it("shows a LoadBalancer's health check node port as simulated: --dry-run binds nothing on the host", async () => {
+    await page.goto(`${daemon.url}#/services/shop/ingress`);
+    await page.getByRole('heading', { name: 'shop/ingress' }).waitFor();
+    const hc = page.getByTestId('health-check');
+    await hc.waitFor();
+    expect((await hc.textContent())?.replace(/\s+/g, ' ').trim()).toBe('Health check node port 32100: simulated (--dry-run binds nothing on the host), would answer 200 (1 local endpoint)');
+    await shot('service-health-check');
+  });
+
   it('resyncs from the Actions page and the new sync arrives live on the Syncs page', async () => {
     await page.getByRole('link', { name: 'Syncs' }).click();
     const rows = page.getByTestId('syncs').locator('tbody tr');

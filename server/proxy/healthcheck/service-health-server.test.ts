@@ -164,7 +164,7 @@ describe('ServiceHealthServer', () => {
     state.onEndpointSlice(null, makeSlice('shop', 'web', 'web-1', [ep('10.1.0.1', { nodeName: NODE, ready: false })], [{ name: 'http', port: 8080, protocol: 'TCP' }]));
     await shs.reconcile(state.checkout());
     expect((await probe(port)).code).toBe(503);
-    expect(shs.entries()).toEqual([{ service: 'shop/web', port, addresses: ['127.0.0.1'], localEndpoints: 0 }]);
+    expect(shs.entries()).toEqual([{ service: 'shop/web', port, addresses: ['127.0.0.1'], localEndpoints: 0, status: 503, simulated: false }]);
   });
 
   it('answers GET and HEAD only: a POST is refused with 405 before its body is read', async () => {
@@ -255,5 +255,40 @@ describe('ServiceHealthServer', () => {
     // A reconcile after close opens nothing.
     await shs.reconcile(state.checkout());
     await expect(probe(port)).rejects.toThrow();
+  });
+});
+
+describe('ServiceHealthServer simulated (--dry-run)', () => {
+  it('binds nothing on the host, and keeps each health check with what it would answer', async () => {
+    const listened: number[] = [];
+    const log = new MemoryLog();
+    const shs = new ServiceHealthServer({
+      nodeName: NODE,
+      logger: log.logger,
+      bindAddresses: () => ['0.0.0.0'],
+      proxyHealthy: () => true,
+      simulated: true,
+      // Must never be called: a simulated server has no socket at all.
+      listen: async (_host, port) => {
+        listened.push(port);
+        throw new Error('listen called');
+      },
+    });
+    await shs.syncServices(
+      new Map([
+        ['shop/ingress', 32100],
+        ['shop/edge', 32101],
+      ]),
+    );
+    shs.syncEndpoints(new Map([['shop/ingress', 2]]));
+    expect(listened).toEqual([]);
+    expect(shs.portErrorsTotal).toBe(0);
+    expect(shs.entries()).toEqual([
+      { service: 'shop/ingress', port: 32100, addresses: ['0.0.0.0'], localEndpoints: 2, status: 200, simulated: true },
+      { service: 'shop/edge', port: 32101, addresses: ['0.0.0.0'], localEndpoints: 0, status: 503, simulated: true },
+    ]);
+    expect(log.lines('info').join('\n')).toMatch(/simulated service health check \(--dry-run: nothing bound on the host\)/);
+    await shs.close();
+    expect(shs.entries()).toEqual([]);
   });
 });

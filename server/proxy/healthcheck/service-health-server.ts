@@ -28,6 +28,10 @@ export interface ServiceHealthEntry {
   readonly port: number;
   readonly addresses: readonly string[];
   readonly localEndpoints: number;
+  /** status: what a load balancer's probe gets now (200 with local endpoints and a healthy proxy). */
+  readonly status: 200 | 503;
+  /** simulated: --dry-run; nothing is bound on the host, this is what the listener would answer. */
+  readonly simulated: boolean;
 }
 
 export interface ServiceHealthServerOptions {
@@ -40,6 +44,12 @@ export interface ServiceHealthServerOptions {
   /** onPortError: a port could not be opened (the daemon turns it into a Warning Event on the Service). */
   onPortError?: (e: PortError) => void;
   listen?: ListenFn;
+  /**
+   * simulated: open nothing on the host (--dry-run, which must not touch it):
+   * each health check is kept, answered and shown as if it listened, and
+   * `listen` is never called.
+   */
+  simulated?: boolean;
 }
 
 interface Instance {
@@ -50,6 +60,9 @@ interface Instance {
   readonly listeners: HealthCheckListener[];
   endpoints: number;
 }
+
+/** listenNowhere is --dry-run's ListenFn: nothing is bound, there is nothing to close. */
+const listenNowhere: ListenFn = async () => ({ close: async () => {} });
 
 /**
  * listenHttp is the real ListenFn: a node:http server with the health
@@ -92,7 +105,7 @@ export class ServiceHealthServer {
   portErrorsTotal = 0;
 
   constructor(opts: ServiceHealthServerOptions) {
-    this.#o = { listen: listenHttp, ...opts };
+    this.#o = { ...opts, listen: opts.simulated ? listenNowhere : (opts.listen ?? listenHttp) };
   }
 
   /**
@@ -137,9 +150,18 @@ export class ServiceHealthServer {
     for (const [svc, inst] of this.#services) inst.endpoints = counts.get(svc) ?? 0;
   }
 
-  /** entries lists the open health checks. */
+  /** entries lists the open health checks (simulated ones with --dry-run). */
   entries(): ServiceHealthEntry[] {
-    return [...this.#services.entries()].map(([service, i]) => ({ service, port: i.port, addresses: [...i.addresses], localEndpoints: i.endpoints }));
+    const healthy = this.#o.proxyHealthy();
+    const simulated = this.#o.simulated === true;
+    return [...this.#services.entries()].map(([service, i]) => ({
+      service,
+      port: i.port,
+      addresses: [...i.addresses],
+      localEndpoints: i.endpoints,
+      status: i.endpoints !== 0 && healthy ? 200 : 503,
+      simulated,
+    }));
   }
 
   get size(): number {
@@ -184,7 +206,11 @@ export class ServiceHealthServer {
         return null;
       }
     }
-    this.#o.logger.info('opened service health check', { service: svc, port, addresses: addresses.join(',') });
+    this.#o.logger.info(this.#o.simulated ? 'simulated service health check (--dry-run: nothing bound on the host)' : 'opened service health check', {
+      service: svc,
+      port,
+      addresses: addresses.join(','),
+    });
     return inst;
   }
 

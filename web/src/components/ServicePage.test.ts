@@ -33,6 +33,21 @@ describe('Service page', () => {
     expect(screen.getByText(/counters from the kernel, read 2 s ago/)).toBeTruthy();
   });
 
+  it('shows the health check node port: simulated under --dry-run, listening, or not open', () => {
+    const page = (healthCheck: NonNullable<ReturnType<typeof detail>['healthCheck']>) =>
+      render(ServicePage, { props: { serviceKey: 'shop/web', detail: { key: 'shop/web', detail: detail({ healthCheck }) }, counters: null, now: 0 } });
+    let r = page({ port: 32100, open: true, simulated: true, addresses: ['0.0.0.0'], localEndpoints: 1, status: 200 });
+    expect(screen.getByTestId('health-check').textContent?.replace(/\s+/g, ' ').trim()).toBe(
+      'Health check node port 32100: simulated (--dry-run binds nothing on the host), would answer 200 (1 local endpoint)',
+    );
+    r.unmount();
+    r = page({ port: 32100, open: true, simulated: false, addresses: ['10.0.0.10'], localEndpoints: 0, status: 503 });
+    expect(screen.getByTestId('health-check').textContent?.replace(/\s+/g, ' ').trim()).toBe('Health check node port 32100: listening on 10.0.0.10, answers 503 (0 local endpoints)');
+    r.unmount();
+    page({ port: 32100, open: false, simulated: false, addresses: [], localEndpoints: 0, status: null });
+    expect(screen.getByTestId('health-check').textContent).toMatch(/32100: not open/);
+  });
+
   it('updates rule counters from live counters of the same service', async () => {
     const { rerender } = render(ServicePage, { props: { serviceKey: 'shop/web', detail: { key: 'shop/web', detail: detail() }, counters: null, now: 0 } });
     const svcRules = () =>
