@@ -1,0 +1,202 @@
+import { assembleDaemon, type Assembled } from './assemble.ts';
+import { loadConfiguration, type LoadedConfiguration } from './config/load.ts';
+import { usage } from './config/flags.ts';
+import { errorMessage, isKproxyError, ListenFailedError, SourceNotSyncedError } from './errors.ts';
+import { realClock } from './clock.ts';
+import { ApiEventSink } from './events/event-sink.ts';
+import { nodeReference, recordStarting } from './events/event-recorder.ts';
+import { KubeEventRecorder } from './events/kube-event-recorder.ts';
+import { flushWithin, recordCleanup } from './events/cleanup-event.ts';
+import { startNodeServers, type NodeServers } from './http/node-servers.ts';
+import { nodeHealth, setupDashboard, type DashboardSetup } from './dashboard/setup.ts';
+import { createLogger, type Logger } from './log.ts';
+import { cleanupIptablesHost } from './proxy/iptables/host.ts';
+import { cleanupSummary } from './proxy/iptables/cleanup.ts';
+import { cleanupIpvsHost, mergeCleanup } from './proxy/ipvs/host.ts';
+import type { SyncRecord } from './proxy/sync-loop.ts';
+import { createSyncObservers } from './proxy/sync-observers.ts';
+import { loadKubeConfig } from './sources/k8s/kubeconfig.ts';
+import { versionLine } from './version.ts';
+
+/**
+ * The kproxy command. Exit codes: 0 success, 1 bad configuration or a failed
+ * --once/--cleanup (nothing is touched when the configuration is bad), 2 an
+ * unexpected crash.
+ */
+async function main(argv: readonly string[]): Promise<number> {
+  let loaded: LoadedConfiguration;
+  try {
+    loaded = await loadConfiguration(argv);
+  } catch (err) {
+    // Configuration errors list every problem, one per line: print them whole.
+    process.stderr.write(`kproxy: ${isKproxyError(err) ? err.message : errorMessage(err)}\n`);
+    if (isKproxyError(err)) process.stderr.write('Run "kproxy --help" for the flags.\n');
+    return 1;
+  }
+  const { config, run } = loaded;
+  if (run.help) {
+    process.stdout.write(usage());
+    return 0;
+  }
+  if (run.version) {
+    process.stdout.write(versionLine() + '\n');
+    return 0;
+  }
+  const logger = createLogger({ level: config.logging.verbosity >= 4 ? 'debug' : 'info', format: config.logging.format });
+  logger.info(versionLine());
+  for (const w of loaded.warnings) logger.warn(w);
+
+  if (run.cleanup) return cleanup(logger, loaded);
+
+  let assembled: Assembled;
+  try {
+    assembled = await assembleDaemon(loaded, logger);
+  } catch (err) {
+    logger.error(`cannot start: ${errorMessage(err)}`);
+    return 1;
+  }
+  return run.once ? once(loaded, assembled, logger) : serve(loaded, assembled, logger);
+}
+
+async function cleanup(logger: Logger, loaded: LoadedConfiguration): Promise<number> {
+  const { config } = loaded;
+  // iptables first: IPVS mode's ipsets cannot be destroyed while its rules still match them.
+  const result = mergeCleanup(await cleanupIptablesHost({ logger }), await cleanupIpvsHost({ config, logger }));
+  const line = cleanupSummary(result);
+  process.stdout.write(line + '\n');
+  for (const e of result.errors) logger.error(e.message, { code: e.code });
+  await recordCleanupEvent(loaded, logger, line, result.errors.length === 0);
+  return result.errors.length ? 1 : 0;
+}
+
+/**
+ * recordCleanupEvent tells the cluster a node's service rules were removed (an
+ * operator seeing traffic stop looks at the Node's Events). Only with Kubernetes
+ * access; best effort: a cleanup never fails because the API is unreachable,
+ * it only waits up to 5 s for the Event to be written.
+ */
+async function recordCleanupEvent(loaded: LoadedConfiguration, logger: Logger, summary: string, ok: boolean): Promise<void> {
+  if (loaded.run.source || !loaded.nodeName) return;
+  let recorder: KubeEventRecorder;
+  try {
+    const { kubeConfig } = loadKubeConfig({ kubeconfig: loaded.run.kubeconfig ?? undefined });
+    recorder = new KubeEventRecorder({ sink: new ApiEventSink(kubeConfig), reportingInstance: loaded.nodeName, clock: realClock, logger: logger.child('events') });
+  } catch (err) {
+    logger.warn('cleanup Event not recorded: no Kubernetes access', { err: errorMessage(err) });
+    return;
+  }
+  recordCleanup(recorder, loaded.nodeName, summary, ok);
+  if (!(await flushWithin(recorder, 5000))) logger.warn('cleanup Event not written within 5 s, giving up');
+  recorder.stop();
+}
+
+async function once(loaded: LoadedConfiguration, a: Assembled, logger: Logger): Promise<number> {
+  let rec: SyncRecord;
+  try {
+    rec = await a.daemon.once();
+  } catch (err) {
+    await a.daemon.stop();
+    if (err instanceof SourceNotSyncedError) {
+      // Nothing was programmed: say so on stdout too, where a script reads --once's summary.
+      process.stdout.write(`kproxy: nothing synced, the kernel was not touched: ${errorMessage(err)}\n`);
+      return 1;
+    }
+    logger.error(`sync failed: ${errorMessage(err)}`);
+    return 1;
+  }
+  await a.daemon.stop();
+  if (a.dryRunKernel) process.stdout.write(await a.dryRunKernel.describe());
+  process.stdout.write(onceSummary(loaded, a, rec) + '\n');
+  if (rec.ok) for (const line of skippedLines(a)) process.stdout.write(line + '\n');
+  return rec.ok ? 0 : 1;
+}
+
+/** skippedLines lists what --once left out as invalid, one object a line (the rest was programmed). */
+export function skippedLines(a: Assembled): string[] {
+  // Each reason names its object ("Service ns/name: spec.ports[0].port …").
+  return [...a.daemon.state.invalid.values()].map((why) => `kproxy: skipped ${why}`);
+}
+
+/** onceSummary is --once's one line: what was programmed, where, how fast. */
+export function onceSummary(loaded: LoadedConfiguration, a: Assembled, rec: SyncRecord): string {
+  const services = new Set([...a.daemon.state.services.values()].map((sp) => sp.service)).size;
+  const rules = Object.values(rec.rulesByTable).reduce((n, x) => n + x, 0);
+  const tables = Object.entries(rec.rulesByTable)
+    .map(([t, n]) => `${t} ${n}`)
+    .join(', ');
+  const invalid = a.daemon.state.invalid.size;
+  const left = a.daemon.source.status().counters.objectsSkipped ?? 0;
+  const skipped = [
+    ...(invalid ? [`${invalid} invalid object${invalid === 1 ? '' : 's'} skipped (listed below)`] : []),
+    ...(left ? [`${left} manifest document${left === 1 ? '' : 's'} left out (see the warnings)`] : []),
+  ];
+  const what = `${services} services (${rec.servicePorts} ports), ${rec.endpoints} endpoints, ${rules} rules${tables ? ` (${tables})` : ''}${skipped.length ? `; ${skipped.join(', ')}` : ''}`;
+  if (!rec.ok) return `kproxy: sync FAILED on node ${loaded.nodeName} with ${a.backendDescription}: ${rec.error?.message ?? 'unknown error'} [${rec.error?.code}]`;
+  return `kproxy: synced ${a.backendDescription} on node ${loaded.nodeName} in ${Math.round(rec.durationMs)} ms: ${what}`;
+}
+
+async function serve(loaded: LoadedConfiguration, a: Assembled, logger: Logger): Promise<number> {
+  const { daemon } = a;
+  // Health, metrics and service health checks follow the syncs; the listeners and the dashboard only read them.
+  const observers = createSyncObservers({
+    daemon,
+    // --dry-run touches nothing on the host: no health check node port is bound.
+    simulateHealthChecks: loaded.run.dryRun,
+    onPortError: (e) =>
+      daemon.events.record(
+        nodeReference(daemon.nodeName),
+        'Warning',
+        'FailedToStartServiceHealthcheck',
+        'Listen',
+        `health check node port ${e.port} for service ${e.namespace}/${e.name} could not be opened: ${e.error.message}`,
+      ),
+  });
+  for (const o of Object.values(observers.observers)) daemon.loop.addObserver(o);
+  if (a.packetCounters) observers.metrics.enablePacketCounters(a.packetCounters);
+  let dashboard: DashboardSetup;
+  try {
+    // A bad --dashboard-token-file, or a network-reachable dashboard without auth, stops start-up (exit 1).
+    dashboard = await setupDashboard({ loaded, assembled: a, logger, health: () => nodeHealth(observers.health, observers.readiness), healthChecks: () => observers.serviceHealth.entries() });
+  } catch (err) {
+    logger.error(`cannot start: ${errorMessage(err)}`, { code: isKproxyError(err) ? err.code : undefined });
+    return 1;
+  }
+  let servers: NodeServers;
+  try {
+    servers = await startNodeServers({ config: loaded.config, logger: daemon.logger, clock: daemon.clock, observers, dashboard });
+  } catch (err) {
+    logger.error(`cannot start: ${errorMessage(err)}`, { code: err instanceof ListenFailedError ? err.code : undefined });
+    return 1;
+  }
+  const board = dashboard.dashboard;
+  if (board) observers.metrics.attachDashboard(() => board.counters());
+  if (a.conntrack) {
+    // kube-proxy sets its conntrack sysctls before the proxier runs; a refused write is a warning, never fatal.
+    a.conntrack.attachMetrics(observers.metrics);
+    await a.conntrack.applySysctls();
+  }
+  await daemon.start();
+  recordStarting(daemon.events, daemon.nodeName);
+  logger.info('kproxy is running', {
+    node: loaded.nodeName,
+    mode: a.backendDescription,
+    source: loaded.run.source ?? 'kubernetes',
+    healthz: loaded.config.healthzBindAddress,
+    metrics: loaded.config.metricsBindAddress,
+    dashboard: dashboard.dashboard && dashboard.auth ? `${dashboard.ownAddress ?? 'on metrics'}, auth ${dashboard.auth.mode}, TLS ${dashboard.tls ? 'on' : 'off'}` : 'off',
+  });
+  const signal = await new Promise<string>((resolve) => {
+    for (const s of ['SIGTERM', 'SIGINT'] as const) process.once(s, () => resolve(s));
+  });
+  logger.info('stopping', { signal });
+  await Promise.allSettled([servers.close(), observers.close(), daemon.stop(), a.kubeEvents?.stop(), a.conntrack?.stop()]);
+  return 0;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err) => {
+    process.stderr.write(`kproxy: unexpected failure: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(2);
+  },
+);
