@@ -256,6 +256,8 @@ describe('config.conf is a KubeProxyConfiguration matching the DaemonSet', () =>
       metricsBindAddress: '127.0.0.1:10249',
       nodePortAddresses: ['primary'],
       oomScoreAdj: -999,
+      // A taken :10256 (kube-proxy still on the node) stops kproxy instead of letting two proxies run.
+      bindAddressHardFail: true,
     });
     expect(loaded.config.iptables).toMatchObject({ syncPeriodMs: 30_000, minSyncPeriodMs: 1_000 });
     expect(loaded.warnings).toEqual([]);

@@ -1,12 +1,12 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { tiers } from '../tiers.ts';
 import { waitFor } from '../wait.ts';
 import { withTestCluster } from './harness/diagnostics.ts';
-import { parse as parseYaml } from 'yaml';
 import { SERVICE_ACCOUNT_TOKEN } from '../../server/config/source-selection.ts';
+import { daemonSetStart } from './harness/daemonset.ts';
 import { CLI, HEALTHZ_PORT, kproxyArgs, METRICS_ADDRESS } from './harness/kproxy.ts';
 import { nodeObject, ready, tcpPort, type ServiceSpec } from './harness/manifests.ts';
 import { nsExec, nsRun } from './harness/netns.ts';
@@ -93,22 +93,6 @@ describe.skipIf(!tiers().kernel.ok)('a start with unreadable manifests (iptables
       expect((await c.kproxy.curl(`http://127.0.0.1:${HEALTHZ_PORT}/readyz`)).status).toBe(200);
     }));
 });
-
-/** daemonSetStart: the DaemonSet's container arguments, with its ConfigMap's config.conf written to dir. */
-function daemonSetStart(dir: string): { args: string[]; env: Record<string, string> } {
-  const root = join(import.meta.dirname, '../../deploy');
-  const configMap = parseYaml(readFileSync(join(root, 'configmap.yaml'), 'utf8')) as { data: Record<string, string> };
-  const daemonSet = parseYaml(readFileSync(join(root, 'daemonset.yaml'), 'utf8')) as {
-    spec: { template: { spec: { containers: { args: string[]; env: { name: string; value?: string }[] }[] } } };
-  };
-  const container = daemonSet.spec.template.spec.containers[0];
-  const config = join(dir, 'config.conf');
-  writeFileSync(config, configMap.data['config.conf']);
-  const env: Record<string, string> = { NODE_NAME: NODE_A.name };
-  for (const e of container.env) if (e.value !== undefined) env[e.name] = e.value;
-  const args = container.args.map((a) => (a === '/var/lib/kproxy/config.conf' ? config : a.replace(/\$\((\w+)\)/g, (_m, v: string) => env[v] ?? _m)));
-  return { args, env };
-}
 
 describe.skipIf(!tiers().kernel.ok)('a start with no usable source (real node namespace)', () => {
   it.skipIf(existsSync(SERVICE_ACCOUNT_TOKEN))('a pod without its service account token exits 1 saying what it looked for, and leaves the rules as they were', () =>
