@@ -3,6 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createHash, createPublicKey } from 'node:crypto';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 
 /** ROOT is the repository (the daemon runs from dist/, the manifests from deploy/). */
@@ -19,36 +20,49 @@ export async function freePort(): Promise<number> {
 }
 
 export interface RunningDaemon {
+  /** url: the dashboard (the metrics listener's, or https://localhost:PORT/ on a TLS listener of its own). */
   readonly url: string;
   readonly port: number;
+  /** metricsUrl: the metrics listener (plain HTTP: /metrics, /healthz). */
+  readonly metricsUrl: string;
   readonly pid: number;
   readonly logs: () => string;
   stop(): Promise<void>;
 }
 
+/** DashboardTls is a certificate pair for the dashboard's own HTTPS listener (--dashboard-bind-address). */
+export interface DashboardTls {
+  readonly certFile: string;
+  readonly keyFile: string;
+}
+
 /**
  * startDaemon runs the built kproxy (dist/server/cli.js) with Node 24
  * (process.execPath: the machine's bare `node` may be older) in --dry-run, and
- * resolves once its metrics listener answers.
+ * resolves once its metrics listener answers. With tls the dashboard gets an
+ * HTTPS listener of its own on loopback.
  */
-export async function startDaemon(args: string[], opts: { timeoutMs?: number } = {}): Promise<RunningDaemon> {
-  const port = await freePort();
+export async function startDaemon(args: string[], opts: { timeoutMs?: number; tls?: DashboardTls } = {}): Promise<RunningDaemon> {
+  const metricsPort = await freePort();
   const healthz = await freePort();
+  const port = opts.tls ? await freePort() : metricsPort;
+  const tlsArgs = opts.tls ? ['--dashboard-bind-address', `127.0.0.1:${port}`, '--dashboard-tls-cert-file', opts.tls.certFile, '--dashboard-tls-private-key-file', opts.tls.keyFile] : [];
   const child: ChildProcess = spawn(
     process.execPath,
-    ['dist/server/cli.js', '--dry-run', '--hostname-override', 'node-a', '--healthz-bind-address', `127.0.0.1:${healthz}`, '--metrics-bind-address', `127.0.0.1:${port}`, ...args],
+    ['dist/server/cli.js', '--dry-run', '--hostname-override', 'node-a', '--healthz-bind-address', `127.0.0.1:${healthz}`, '--metrics-bind-address', `127.0.0.1:${metricsPort}`, ...tlsArgs, ...args],
     { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
   const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
-  const url = `http://127.0.0.1:${port}/`;
+  const metricsUrl = `http://127.0.0.1:${metricsPort}/`;
+  const url = opts.tls ? `https://localhost:${port}/` : metricsUrl;
   const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
   for (;;) {
     if (child.exitCode !== null) throw new Error(`kproxy exited ${child.exitCode}:\n${out}`);
     try {
-      if ((await fetch(`${url}healthz`)).ok && /kproxy is running/.test(out)) break;
+      if ((await fetch(`${metricsUrl}healthz`)).ok && /kproxy is running/.test(out)) break;
     } catch {
       // not listening yet
     }
@@ -61,6 +75,7 @@ export async function startDaemon(args: string[], opts: { timeoutMs?: number } =
   return {
     url,
     port,
+    metricsUrl,
     pid: child.pid!,
     logs: () => out,
     stop: async () => {
@@ -70,20 +85,33 @@ export async function startDaemon(args: string[], opts: { timeoutMs?: number } =
   };
 }
 
+/** spkiHash is the base64 SHA-256 of a certificate's public key, the form Chromium pins certificates by. */
+function spkiHash(certPem: string): string {
+  return createHash('sha256')
+    .update(createPublicKey(certPem).export({ type: 'spki', format: 'der' }))
+    .digest('base64');
+}
+
 /** Browser is headless Debian Chromium with a fresh profile, removed on close. */
 export interface Browser {
   readonly context: BrowserContext;
   close(): Promise<void>;
 }
 
-/** launchBrowser starts /usr/bin/chromium through playwright-core with a fresh --user-data-dir. */
-export async function launchBrowser(): Promise<Browser> {
+/**
+ * launchBrowser starts /usr/bin/chromium through playwright-core with a fresh
+ * --user-data-dir. trustCert: a PEM certificate whose key Chromium accepts
+ * (the test's self-signed dashboard certificate, pinned by its public key;
+ * every other certificate error still fails).
+ */
+export async function launchBrowser(opts: { trustCert?: string } = {}): Promise<Browser> {
   const profile = mkdtempSync(join(tmpdir(), 'kpt-chromium-'));
+  const pin = opts.trustCert ? [`--ignore-certificate-errors-spki-list=${spkiHash(opts.trustCert)}`] : [];
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: '/usr/bin/chromium',
     headless: true,
     viewport: { width: 1440, height: 900 },
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic', '--no-first-run', '--disable-component-update', '--disable-sync'],
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic', '--no-first-run', '--disable-component-update', '--disable-sync', ...pin],
   });
   mkdirSync(SCREENSHOTS, { recursive: true });
   return {

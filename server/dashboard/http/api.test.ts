@@ -42,6 +42,9 @@ describe('dashboard API (/api/v1)', () => {
     const post = await t.app.inject({ method: 'POST', url: '/api/v1/actions/resync', headers: HOST });
     expect(post.statusCode).toBe(401);
     expect(t.daemon.loop.lastRecord?.trigger).toBe('startup');
+    // The Overview counts the wrong token, not the requests that carried none (a browser's first visit).
+    const status = await t.app.inject({ url: '/api/v1/status', headers: AUTH });
+    expect(status.json().overview.stream).toMatchObject({ refusedSignIns: 1 });
   });
 
   it("keeps kube-proxy's /metrics, /healthz, /proxyMode and /configz open without a token", async () => {

@@ -49,3 +49,17 @@ describe('Overview: a node that has not synced', () => {
     expect(screen.getByText('Healthy')).toBeTruthy();
   });
 });
+
+describe('Overview: what the dashboard refused', () => {
+  it('shows refused sign-ins and refused dashboard requests under Failures', () => {
+    const o = overview({ stream: { ...overview().stream, refusedSignIns: 3, refusedRequests: 1 } });
+    render(Overview, { props: { store: storeWith(o), now: o.now } });
+    expect(screen.getByTestId('dashboard-refusals').textContent).toBe('3 refused sign-ins · 1 refused dashboard request');
+  });
+
+  it('says nothing about refusals while there are none', () => {
+    const o = overview();
+    render(Overview, { props: { store: storeWith(o), now: o.now } });
+    expect(screen.queryByTestId('dashboard-refusals')).toBeNull();
+  });
+});
