@@ -482,3 +482,9 @@ export const WS_SUBPROTOCOL = 'kproxy.dashboard.v1';
  * parameter would end up in logs and browser history.
  */
 export const WS_TOKEN_PREFIX = 'base64url.bearer.authorization.k8s.io.';
+/**
+ * CLOSE_UNAUTHORIZED closes a stream whose credential no longer grants
+ * viewing (re-checked as review answers expire: a revoked token, a removed
+ * RoleBinding); the browser then asks who it is again instead of reconnecting.
+ */
+export const CLOSE_UNAUTHORIZED = 4401;

@@ -16,8 +16,8 @@ export const CLOSE_TOO_MANY = 1013;
 export const CLOSE_GOING_AWAY = 1001;
 /** CLOSE_POLICY: the client broke the stream's rules (it sent far more messages than its budget). */
 export const CLOSE_POLICY = 1008;
-/** CLOSE_UNAUTHORIZED: the credential the stream was opened with no longer grants viewing (re-checked as review answers expire). */
-export const CLOSE_UNAUTHORIZED = 4401;
+/** CLOSE_UNAUTHORIZED is part of the wire format (protocol.ts): the browser reacts to it. */
+export { CLOSE_UNAUTHORIZED } from './protocol.ts';
 
 /** Delivery: essential messages (snapshots) are always queued; droppable ones are skipped for a lagging client. */
 export type Delivery = 'essential' | 'droppable';

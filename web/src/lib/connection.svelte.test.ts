@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { overview } from '../testing/fixtures.ts';
 import { Connection, tokenProtocol, type SocketLike, type Timers } from './connection.svelte.ts';
-import type { ServerMessage } from './protocol.ts';
+import { CLOSE_UNAUTHORIZED, type ServerMessage } from './protocol.ts';
 
 class FakeSocket implements SocketLike {
   readyState = 0;
@@ -29,9 +29,9 @@ class FakeSocket implements SocketLike {
   deliver(m: object) {
     this.onmessage?.({ data: JSON.stringify(m) });
   }
-  drop() {
+  drop(code = 1006, reason = '') {
     this.readyState = 3;
-    this.onclose?.({ code: 1006, reason: '' });
+    this.onclose?.({ code, reason });
   }
 }
 
@@ -175,5 +175,23 @@ describe('Connection', () => {
     timers.advance(500);
     sockets[1].drop();
     expect(refused()).toBe(1);
+  });
+
+  it('says the server refuses it at once when an open stream is closed because its credential no longer grants viewing', () => {
+    const { c, sockets, refused } = setup();
+    c.start();
+    sockets[0].open();
+    sockets[0].deliver(snap(1));
+    sockets[0].drop(CLOSE_UNAUTHORIZED, 'KPROXY_ERR_FORBIDDEN');
+    expect(refused()).toBe(1);
+  });
+
+  it('reconnects without calling it refused when an open stream just drops', () => {
+    const { c, sockets, refused } = setup();
+    c.start();
+    sockets[0].open();
+    sockets[0].drop();
+    expect(refused()).toBe(0);
+    expect(c.state).toBe('reconnecting');
   });
 });

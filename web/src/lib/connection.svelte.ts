@@ -1,4 +1,4 @@
-import { WS_SUBPROTOCOL, WS_TOKEN_PREFIX, type ClientMessage, type ServerMessage } from './protocol.ts';
+import { CLOSE_UNAUTHORIZED, WS_SUBPROTOCOL, WS_TOKEN_PREFIX, type ClientMessage, type ServerMessage } from './protocol.ts';
 
 /** ConnState is what the connection indicator shows. */
 export type ConnState = 'connecting' | 'live' | 'reconnecting' | 'stale';
@@ -24,7 +24,7 @@ export interface ConnectionOptions {
   url: string;
   token: () => string | null;
   onMessage: (m: ServerMessage) => void;
-  /** onRefused: the socket keeps failing before it opens (maybe the token was revoked). */
+  /** onRefused: the server closed the stream because the credential no longer grants viewing, or the socket keeps failing before it opens. */
   onRefused?: () => void;
   socket?: (url: string, protocols: string[]) => SocketLike;
   timers?: Timers;
@@ -108,10 +108,12 @@ export class Connection {
       if (this.#socket !== s) return;
       this.#receive(String(ev.data));
     };
-    s.onclose = () => {
+    s.onclose = (ev) => {
       if (this.#socket !== s) return;
       this.#socket = null;
-      if (!opened && ++this.#failuresBeforeOpen >= 2) this.#o.onRefused?.();
+      // The server re-checked the credential and it no longer grants viewing: say so now rather than after failed retries.
+      if (ev.code === CLOSE_UNAUTHORIZED) this.#o.onRefused?.();
+      else if (!opened && ++this.#failuresBeforeOpen >= 2) this.#o.onRefused?.();
       this.#retry();
     };
     s.onerror = () => {

@@ -3,4 +3,4 @@
  * change on either side is a type error on the other.
  */
 export type * from '../../../server/dashboard/protocol.ts';
-export { WS_SUBPROTOCOL, WS_TOKEN_PREFIX } from '../../../server/dashboard/protocol.ts';
+export { CLOSE_UNAUTHORIZED, WS_SUBPROTOCOL, WS_TOKEN_PREFIX } from '../../../server/dashboard/protocol.ts';
