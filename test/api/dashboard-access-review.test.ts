@@ -6,6 +6,7 @@ import { MemoryLog } from '../../server/log.ts';
 import { loadKubeConfig } from '../../server/sources/k8s/kubeconfig.ts';
 import { API_SERVER_AUDIENCE, FakeApiServer } from './fake-apiserver.ts';
 import { FAKE_TOKEN, writeKubeconfig, type KubeconfigFile } from './kubeconfig-file.ts';
+import { waitFor } from '../wait.ts';
 
 /**
  * Delegated dashboard auth through the real @kubernetes/client-node against
@@ -101,6 +102,23 @@ describe('delegated dashboard auth against an API server', () => {
     if (second.ok) return;
     expect(second.error).toMatchObject({ code: 'KPROXY_ERR_FORBIDDEN', statusCode: 403 });
     expect((await a.check('read-only', 'view', '10.0.0.7')).ok).toBe(true);
+  });
+
+  it('gives up on a review the API server has not answered within 10 s: the caller gets 503 and the request to the API server is ended', async () => {
+    server.tokens.set('dashboard-token', { user: ALICE, audiences: [AUDIENCE] });
+    const clock = new FakeClock();
+    const a = new DashboardAuth({ token: null, reviewer, nodeName: 'node-a', clock, audience: AUDIENCE });
+    server.holdRequests(true);
+    try {
+      const pending = a.check('dashboard-token', 'view', '10.0.0.7');
+      await waitFor(() => server.heldRequests === 1, { what: 'the TokenReview to reach the API server' });
+      await clock.advanceAsync(10_000);
+      const answer = await pending;
+      expect(answer.ok === false && answer.error).toMatchObject({ code: 'KPROXY_ERR_AUTH_UNAVAILABLE', statusCode: 503 });
+      await waitFor(() => server.heldRequests === 0, { what: 'kproxy to end the TokenReview it stopped waiting for' });
+    } finally {
+      server.holdRequests(false);
+    }
   });
 
   it('shares one TokenReview among concurrent requests with the same token', async () => {

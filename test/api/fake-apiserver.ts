@@ -184,7 +184,8 @@ export class FakeApiServer {
   /**
    * holdRequests: requests are accepted and never answered while on, as an API
    * server (or a load balancer before it) that takes connections and hangs;
-   * off answers the held ones in order and serves normally again.
+   * a held request whose client goes away is forgotten; off answers the held
+   * ones in order and serves normally again.
    */
   holdRequests(on: boolean): void {
     if (on) {
@@ -243,7 +244,12 @@ export class FakeApiServer {
 
   #handle(req: IncomingMessage, res: ServerResponse): void {
     if (this.#held) {
-      this.#held.push(() => this.#handle(req, res));
+      const answer = () => this.#handle(req, res);
+      this.#held.push(answer);
+      // A client that gives up takes its request with it.
+      res.once('close', () => {
+        if (this.#held && !res.writableFinished) this.#held = this.#held.filter((a) => a !== answer);
+      });
       return;
     }
     const url = new URL(req.url ?? '/', 'http://fake');

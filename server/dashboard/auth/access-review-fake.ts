@@ -13,8 +13,10 @@ export class FakeAccessReviewer implements AccessReviewer {
   accessReviews = 0;
   /** failing: every review rejects (API server unreachable). */
   failing = false;
-  /** hang: reviews never answer (an API server that accepted the connection and went quiet). */
+  /** hang: reviews never answer (an API server that accepted the connection and went quiet) until their signal aborts. */
   hang = false;
+  /** abandoned: hanging reviews whose caller aborted them. */
+  abandoned = 0;
   /** decide, when set, answers SubjectAccessReviews instead of the allowed table. */
   decide: ((user: ReviewedUser, attrs: ResourceAttributes) => boolean) | null = null;
   /** audiencesAsked: the audiences of each TokenReview. */
@@ -25,10 +27,10 @@ export class FakeAccessReviewer implements AccessReviewer {
     return this;
   }
 
-  async reviewToken(token: string, audiences: readonly string[]): Promise<ReviewedUser | null> {
+  async reviewToken(token: string, audiences: readonly string[], signal?: AbortSignal): Promise<ReviewedUser | null> {
     this.tokenReviews++;
     this.audiencesAsked.push(audiences);
-    if (this.hang) return new Promise(() => {});
+    if (this.hang) return this.#hang(signal);
     if (this.failing) throw new Error('connect ECONNREFUSED 10.0.0.1:6443');
     const user = this.users.get(token);
     if (!user) return null;
@@ -36,11 +38,20 @@ export class FakeAccessReviewer implements AccessReviewer {
     return valid.length ? { ...user, audiences: valid } : null;
   }
 
-  async reviewAccess(user: ReviewedUser, attrs: ResourceAttributes): Promise<{ allowed: boolean; reason: string }> {
+  async reviewAccess(user: ReviewedUser, attrs: ResourceAttributes, signal?: AbortSignal): Promise<{ allowed: boolean; reason: string }> {
     this.accessReviews++;
-    if (this.hang) return new Promise(() => {});
+    if (this.hang) return this.#hang(signal);
     if (this.failing) throw new Error('connect ECONNREFUSED 10.0.0.1:6443');
     const ok = attrs.resource === 'nodes' && attrs.subresource === 'kproxy' && (this.decide ? this.decide(user, attrs) : this.allowed.has(`${user.username} ${attrs.verb}`));
     return { allowed: ok, reason: ok ? 'allowed by test' : '' };
+  }
+
+  #hang(signal: AbortSignal | undefined): Promise<never> {
+    return new Promise((_resolve, reject) =>
+      signal?.addEventListener('abort', () => {
+        this.abandoned++;
+        reject(new Error('aborted'));
+      }),
+    );
   }
 }

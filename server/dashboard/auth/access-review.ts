@@ -1,4 +1,4 @@
-import { AuthenticationV1Api, AuthorizationV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { AuthenticationV1Api, AuthorizationV1Api, Observable, type ConfigurationOptions, type KubeConfig, type RequestContext, type ResponseContext } from '@kubernetes/client-node';
 
 /** ReviewedUser is who the API server says a token belongs to (TokenReview status.user). */
 export interface ReviewedUser {
@@ -36,9 +36,31 @@ export interface AccessReviewer {
   /**
    * reviewToken: who the token belongs to, or null when the API server does
    * not authenticate it for any of the audiences (TokenReview spec.audiences).
+   * signal, when it aborts, abandons the request (the review took too long).
    */
-  reviewToken(token: string, audiences: readonly string[]): Promise<ReviewedUser | null>;
-  reviewAccess(user: ReviewedUser, attrs: ResourceAttributes): Promise<{ allowed: boolean; reason: string }>;
+  reviewToken(token: string, audiences: readonly string[], signal?: AbortSignal): Promise<ReviewedUser | null>;
+  reviewAccess(user: ReviewedUser, attrs: ResourceAttributes, signal?: AbortSignal): Promise<{ allowed: boolean; reason: string }>;
+}
+
+/**
+ * abortable makes a client-node call end its HTTP request when signal aborts:
+ * a review kproxy stopped waiting for must not keep a connection to the API
+ * server open (and a hung API server would otherwise collect one per token).
+ */
+function abortable(signal: AbortSignal | undefined): ConfigurationOptions | undefined {
+  if (!signal) return undefined;
+  return {
+    middlewareMergeStrategy: 'append',
+    middleware: [
+      {
+        pre: (ctx: RequestContext) => {
+          ctx.setSignal(signal);
+          return new Observable(Promise.resolve(ctx));
+        },
+        post: (res: ResponseContext) => new Observable(Promise.resolve(res)),
+      },
+    ],
+  };
 }
 
 /** ApiAccessReviewer sends the reviews through client-node, with kproxy's own credentials. */
@@ -51,27 +73,30 @@ export class ApiAccessReviewer implements AccessReviewer {
     this.#authz = kubeConfig.makeApiClient(AuthorizationV1Api);
   }
 
-  async reviewToken(token: string, audiences: readonly string[]): Promise<ReviewedUser | null> {
-    const res = await this.#authn.createTokenReview({ body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token, audiences: [...audiences] } } });
+  async reviewToken(token: string, audiences: readonly string[], signal?: AbortSignal): Promise<ReviewedUser | null> {
+    const res = await this.#authn.createTokenReview({ body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token, audiences: [...audiences] } } }, abortable(signal));
     const st = res.status;
     if (!st?.authenticated || !st.user?.username) return null;
     return { username: st.user.username, uid: st.user.uid, groups: st.user.groups ?? [], extra: st.user.extra, audiences: st.audiences ?? [] };
   }
 
-  async reviewAccess(user: ReviewedUser, attrs: ResourceAttributes): Promise<{ allowed: boolean; reason: string }> {
-    const res = await this.#authz.createSubjectAccessReview({
-      body: {
-        apiVersion: 'authorization.k8s.io/v1',
-        kind: 'SubjectAccessReview',
-        spec: {
-          user: user.username,
-          uid: user.uid,
-          groups: [...user.groups],
-          extra: user.extra ? Object.fromEntries(Object.entries(user.extra).map(([k, v]) => [k, [...v]])) : undefined,
-          resourceAttributes: { ...attrs },
+  async reviewAccess(user: ReviewedUser, attrs: ResourceAttributes, signal?: AbortSignal): Promise<{ allowed: boolean; reason: string }> {
+    const res = await this.#authz.createSubjectAccessReview(
+      {
+        body: {
+          apiVersion: 'authorization.k8s.io/v1',
+          kind: 'SubjectAccessReview',
+          spec: {
+            user: user.username,
+            uid: user.uid,
+            groups: [...user.groups],
+            extra: user.extra ? Object.fromEntries(Object.entries(user.extra).map(([k, v]) => [k, [...v]])) : undefined,
+            resourceAttributes: { ...attrs },
+          },
         },
       },
-    });
+      abortable(signal),
+    );
     return { allowed: res.status?.allowed === true, reason: res.status?.reason ?? '' };
   }
 }

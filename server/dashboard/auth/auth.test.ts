@@ -101,6 +101,7 @@ describe('DashboardAuth', () => {
     expect(answer.ok === false && answer.error).toMatchObject({ code: 'KPROXY_ERR_AUTH_UNAVAILABLE', statusCode: 503 });
     expect(answer.ok === false && answer.error.message).toMatch(/the TokenReview got no answer within 10 s/);
     expect(auth.failures.unavailable).toBe(1);
+    expect(r.abandoned).toBe(1);
     r.hang = false;
     expect((await auth.check('t', 'view', '10.0.0.7')).ok).toBe(true);
   });

@@ -191,7 +191,7 @@ export class DashboardAuth {
 
   async #reviewToken(reviewer: AccessReviewer, token: string): Promise<{ user: ReviewedUser | null; why: string }> {
     this.tokenReviews++;
-    const user = await this.#timed('TokenReview', reviewer.reviewToken(token, [this.audience]));
+    const user = await this.#timed('TokenReview', (signal) => reviewer.reviewToken(token, [this.audience], signal));
     if (!user) return { user: null, why: 'the API server did not authenticate the bearer token (TokenReview)' };
     // An API server that ignores audiences would authenticate any token of the user: it must say which audience it checked.
     if (!user.audiences?.includes(this.audience)) {
@@ -210,7 +210,7 @@ export class DashboardAuth {
     let pending = this.#inflightDecisions.get(key);
     if (!pending) {
       this.accessReviews++;
-      pending = this.#timed('SubjectAccessReview', reviewer.reviewAccess(user, dashboardAttributes(this.#o.nodeName, permission)))
+      pending = this.#timed('SubjectAccessReview', (signal) => reviewer.reviewAccess(user, dashboardAttributes(this.#o.nodeName, permission), signal))
         .then((r) => r.allowed)
         .finally(() => this.#inflightDecisions.delete(key));
       this.#inflightDecisions.set(key, pending);
@@ -220,14 +220,21 @@ export class DashboardAuth {
     return allowed;
   }
 
-  /** #timed rejects when the API server has not answered a review within reviewTimeoutMs. */
-  #timed<T>(what: string, review: Promise<T>): Promise<T> {
+  /**
+   * #timed rejects when the API server has not answered a review within
+   * reviewTimeoutMs, and aborts the review's request then.
+   */
+  #timed<T>(what: string, review: (signal: AbortSignal) => Promise<T>): Promise<T> {
     const ms = this.#o.reviewTimeoutMs ?? 10_000;
+    const abort = new AbortController();
     let timer: TimerHandle | null = null;
     const timeout = new Promise<never>((_resolve, reject) => {
-      timer = this.#o.clock.setTimeout(() => reject(new Error(`the ${what} got no answer within ${Math.round(ms / 1000)} s`)), ms);
+      timer = this.#o.clock.setTimeout(() => {
+        reject(new Error(`the ${what} got no answer within ${Math.round(ms / 1000)} s`));
+        abort.abort();
+      }, ms);
     });
-    return Promise.race([review, timeout]).finally(() => {
+    return Promise.race([review(abort.signal), timeout]).finally(() => {
       if (timer) this.#o.clock.clearTimeout(timer);
     });
   }
