@@ -317,12 +317,49 @@ describe('FileSource at start: synced only once every file was read', () => {
     expect(s.status()).toMatchObject({ synced: true, objects: 0 });
   });
 
-  it('an empty folder is synced as an empty cluster, with a warning', async () => {
+  it('a folder with no manifest file at start holds the sync back (a volume not filled yet), said once; a file appearing syncs it; "# nothing" is an empty cluster', async () => {
+    await writeFile(join(dir, 'notes.txt'), 'not a manifest\n');
+    const err = await source(dir)
+      .start(new Recorder())
+      .then(
+        () => null,
+        (e: unknown) => e as Error & { code: string },
+      );
+    expect(err?.code).toBe('KPROXY_ERR_SOURCE_NOT_SYNCED');
+    expect(err?.message).toMatch(/could not be read completely: folder .* holds no manifest file \(\*\.yaml, \*\.yml, \*\.json\); .*"# nothing"/);
+
+    const { FakeClock } = await import('../../clock-fake.ts');
+    const clock = new FakeClock();
     const log = new MemoryLog();
-    const s = source(dir, log);
-    await s.start(new Recorder());
+    const r = new Recorder();
+    const s = new FileSource({ path: dir, nodeName: 'node-a', clock, logger: log.logger, pollMs: 5000 });
+    await s.start(r);
+    try {
+      expect(s.status()).toMatchObject({ synced: false, waitingFor: expect.stringMatching(/holds no manifest file/), lastError: expect.stringMatching(/nothing is synced until one appears/) });
+      await clock.advanceAsync(5000);
+      await s.reloadNow();
+      expect(log.lines('warn')).toHaveLength(1);
+      expect(s.status()).toMatchObject({ synced: false, lastError: expect.stringMatching(/holds no manifest file/) });
+      expect(r.synced).toEqual([]);
+      await writeFile(join(dir, 'empty.yaml'), '# nothing\n');
+      await s.reloadNow();
+      expect(s.status()).toMatchObject({ synced: true, objects: 0 });
+      expect(s.status().lastError).toBeUndefined();
+      expect(r.synced).toEqual(['Service', 'EndpointSlice', 'Node']);
+    } finally {
+      await s.stop();
+    }
+  });
+
+  it('a folder emptied after the first sync is an empty cluster (each file deleted on purpose removes its objects)', async () => {
+    await writeFile(join(dir, 'a.yaml'), svc('web'));
+    const r = new Recorder();
+    const s = source(dir);
+    await s.start(r);
+    await unlink(join(dir, 'a.yaml'));
+    await s.reloadNow();
+    expect(r.events).toEqual(['add Service web', 'delete Service web']);
     expect(s.status()).toMatchObject({ synced: true, objects: 0 });
-    expect(log.lines('warn').join('\n')).toMatch(/no manifest files .* the cluster is empty/);
   });
 });
 

@@ -64,8 +64,9 @@ interface FileState {
  * folder of them and follows edits. It is synced, as an informer after its
  * first list, only once every manifest file it was pointed at has been read
  * successfully: a path or file that is missing, unreadable, empty, too large or
- * fails to parse at start holds kproxy back (nothing is programmed, readiness
- * says why) until it is fixed, instead of counting as an empty cluster.
+ * fails to parse at start, or a folder with no manifest file, holds kproxy back
+ * (nothing is programmed, readiness says why) until it is fixed, instead of
+ * counting as an empty cluster.
  * After that each file keeps its last good content: a file that fails to parse,
  * is refused, or is briefly empty (an editor or script in the middle of writing
  * it) changes nothing until it is valid again; a file that says it holds nothing
@@ -266,6 +267,7 @@ export class FileSource implements Source {
 
   async #readAll(): Promise<void> {
     this.#counters.reloads++;
+    const rootProblemBefore = this.#rootProblem;
     const files = await this.#listFiles();
     if (files === null) {
       const message = `${this.#rootProblem} (${this.#synced ? 'keeping the last good state' : 'nothing is synced until it can be read'})`;
@@ -284,10 +286,14 @@ export class FileSource implements Source {
       }
     }
     for (const f of [...this.#problems.keys()]) if (!present.has(f)) this.#problems.delete(f);
+    if (!this.#synced && this.#isDir && files.length === 0) {
+      this.#noManifestYet(rootProblemBefore);
+      this.#emitDiff();
+      return;
+    }
     let holdingBack = 0;
     for (const file of files) if (await this.#readFile(file)) holdingBack++;
     if (!this.#synced && holdingBack === 0) {
-      if (files.length === 0) this.#o.logger.warn(`no manifest files (*.yaml, *.yml, *.json) in ${this.#o.path}: the cluster is empty`);
       this.#synced = true;
       this.#o.logger.info('manifests read', { path: this.#o.path, files: files.length });
     }
@@ -300,6 +306,24 @@ export class FileSource implements Source {
       this.#handlers!.onSynced('EndpointSlice');
       this.#handlers!.onSynced('Node');
     }
+  }
+
+  /**
+   * #noManifestYet holds the first sync back while the folder holds no manifest
+   * file: at start that is no cluster yet (a volume not mounted or not filled,
+   * a wrong path), and syncing it would remove every Service rule of the node.
+   * A folder meant to describe no objects holds a file that says so. After the
+   * first sync, deleting every file is deleting every object, as for one file.
+   */
+  #noManifestYet(rootProblemBefore: string | undefined): void {
+    const message = `folder ${this.#o.path} holds no manifest file (*.yaml, *.yml, *.json); a folder meant to describe no objects holds a file that says so, e.g. "# nothing"`;
+    this.#rootProblem = message;
+    const full = `${message} (nothing is synced until one appears)`;
+    // The poll finds the folder empty again every few seconds: logged when it becomes so,
+    // and the error (cleared by the successful listing) stands again without a new log line.
+    if (rootProblemBefore !== message) return this.#fail(full, 'root', 'warn');
+    this.#lastError = full;
+    this.#lastErrorFile = 'root';
   }
 
   /** #readFile reads one file if it changed; it resolves true when the file has never been read successfully (it holds the first sync back). */
