@@ -51,7 +51,7 @@ export const FLAG_SPECS: readonly FlagSpec[] = [
     arg: 'file:PATH',
     group: 'Sources and node',
     run: 'source',
-    defaultText: 'Kubernetes API if configured, else file:<package>/deploy/examples/',
+    defaultText: 'the Kubernetes API (--kubeconfig or in-cluster); otherwise, with --dry-run only, the example cluster file:<package>/deploy/examples/; a real start with neither exits 1',
     help: 'read Services, EndpointSlices and Nodes from a manifest file or folder and follow its edits',
   }),
   f({
@@ -251,10 +251,16 @@ export const FLAG_SPECS: readonly FlagSpec[] = [
     kind: 'bool',
     group: 'Run modes',
     run: 'once',
-    help: 'do one full sync, print a one-line summary and exit; rules stay in place. Exit 0 on success, also when invalid objects were skipped (each is listed, the rest is programmed); 1 when the sync failed, or when a source could not be read completely (nothing is touched)',
+    help: 'do one full sync, print a one-line summary and exit; rules stay in place. Exit 0 on success, also when objects were skipped: the rest is programmed, the summary counts the invalid objects (a bad IP, a port out of range; each listed after it with why) and the manifest documents left out (another apiVersion, no name; named in the warnings); exit 1 when the sync failed, or when a source could not be read completely (the file and the error are printed, nothing is touched)',
   }),
   f({ name: 'cleanup', kind: 'bool', group: 'Run modes', run: 'cleanup', help: 'remove every rule, chain, set and table kproxy or kube-proxy created (all modes), then exit' }),
-  f({ name: 'dry-run', kind: 'bool', group: 'Run modes', run: 'dryRun', help: 'program a simulated kernel in memory instead of the host' }),
+  f({
+    name: 'dry-run',
+    kind: 'bool',
+    group: 'Run modes',
+    run: 'dryRun',
+    help: 'program a simulated kernel in memory and change nothing on the host: no rule, no sysctl, and health check node ports are simulated (shown on the dashboard), never bound',
+  }),
   f({ name: 'version', kind: 'bool', group: 'Run modes', run: 'version', help: "print kproxy's and Node's versions and exit" }),
   f({ name: 'help', short: 'h', kind: 'bool', group: 'Run modes', run: 'help', help: 'print this help and exit' }),
 ];
