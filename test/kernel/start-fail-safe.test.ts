@@ -16,7 +16,11 @@ import type { TestCluster } from './harness/topology.ts';
 /**
  * A node restarting kproxy with manifests it cannot read keeps the rules of
  * its last good run (real packets through them), whether kproxy runs as a
- * daemon or once; the daemon programs the fixed files as soon as they parse.
+ * daemon or once; the daemon programs the fixed files as soon as they parse,
+ * keeps them through a later bad edit, and removes them when the file says it
+ * holds nothing. A start with a bad config file, or with no usable source (the
+ * DaemonSet's arguments in a pod without its token), exits 1 and leaves the
+ * rules as they were.
  */
 const { a0, a1, a2 } = PODS;
 const web: ServiceSpec = { name: 'web', clusterIP: '10.96.0.10', ports: tcpPort(80) };
@@ -34,6 +38,8 @@ function breakManifests(c: TestCluster): string[] {
   for (const f of files) writeFileSync(join(c.manifests.path, f), '{ broken\n');
   return files;
 }
+
+const PARSE_ERRORS = 'kproxy_source_events_total\\{event="parse_errors",resource="",source="file"\\}';
 
 async function metric(c: TestCluster, name: string): Promise<number | null> {
   const { status, body } = await c.kproxy.curl(`http://${METRICS_ADDRESS}/metrics`);
@@ -61,7 +67,7 @@ describe.skipIf(!tiers().kernel.ok)('a start with unreadable manifests (iptables
       expect((await c.client().tcp(webTarget, 20)).backends).toEqual(['a0', 'a1']);
     }));
 
-  it('the daemon keeps the rules while the manifests cannot be read, counts the error, and programs the fixed files', () =>
+  it('the daemon keeps the rules while the manifests cannot be read, counts the error, programs the fixed files, keeps them through a later bad edit and removes them on "# nothing"', () =>
     withTestCluster(async (c) => {
       c.manifests.writeService(web, ready(a0, a1));
       await c.startKproxy('nft');
@@ -71,7 +77,7 @@ describe.skipIf(!tiers().kernel.ok)('a start with unreadable manifests (iptables
       breakManifests(c);
       c.kproxy.launch(c.kproxyOptions('nft'));
       // Started, read the files, counted the failure: and synced nothing.
-      await waitFor(async () => (await metric(c, 'kproxy_source_events_total\\{event="parse_errors",resource="",source="file"\\}')) === 2, {
+      await waitFor(async () => (await metric(c, PARSE_ERRORS)) === 2, {
         what: 'the two parse errors to be counted',
         timeoutMs: 15_000,
       });
@@ -91,6 +97,48 @@ describe.skipIf(!tiers().kernel.ok)('a start with unreadable manifests (iptables
       await waitFor(async () => (await c.client().tcp(webTarget, 30)).backends.length === 3, { what: 'the third endpoint to be programmed' });
       expect((await c.client().tcp(webTarget, 30)).backends).toEqual(['a0', 'a1', 'a2']);
       expect((await c.kproxy.curl(`http://127.0.0.1:${HEALTHZ_PORT}/readyz`)).status).toBe(200);
+
+      // A later bad edit keeps the last good state (counted); an edit that says the file holds nothing removes it.
+      const file = join(c.manifests.path, 'svc-web.json');
+      writeFileSync(file, '{ broken\n');
+      await waitFor(async () => (await metric(c, PARSE_ERRORS)) === 3, { what: 'the bad edit to be counted', timeoutMs: 15_000 });
+      expect((await c.client().tcp(webTarget, 30)).backends).toEqual(['a0', 'a1', 'a2']);
+      expect((await c.kproxy.curl(`http://127.0.0.1:${HEALTHZ_PORT}/readyz`)).status).toBe(200);
+      writeFileSync(file, '# nothing: web is gone from this node\n');
+      await waitFor(async () => !(await kubeRules(c)).some((l) => l.includes('kpt/web')), { what: "web's rules to be removed", timeoutMs: 15_000 });
+      expect(await metric(c, PARSE_ERRORS)).toBe(3);
+      expect((await c.kproxy.curl(`http://127.0.0.1:${HEALTHZ_PORT}/readyz`)).status).toBe(200);
+    }));
+});
+
+describe.skipIf(!tiers().kernel.ok)('a start with a bad config file (iptables, real packets)', () => {
+  it('the daemon exits 1 naming the field and the value, before touching anything: the manifests changed since the last run, and the rules did not', () =>
+    withTestCluster(async (c) => {
+      c.manifests.writeService(web, ready(a0, a1));
+      expect((await c.kproxy.command(['--once', ...kproxyArgs(c.kproxyOptions('nft'))])).code).toBe(0);
+      const before = await kubeRules(c);
+      // A run that synced would program the third endpoint.
+      c.manifests.writeService(web, ready(a0, a1, a2));
+      const dir = mkdtempSync(join(tmpdir(), `kpt-${process.pid}-config-`));
+      try {
+        const head = 'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: iptables\niptables:\n';
+        const cases = [
+          { text: head + '  syncPeriodd: 30s\n', says: /invalid --config .*config\.yaml: unknown field "iptables\.syncPeriodd" \(line 5\)/ },
+          { text: head + '  masqueradeBit: 40\n', says: /iptables\.masqueradeBit: Invalid value: 40: must be within the range \[0, 31\]/ },
+        ];
+        for (const { text, says } of cases) {
+          const config = join(dir, 'config.yaml');
+          writeFileSync(config, text);
+          const r = await c.kproxy.command([...kproxyArgs(c.kproxyOptions('nft')), '--config', config]);
+          expect(r.code).toBe(1);
+          expect(r.stderr).toMatch(says);
+          expect(r.stdout).toBe('');
+          expect(await kubeRules(c)).toEqual(before);
+          expect((await c.client().tcp(webTarget, 20)).backends).toEqual(['a0', 'a1']);
+        }
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
     }));
 });
 
