@@ -1,7 +1,7 @@
 import { assembleDaemon, type Assembled } from './assemble.ts';
 import { loadConfiguration, type LoadedConfiguration } from './config/load.ts';
 import { usage } from './config/flags.ts';
-import { errorMessage, isKproxyError, ListenFailedError, SourceNotSyncedError } from './errors.ts';
+import { errorMessage, isKproxyError, ListenFailedError, NodeNotFoundError, SourceNotSyncedError } from './errors.ts';
 import { realClock } from './clock.ts';
 import { ApiEventSink } from './events/event-sink.ts';
 import { nodeReference, recordStarting } from './events/event-recorder.ts';
@@ -96,7 +96,7 @@ async function once(loaded: LoadedConfiguration, a: Assembled, logger: Logger): 
     rec = await a.daemon.once();
   } catch (err) {
     await a.daemon.stop();
-    if (err instanceof SourceNotSyncedError) {
+    if (err instanceof SourceNotSyncedError || err instanceof NodeNotFoundError) {
       // Nothing was programmed: say so on stdout too, where a script reads --once's summary.
       process.stdout.write(`kproxy: nothing synced, the kernel was not touched: ${errorMessage(err)}\n`);
       return 1;

@@ -7,7 +7,10 @@ import { Daemon } from './daemon.ts';
 import { MemoryEventRecorder } from './events/memory-event-recorder.ts';
 import { MemoryLog } from './log.ts';
 import { harness, testConfig } from './proxy/iptables/testing.ts';
+import { makeService, makeSlice, ep } from './proxy/testing.ts';
+import type { ChangeHandlers } from './proxy/proxy-state.ts';
 import { FileSource } from './sources/file/file-source.ts';
+import type { Source, SourceStatus } from './sources/source.ts';
 
 const run: RunOptions = {
   configFile: null,
@@ -73,5 +76,82 @@ describe('Daemon.once', () => {
     expect(kernel.callsOf('iptables-restore')).not.toHaveLength(0);
     expect(await kernel.save({})).toMatch(/ns\/web:http has no endpoints/);
     expect([...daemon.state.invalid.values()]).toEqual([expect.stringMatching(/^Service ns\/bad: .*"10\.96\.0\.300"/)]);
+  });
+});
+
+/** ApiLikeSource stands for the Kubernetes source: the test delivers its lists, one kind at a time. */
+class ApiLikeSource implements Source {
+  handlers: ChangeHandlers | null = null;
+  async start(handlers: ChangeHandlers): Promise<void> {
+    this.handlers = handlers;
+  }
+  async stop(): Promise<void> {}
+  status(): SourceStatus {
+    return { kind: 'kubernetes', description: 'https://10.0.0.1:6443', synced: true, objects: 0, counters: {} };
+  }
+  /** listServices delivers one Service with its endpoints, and says both lists are complete. */
+  listServices(): void {
+    const h = this.handlers!;
+    h.onService(null, makeService('ns', 'web', { clusterIP: '10.96.0.10', ports: [{ name: 'http', port: 80, protocol: 'TCP' }] }));
+    h.onEndpointSlice(null, makeSlice('ns', 'web', 'web-1', [ep('10.244.0.5', { nodeName: 'node-a' })], [{ name: 'http', port: 8080, protocol: 'TCP' }]));
+    h.onSynced('Service');
+    h.onSynced('EndpointSlice');
+  }
+}
+
+function apiDaemon(source: ApiLikeSource) {
+  const log = new MemoryLog();
+  const h = harness({ logger: log.logger });
+  const events = new MemoryEventRecorder({ clock: h.clock, logger: log.logger });
+  const daemon = new Daemon({ config: testConfig(), run, nodeName: 'node-a', logger: log.logger, clock: h.clock, backend: h.backend, source, events });
+  return { daemon, log, ...h };
+}
+
+describe("Daemon and this node's Node (Kubernetes source)", () => {
+  it('--once waits for the Node list before the one sync, then programs with it', async () => {
+    const source = new ApiLikeSource();
+    const { daemon, kernel } = apiDaemon(source);
+    let done = false;
+    const once = daemon.once().finally(() => (done = true));
+    await Promise.resolve();
+    source.listServices();
+    await new Promise((r) => setTimeout(r, 20));
+    // Services and EndpointSlices are listed, the Node is not: nothing is programmed yet.
+    expect(done).toBe(false);
+    expect(kernel.calls).toEqual([]);
+    source.handlers!.onNode(null, { apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-a' }, spec: { podCIDR: '10.244.0.0/24' } });
+    source.handlers!.onSynced('Node');
+    expect((await once).ok).toBe(true);
+    expect(daemon.state.node).toMatchObject({ known: true, podCIDRs: ['10.244.0.0/24'] });
+    expect(await kernel.save({})).toMatch(/ns\/web:http/);
+  });
+
+  it('--once with no Node by this name fails naming it, before touching anything', async () => {
+    const source = new ApiLikeSource();
+    const { daemon, kernel, sysctl } = apiDaemon(source);
+    const once = daemon.once();
+    await Promise.resolve();
+    source.listServices();
+    source.handlers!.onSynced('Node');
+    await expect(once).rejects.toMatchObject({
+      code: 'KPROXY_ERR_NODE_NOT_FOUND',
+      message: "Node node-a not found in the cluster (check --hostname-override): which endpoints are local, and the node's addresses, are unknown",
+    });
+    expect(kernel.calls).toEqual([]);
+    expect(sysctl.writes).toEqual([]);
+  });
+
+  it('the daemon says so in its log once the Nodes are listed, and proxies on', async () => {
+    const source = new ApiLikeSource();
+    const { daemon, log } = apiDaemon(source);
+    await daemon.start();
+    try {
+      source.listServices();
+      source.handlers!.onSynced('Node');
+      await Promise.resolve();
+      expect(log.lines('warn')).toContainEqual(expect.stringMatching(/Node node-a not found in the cluster \(check --hostname-override\)/));
+    } finally {
+      await daemon.stop();
+    }
   });
 });

@@ -1,10 +1,11 @@
 import { realClock, type Clock } from './clock.ts';
 import { modeSettings } from './config/modes.ts';
 import type { ProxyConfig, RunOptions } from './config/types.ts';
-import { errorMessage } from './errors.ts';
+import { errorMessage, NodeNotFoundError } from './errors.ts';
 import { nodeReference, type EventRecorder } from './events/event-recorder.ts';
 import type { Logger } from './log.ts';
 import type { Backend } from './proxy/backend.ts';
+import { nodeNotFound } from './proxy/node-info.ts';
 import { ProxyState } from './proxy/proxy-state.ts';
 import { SyncLoop, type SyncObserver, type SyncRecord } from './proxy/sync-loop.ts';
 import type { Source } from './sources/source.ts';
@@ -22,6 +23,9 @@ export interface DaemonParts {
   events: EventRecorder;
   observers?: SyncObserver[];
 }
+
+/** ALL_KINDS: every list a source delivers. */
+const ALL_KINDS = ['Service', 'EndpointSlice', 'Node'] as const;
 
 /** FAILURES_BEFORE_EVENT: consecutive failed syncs (the first try plus retries) before a Warning Event. */
 export const FAILURES_BEFORE_EVENT = 3;
@@ -102,18 +106,30 @@ export class Daemon {
   async start(): Promise<void> {
     await this.backend.init?.();
     this.loop.start();
+    void this.state.whenListed(ALL_KINDS).then(() => {
+      // The daemon proxies on without its Node (locality unknown); /readyz stays 503 and says why.
+      if (this.#nodeMissing()) this.logger.warn(nodeNotFound(this.nodeName));
+    });
     await this.source.start(this.state);
+  }
+
+  /** #nodeMissing: the API server listed the Nodes and none has this node's name (manifests need not describe Nodes). */
+  #nodeMissing(): boolean {
+    return this.source.status().kind === 'kubernetes' && !this.state.node.known;
   }
 
   /**
    * once reads the source, runs one full sync and returns its record; rules stay
    * in place. The source is read before the backend touches anything: a source
-   * that cannot be read completely (SourceNotSyncedError from start) leaves the
-   * host exactly as it was.
+   * that cannot be read completely (SourceNotSyncedError from start), or an API
+   * server with no Node by this node's name (NodeNotFoundError), leaves the host
+   * exactly as it was.
    */
   async once(): Promise<SyncRecord> {
     await this.source.start(this.state);
-    await this.state.whenReady();
+    // The one sync must know this node's Node (its zone, pod CIDR and addresses): all three lists first.
+    await this.state.whenListed(ALL_KINDS);
+    if (this.#nodeMissing()) throw new NodeNotFoundError(nodeNotFound(this.nodeName));
     await this.backend.init?.();
     return this.loop.syncOnce();
   }

@@ -74,6 +74,8 @@ export const EventRecordError = define('KPROXY_ERR_EVENT_RECORD');
 export const FileSourceError = define('KPROXY_ERR_FILE_SOURCE');
 /** SourceNotSyncedError: a source never read completely (--once exits 1 with it, touching nothing). */
 export const SourceNotSyncedError = define('KPROXY_ERR_SOURCE_NOT_SYNCED');
+/** NodeNotFoundError: the API server has no Node by this node's name (--once exits 1 with it, touching nothing). */
+export const NodeNotFoundError = define('KPROXY_ERR_NODE_NOT_FOUND');
 
 // --- kernel runners
 export const CommandFailedError = define('KPROXY_ERR_COMMAND_FAILED');

@@ -23,6 +23,15 @@ export function unknownNode(name: string): NodeInfo {
   return { name, known: false, labels: {}, zone: '', deleting: false, toBeDeleted: false, podCIDRs: [], addresses: [] };
 }
 
+/**
+ * nodeNotFound says that no Node has this node's name, once the API server listed
+ * them: a mistyped or defaulted node name (kube-proxy waits for its Node, then
+ * fails to start). /readyz and --once say it.
+ */
+export function nodeNotFound(name: string): string {
+  return `Node ${name} not found in the cluster (check --hostname-override): which endpoints are local, and the node's addresses, are unknown`;
+}
+
 /** nodeInfoFromNode reads a Node object; malformed fields are dropped rather than fatal. */
 export function nodeInfoFromNode(name: string, node: Node | null): NodeInfo {
   if (!node) return unknownNode(name);

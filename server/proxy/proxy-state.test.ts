@@ -30,6 +30,21 @@ describe('ProxyState', () => {
     expect(ready).toBe(true);
   });
 
+  it('says when given lists have all arrived (--once waits for the Node as well)', async () => {
+    const { state } = setup();
+    let listed = false;
+    void state.whenListed(['Service', 'EndpointSlice', 'Node']).then(() => (listed = true));
+    state.onSynced('Service');
+    state.onSynced('EndpointSlice');
+    await Promise.resolve();
+    expect(state.ready).toBe(true);
+    expect(listed).toBe(false);
+    state.onSynced('Node');
+    await Promise.resolve();
+    expect(listed).toBe(true);
+    expect(state.listed(['Node'])).toBe(true);
+  });
+
   it('reports services changed by service or endpoint events since the last checkout', () => {
     const { state, events } = setup();
     state.onService(null, makeService('ns', 'a'));

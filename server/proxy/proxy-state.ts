@@ -54,6 +54,9 @@ export interface ProxyStateOptions {
   hooks?: ProxyStateHooks;
 }
 
+/** READY_KINDS: the lists a sync needs (the Node refines locality; a daemon syncs again when it arrives). */
+const READY_KINDS: readonly ObjectKind[] = ['Service', 'EndpointSlice'];
+
 /**
  * ProxyState is the single place where source events meet the proxier: it owns
  * the service and endpoints change trackers and the node, counts changes, and
@@ -73,7 +76,7 @@ export class ProxyState implements ChangeHandlers {
   #cidrs: readonly string[] = [];
   #cidrsDirty = false;
   readonly #synced = new Set<ObjectKind>();
-  #readyWaiters: (() => void)[] = [];
+  #listWaiters: { kinds: readonly ObjectKind[]; resolve: () => void }[] = [];
   /** Totals for kube-proxy's *_changes_total metrics. */
   serviceChangesTotal = 0;
   endpointChangesTotal = 0;
@@ -155,10 +158,11 @@ export class ProxyState implements ChangeHandlers {
 
   onSynced(kind: ObjectKind): void {
     this.#synced.add(kind);
-    if (this.ready) {
-      for (const w of this.#readyWaiters) w();
-      this.#readyWaiters = [];
-    }
+    this.#listWaiters = this.#listWaiters.filter((w) => {
+      if (!this.listed(w.kinds)) return true;
+      w.resolve();
+      return false;
+    });
   }
 
   #refuse(kind: ObjectKind, ref: string, error: Error, obj: KubeObject): void {
@@ -169,13 +173,23 @@ export class ProxyState implements ChangeHandlers {
 
   /** ready: Services and EndpointSlices have both been listed once (no sync before that). */
   get ready(): boolean {
-    return this.#synced.has('Service') && this.#synced.has('EndpointSlice');
+    return this.listed(READY_KINDS);
   }
 
   /** whenReady resolves once ready. */
   whenReady(): Promise<void> {
-    if (this.ready) return Promise.resolve();
-    return new Promise((resolve) => this.#readyWaiters.push(resolve));
+    return this.whenListed(READY_KINDS);
+  }
+
+  /** listed: each of these kinds has been listed once. */
+  listed(kinds: readonly ObjectKind[]): boolean {
+    return kinds.every((k) => this.#synced.has(k));
+  }
+
+  /** whenListed resolves once each of these kinds has been listed once. */
+  whenListed(kinds: readonly ObjectKind[]): Promise<void> {
+    if (this.listed(kinds)) return Promise.resolve();
+    return new Promise((resolve) => this.#listWaiters.push({ kinds, resolve }));
   }
 
   get node(): NodeInfo {

@@ -98,5 +98,7 @@ describe.skipIf(!CLI_BUILT)('/readyz through the Kubernetes source (needs npm ru
     expect(r.status).toBe(503);
     expect((r.body as Record<string, unknown>).reason).toBe("Node node-a not found in the cluster (check --hostname-override): which endpoints are local, and the node's addresses, are unknown");
     expect((await kproxy.get('/healthz')).status).toBe(200);
+    // The log says it too, where an operator looks first.
+    expect(kproxy.logs).toMatch(/W .* Node node-a not found in the cluster \(check --hostname-override\)/);
   });
 });

@@ -1,5 +1,5 @@
 import type { SourceStatus } from '../../sources/source.ts';
-import type { NodeInfo } from '../node-info.ts';
+import { nodeNotFound, type NodeInfo } from '../node-info.ts';
 import type { SyncRecord } from '../sync-loop.ts';
 import type { ProxyHealth } from './proxy-health.ts';
 
@@ -63,7 +63,7 @@ export class ProxyReadiness {
     if (src.kind === 'kubernetes' && !node.known) {
       // kube-proxy waits for its Node before it proxies at all; kproxy keeps Services
       // working, but a node name that matches no Node is a bad configuration to stop a rollout on.
-      return src.synced ? `Node ${node.name} not found in the cluster (check --hostname-override): which endpoints are local, and the node's addresses, are unknown` : waiting;
+      return src.synced ? nodeNotFound(node.name) : waiting;
     }
     const { health } = this.#o;
     if (!health.health().healthy) return `not healthy: a change has waited more than ${Math.round(health.healthTimeoutMs / 1000)} s without a successful sync`;
