@@ -77,9 +77,9 @@ execFileSync(`iptables-${flavor}`, ['-t', 'nat', '-X', 'KPT-HOLDER']);
 const recovered = brief(await backend.sync({ state: state.checkout(), forceFull: false }));
 const afterRecovered = save();
 
-const cleanup = await cleanupIptables({ runners: [runner], logger: createLogger({ write: () => {} }), nftExec: null });
+const cleanup = await cleanupIptables({ runners: [runner], logger: createLogger({ write: () => {} }) });
 const afterCleanup = save();
-const cleanupAgain = await cleanupIptables({ runners: [runner], logger: createLogger({ write: () => {} }), nftExec: null });
+const cleanupAgain = await cleanupIptables({ runners: [runner], logger: createLogger({ write: () => {} }) });
 
 process.stdout.write(
   JSON.stringify({

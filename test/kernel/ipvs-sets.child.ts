@@ -81,7 +81,7 @@ for (const s of [state, twinState]) {
 const partial = await step(false);
 
 // Cleanup: the iptables rules first (they match the sets), then the sets.
-const iptablesCleanup = await cleanupIptables({ runners: [iptables], logger, nftExec: null });
+const iptablesCleanup = await cleanupIptables({ runners: [iptables], logger });
 const ipvsCleanup = await cleanupIpvs({ ipvs, ipset, netlink, logger });
 const again = await cleanupIpvs({ ipvs, ipset, netlink, logger });
 const afterCleanup = { sets: saveSets(), rules: saveRules() };

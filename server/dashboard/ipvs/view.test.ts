@@ -172,7 +172,7 @@ describe('IPVS kernel view: drift', () => {
     const { h } = await synced();
     const before = h.view.intendedVersion();
     // As the daemon's cleanup does: the rules first (they hold the sets), then IPVS objects.
-    await cleanupIptables({ runners: [h.iptables], logger: silentLogger, nftExec: null });
+    await cleanupIptables({ runners: [h.iptables], logger: silentLogger });
     await h.backend.cleanup();
     expect(h.view.intendedVersion()).toBeGreaterThan(before);
     const intended = (await h.view.intended())!;

@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import type { ExecFn } from '../../kernel/exec.ts';
 import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
 import { silentLogger } from '../../log.ts';
 import { ep, makeService, makeSlice } from '../testing.ts';
@@ -40,7 +39,7 @@ describe('cleanup (--cleanup)', () => {
   it('removes every KUBE- chain and the jumps into them, in every table, and nothing else', async () => {
     const k = await programmed();
     await addForeignRules(k);
-    const result = await cleanupIptables({ runners: [k], logger: silentLogger, nftExec: null });
+    const result = await cleanupIptables({ runners: [k], logger: silentLogger });
     expect(result.errors).toEqual([]);
     expect(kubeChains(k)).toEqual([]);
     for (const t of ['filter', 'nat']) for (const c of k.chains(t)) for (const r of k.rules(t, c)) expect(r).not.toContain('KUBE-');
@@ -55,8 +54,8 @@ describe('cleanup (--cleanup)', () => {
 
   it('is idempotent', async () => {
     const k = await programmed();
-    await cleanupIptables({ runners: [k], logger: silentLogger, nftExec: null });
-    const again = await cleanupIptables({ runners: [k], logger: silentLogger, nftExec: null });
+    await cleanupIptables({ runners: [k], logger: silentLogger });
+    const again = await cleanupIptables({ runners: [k], logger: silentLogger });
     expect(again).toEqual({ removed: {}, errors: [] });
     expect(cleanupSummary(again)).toBe('nothing to remove');
   });
@@ -64,26 +63,18 @@ describe('cleanup (--cleanup)', () => {
   it('leaves kubelet its own chains (and its KUBE-FIREWALL) while kubelet manages the node', async () => {
     const k = await programmed();
     await k.restore('*mangle\n:KUBE-KUBELET-CANARY - [0:0]\n:KUBE-IPTABLES-HINT - [0:0]\nCOMMIT\n');
-    await cleanupIptables({ runners: [k], logger: silentLogger, nftExec: null });
+    await cleanupIptables({ runners: [k], logger: silentLogger });
     expect(kubeChains(k).sort()).toEqual(['filter/KUBE-FIREWALL', 'mangle/KUBE-IPTABLES-HINT', 'mangle/KUBE-KUBELET-CANARY']);
     expect(k.rules('filter', 'INPUT')).toEqual(['-j KUBE-FIREWALL']);
   });
 
-  it('cleans every flavour and family it is given and kube-proxy nftables tables', async () => {
+  it('cleans every flavour and family it is given', async () => {
     const legacy = await programmed(new SimulatedIptables({ flavor: 'legacy' }));
     const nft6 = new SimulatedIptables({ flavor: 'nft', family: 'IPv6' });
     await nft6.restore('*nat\n:KUBE-SERVICES - [0:0]\n-A OUTPUT -j KUBE-SERVICES\nCOMMIT\n');
-    const nftCalls: string[] = [];
-    const nftExec: ExecFn = async (file, args) => {
-      nftCalls.push([file, ...args].join(' '));
-      if (args[0] === 'list') return { code: 0, stdout: 'table inet filter\ntable ip kube-proxy\ntable ip6 kube-proxy\n', stderr: '' };
-      return { code: 0, stdout: '', stderr: '' };
-    };
-    const result = await cleanupIptables({ runners: [legacy, nft6], logger: silentLogger, nftExec });
+    await cleanupIptables({ runners: [legacy, nft6], logger: silentLogger });
     expect(kubeChains(legacy)).toEqual([]);
     expect(kubeChains(nft6)).toEqual([]);
-    expect(result.removed.nftables).toBe(2);
-    expect(nftCalls).toEqual(['nft list tables', 'nft delete table ip kube-proxy', 'nft delete table ip6 kube-proxy']);
   });
 
   it('reports a table it could not clean and carries on with the others', async () => {
@@ -93,7 +84,7 @@ describe('cleanup (--cleanup)', () => {
       if (input.startsWith('*nat')) throw new Error('xtables lock held');
       return restore(input, opts);
     };
-    const result = await cleanupIptables({ runners: [k], logger: silentLogger, nftExec: null });
+    const result = await cleanupIptables({ runners: [k], logger: silentLogger });
     expect(result.errors.map((e) => e.message)).toEqual([expect.stringMatching(/removing chains from table nat failed: xtables lock held/)]);
     expect(k.chains('filter').filter((c) => c.startsWith('KUBE-'))).toEqual([]);
     expect(result.removed.filter).toBeGreaterThan(0);

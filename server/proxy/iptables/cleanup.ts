@@ -1,4 +1,4 @@
-import { CleanupFailedError, CommandNotFoundError, errorMessage, type KproxyError } from '../../errors.ts';
+import { CleanupFailedError, errorMessage, type KproxyError } from '../../errors.ts';
 import { execFile, type ExecFn } from '../../kernel/exec.ts';
 import { createIptablesRunner, type IptablesFlavor, type IptablesRunner } from '../../kernel/iptables.ts';
 import { KUBELET_HINT_CHAINS, legacyTablesLoaded } from '../../kernel/iptables-flavor.ts';
@@ -20,8 +20,6 @@ export interface CleanupOptions {
   /** runners: one per (flavour, family) to clean; see cleanupRunners(). */
   runners: readonly IptablesRunner[];
   logger: Logger;
-  /** nftExec runs `nft` to delete kube-proxy's nftables tables; null skips that step. */
-  nftExec?: ExecFn | null;
 }
 
 /** TablePlan is what cleanup removes from one table. */
@@ -73,10 +71,9 @@ function label(r: IptablesRunner): string {
 
 /**
  * cleanupIptables removes kproxy's and kube-proxy's iptables objects through
- * every runner given (all tables), then kube-proxy's nftables tables
- * ("ip kube-proxy", "ip6 kube-proxy"). It is idempotent: a second run finds
+ * every runner given (all tables). It is idempotent: a second run finds
  * nothing. removed counts chains plus rules per table name ("nat", "filter",
- * "mangle"...) summed over flavours and families, and "nftables" tables.
+ * "mangle"...) summed over flavours and families.
  */
 export async function cleanupIptables(opts: CleanupOptions): Promise<CleanupResult> {
   const removed: Record<string, number> = {};
@@ -102,42 +99,7 @@ export async function cleanupIptables(opts: CleanupOptions): Promise<CleanupResu
       }
     }
   }
-  if (opts.nftExec !== null) {
-    const exec = opts.nftExec ?? execFile;
-    try {
-      add('nftables', await cleanupNftablesTables(exec, opts.logger));
-    } catch (err) {
-      errors.push(new CleanupFailedError(`removing kube-proxy's nftables tables failed: ${errorMessage(err)}`, { cause: err }));
-    }
-  }
   return { removed, errors };
-}
-
-/** KUBE_PROXY_NFT_TABLES are kube-proxy's nftables-mode tables ("family name"). */
-export const KUBE_PROXY_NFT_TABLES = ['ip kube-proxy', 'ip6 kube-proxy'];
-
-/** cleanupNftablesTables deletes kube-proxy's nftables tables if present; returns how many. */
-export async function cleanupNftablesTables(exec: ExecFn, logger: Logger): Promise<number> {
-  let res;
-  try {
-    res = await exec('nft', ['list', 'tables'], { timeoutMs: 30_000 });
-  } catch (err) {
-    // No nft binary: there can be no nftables-mode tables to remove either.
-    if (err instanceof CommandNotFoundError) return 0;
-    throw err;
-  }
-  if (res.code !== 0) throw new CleanupFailedError(`nft list tables failed (exit ${res.code}): ${res.stderr.trim()}`);
-  const present = new Set(res.stdout.split('\n').map((l) => l.trim().replace(/^table\s+/, '')));
-  let n = 0;
-  for (const t of KUBE_PROXY_NFT_TABLES) {
-    if (!present.has(t)) continue;
-    const [family, name] = t.split(' ');
-    const del = await exec('nft', ['delete', 'table', family, name], { timeoutMs: 30_000 });
-    if (del.code !== 0) throw new CleanupFailedError(`nft delete table ${t} failed (exit ${del.code}): ${del.stderr.trim()}`);
-    logger.info('removed nftables table', { table: t });
-    n++;
-  }
-  return n;
 }
 
 /**

@@ -34,6 +34,7 @@ describe('host wiring', () => {
 
   it('--cleanup sweeps every flavour and family that exists, and the nftables tables', async () => {
     const restored: string[] = [];
+    const nftInput: string[] = [];
     const exec: ExecFn = async (file, args, opts) => {
       if (file.startsWith('ip6tables')) throw new CommandNotFoundError(`${file} is not installed`);
       if (args[0] === '--version') return { code: 0, stdout: `${file} v1.8.9 (nf_tables)`, stderr: '' };
@@ -42,7 +43,14 @@ describe('host wiring', () => {
         restored.push(String(opts?.stdin));
         return { code: 0, stdout: '', stderr: '' };
       }
-      if (file === 'nft') return { code: 0, stdout: args[0] === 'list' ? 'table ip kube-proxy\n' : '', stderr: '' };
+      if (file === 'nft' && args.join(' ') === '-j list tables') {
+        const tables = [{ table: { family: 'ip', name: 'kube-proxy', handle: 1 } }, { table: { family: 'ip', name: 'filter', handle: 2 } }];
+        return { code: 0, stdout: JSON.stringify({ nftables: [{ metainfo: { version: '1.0.6', json_schema_version: 1 } }, ...tables] }), stderr: '' };
+      }
+      if (file === 'nft' && args.join(' ') === '-f -') {
+        nftInput.push(String(opts?.stdin));
+        return { code: 0, stdout: '', stderr: '' };
+      }
       return { code: 1, stdout: '', stderr: `unexpected ${file}` };
     };
     const result = await cleanupIptablesHost({ logger: silentLogger, exec, exists: () => false });
@@ -50,5 +58,7 @@ describe('host wiring', () => {
     // One chain and the one rule jumping to it.
     expect(result.removed).toEqual({ nat: 2, nftables: 1 });
     expect(restored).toEqual(['*nat\n:KUBE-SERVICES - [0:0]\n-D PREROUTING -j KUBE-SERVICES\n-X KUBE-SERVICES\nCOMMIT\n']);
+    // Through nftables mode's own cleanup: kube-proxy's table only, someone else's stays.
+    expect(nftInput).toEqual(['delete table ip kube-proxy\n']);
   });
 });

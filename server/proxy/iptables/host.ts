@@ -8,12 +8,15 @@ import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
 import { resolveIptablesFlavor, type FlavorChoice, type FlavorDecision } from '../../kernel/iptables-flavor.ts';
 import { hostInterfaces } from '../../kernel/netif.ts';
 import { createNfacctRunner, type NfacctRunner } from '../../kernel/nfacct.ts';
+import { createNftRunner } from '../../kernel/nft.ts';
 import { SimulatedSysctl } from '../../kernel/sysctl-simulated.ts';
 import { procSysctl } from '../../kernel/sysctl.ts';
 import type { Logger } from '../../log.ts';
 import type { CleanupResult } from '../backend.ts';
 import type { IPFamily } from '../../net/ip.ts';
 import type { PacketCounters } from '../metrics/kube-proxy-metrics.ts';
+import { mergeCleanup } from '../ipvs/host.ts';
+import { cleanupNftablesLeftovers } from '../nftables/cleanup.ts';
 import { cleanupIptables, cleanupRunners } from './cleanup.ts';
 import { NO_NFACCT, setupNfacctCounters } from './nfacct.ts';
 import { createIptablesBackend, SYSCTL_ROUTE_LOCALNET, SYSCTL_TCP_BE_LIBERAL, type IptablesBackend } from './proxier.ts';
@@ -91,8 +94,10 @@ export async function createHostIptablesBackend(opts: HostIptablesOptions): Prom
     logger: opts.logger,
     // The dashboard's cleanup action removes what kproxy made in the flavour it uses;
     // --cleanup (cleanupIptablesHost) sweeps every flavour and family.
-    cleanup: () => cleanupIptables({ runners: [runner], logger: log, nftExec: null }),
+    cleanup: () => cleanupIptables({ runners: [runner], logger: log }),
     nfacct: nfacct.rules,
+    // Taking over from kube-proxy's (or kproxy's) nftables mode: its tables go once this mode's rules serve.
+    ...(opts.dryRun ? {} : { afterFirstSync: () => cleanupNftablesLeftovers({ runner: createNftRunner({ exec }), logger: log }) }),
   });
   return { backend, decision, kernel, packetCounters: nfacct.read };
 }
@@ -100,10 +105,12 @@ export async function createHostIptablesBackend(opts: HostIptablesOptions): Prom
 /**
  * cleanupIptablesHost is --cleanup for iptables: every KUBE- chain and jump
  * rule in every table, in both flavours (legacy only where its tables exist)
- * and both families, plus kube-proxy's nftables tables. Idempotent.
+ * and both families, plus kube-proxy's nftables tables (nftables mode's own
+ * cleanup, as the iptables mode runs it after its first sync). Idempotent.
  */
 export async function cleanupIptablesHost(opts: { logger: Logger; exec?: ExecFn; exists?: (path: string) => boolean }): Promise<CleanupResult> {
   const exec = opts.exec ?? execFile;
-  const runners = await cleanupRunners(exec, opts.exists);
-  return cleanupIptables({ runners, logger: opts.logger.child('cleanup'), nftExec: exec });
+  const logger = opts.logger.child('cleanup');
+  const iptables = await cleanupIptables({ runners: await cleanupRunners(exec, opts.exists), logger });
+  return mergeCleanup(iptables, await cleanupNftablesLeftovers({ runner: createNftRunner({ exec }), logger }));
 }

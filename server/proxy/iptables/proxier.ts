@@ -9,6 +9,7 @@ import { ensureSysctl, sysctlInt, type Sysctl } from '../../kernel/sysctl.ts';
 import type { Logger } from '../../log.ts';
 import type { Backend, BackendSyncInput, BackendSyncResult, CleanupResult } from '../backend.ts';
 import type { Endpoint } from '../endpoint.ts';
+import { FirstSyncHousekeeping } from '../first-sync-housekeeping.ts';
 import type { IPFamily } from '../../net/ip.ts';
 import { localDetectorFor } from '../local-detector.ts';
 import { NodePortAddresses } from '../node-port-addresses.ts';
@@ -38,6 +39,11 @@ export interface IptablesBackendOptions {
   logger: Logger;
   /** cleanup removes kproxy's iptables objects everywhere (see cleanup.ts); default: this runner's only. */
   cleanup?: () => Promise<CleanupResult>;
+  /**
+   * afterFirstSync runs once, after the first successful sync (host.ts: the
+   * nftables mode's tables are removed then, when this mode's rules serve).
+   */
+  afterFirstSync?: () => Promise<unknown>;
   /** canaryIntervalMs: how often watchTampering polls the canary chain; default 1000. */
   canaryIntervalMs?: number;
   /** nfacct: the nfacct counters exist, so kube-proxy's two nfacct rules are written; default none. */
@@ -159,11 +165,13 @@ class IptablesProxier implements IptablesBackend {
   #sortedIds: string[] = [];
   #lastApplied: string | null = null;
   #lastFailed: FailedBatch | null = null;
+  readonly #housekeeping: FirstSyncHousekeeping;
 
   constructor(opts: IptablesBackendOptions) {
     this.#o = opts;
     this.runner = opts.runner;
     this.#log = opts.logger.child('iptables');
+    this.#housekeeping = new FirstSyncHousekeeping(opts.afterFirstSync, this.#log, opts.clock);
     this.#rulesPerCommit = opts.rulesPerCommit ?? (opts.runner.flavor === 'nft' ? NFT_RULES_PER_COMMIT : Infinity);
     this.#inPlaceEdits = opts.inPlaceEdits ?? true;
     const npa = opts.config.nodePortAddresses;
@@ -202,7 +210,7 @@ class IptablesProxier implements IptablesBackend {
       return this.#o.cleanup();
     }
     this.#needFull = true;
-    return cleanupIptables({ runners: [this.runner], logger: this.#log, nftExec: null });
+    return cleanupIptables({ runners: [this.runner], logger: this.#log });
   }
 
   async #context(state: StateCheckout): Promise<BuildContext> {
@@ -301,9 +309,11 @@ class IptablesProxier implements IptablesBackend {
       this.metrics.noLocalEndpointsInternal = built.noLocalInternal;
       this.metrics.noLocalEndpointsExternal = built.noLocalExternal;
       for (const w of built.warnings) this.#log.warn(w);
+      // Not programming: kept out of this sync's build and kernel times.
+      const housekeepingMs = await this.#housekeeping.afterSuccessfulSync();
       return {
         full,
-        buildMs: Math.max(0, clock.monotonic() - t0 - ioMs),
+        buildMs: Math.max(0, clock.monotonic() - t0 - ioMs - housekeepingMs),
         applyMs: ioMs,
         linesWritten: built.lines,
         bytesWritten: Buffer.byteLength(built.text),

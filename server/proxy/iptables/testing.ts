@@ -47,7 +47,16 @@ export interface Harness {
 
 /** harness builds an iptables backend over the simulated kernel. */
 export function harness(
-  opts: { config?: ProxyConfig; nodeName?: string; kernel?: SimulatedIptables; logger?: Logger; nfacct?: boolean; rulesPerCommit?: number; inPlaceEdits?: boolean } = {},
+  opts: {
+    config?: ProxyConfig;
+    nodeName?: string;
+    kernel?: SimulatedIptables;
+    logger?: Logger;
+    nfacct?: boolean;
+    rulesPerCommit?: number;
+    inPlaceEdits?: boolean;
+    afterFirstSync?: () => Promise<unknown>;
+  } = {},
 ): Harness {
   const kernel = opts.kernel ?? new SimulatedIptables();
   const sysctl = new SimulatedSysctl({ [SYSCTL_ROUTE_LOCALNET]: '0', [SYSCTL_TCP_BE_LIBERAL]: '0' });
@@ -65,6 +74,7 @@ export function harness(
     ...(opts.nfacct ? { nfacct: { ctStateInvalid: true, localhostNodePorts: true } } : {}),
     ...(opts.rulesPerCommit ? { rulesPerCommit: opts.rulesPerCommit } : {}),
     ...(opts.inPlaceEdits !== undefined ? { inPlaceEdits: opts.inPlaceEdits } : {}),
+    afterFirstSync: opts.afterFirstSync,
   });
   return { backend, kernel, sysctl, netif, clock };
 }

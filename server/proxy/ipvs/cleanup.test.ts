@@ -28,7 +28,7 @@ describe('IPVS cleanup', () => {
     await h.ipset.restore(
       'create KUBE-6-CLUSTER-IP hash:ip,port family inet6 hashsize 1024 maxelem 65536\ncreate KUBE-NODE-PORT-SCTP bitmap:port range 0-65535\ncreate other-software hash:ip family inet hashsize 1024 maxelem 65536\n',
     );
-    const iptables = await cleanupIptables({ runners: [h.iptables], logger: silentLogger, nftExec: null });
+    const iptables = await cleanupIptables({ runners: [h.iptables], logger: silentLogger });
     expect(iptables.errors).toEqual([]);
     const r = await cleanupIpvs({ ipvs: h.ipvs, ipset: h.ipset, netlink: h.netlink, logger: silentLogger, excludeCIDRs: [parseCIDR('172.16.0.0/12')!] });
     expect(r.errors).toEqual([]);

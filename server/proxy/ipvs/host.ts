@@ -13,6 +13,7 @@ import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
 import { formatIptablesSave } from '../../kernel/iptables-save-parser.ts';
 import { resolveIptablesFlavor, type FlavorChoice, type FlavorDecision } from '../../kernel/iptables-flavor.ts';
 import { createNetlink, NetlinkBatch, type Netlink } from '../../kernel/netlink.ts';
+import { createNftRunner } from '../../kernel/nft.ts';
 import { SimulatedNetlink } from '../../kernel/netlink-simulated.ts';
 import { SimulatedSysctl } from '../../kernel/sysctl-simulated.ts';
 import { procSysctl, type Sysctl } from '../../kernel/sysctl.ts';
@@ -20,6 +21,7 @@ import type { Logger } from '../../log.ts';
 import type { CleanupResult } from '../backend.ts';
 import { parseCIDR, type CIDR, type IPFamily } from '../../net/ip.ts';
 import { cleanupIptables } from '../iptables/cleanup.ts';
+import { cleanupNftablesLeftovers } from '../nftables/cleanup.ts';
 import { cleanupIpvs } from './cleanup.ts';
 import { DUMMY_DEVICE } from './names.ts';
 import { createIpvsBackend, type IpvsBackend } from './proxier.ts';
@@ -109,10 +111,12 @@ export async function createHostIpvsBackend(opts: HostIpvsOptions): Promise<Host
     simulated: opts.dryRun,
     // The dashboard's cleanup action: this mode's iptables rules first (they match the sets), then IPVS objects.
     cleanup: async () => {
-      const a = await cleanupIptables({ runners: [iptables], logger: log, nftExec: null });
+      const a = await cleanupIptables({ runners: [iptables], logger: log });
       const b = await cleanupIpvs({ ipvs, ipset, netlink, logger: log, excludeCIDRs });
       return mergeCleanup(a, b);
     },
+    // Taking over from kube-proxy's (or kproxy's) nftables mode: its tables go once this mode's objects serve.
+    ...(opts.dryRun ? {} : { afterFirstSync: () => cleanupNftablesLeftovers({ runner: createNftRunner({ exec }), logger: log }) }),
   });
   return { backend, decision, kernel };
 }

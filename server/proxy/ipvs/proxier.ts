@@ -12,6 +12,7 @@ import { ensureSysctl, type Sysctl } from '../../kernel/sysctl.ts';
 import type { Logger } from '../../log.ts';
 import type { Backend, BackendSyncInput, BackendSyncResult, CleanupResult } from '../backend.ts';
 import type { Endpoint } from '../endpoint.ts';
+import { FirstSyncHousekeeping } from '../first-sync-housekeeping.ts';
 import { cidrContains, isLoopbackIP, parseCIDR, type CIDR, type IPFamily } from '../../net/ip.ts';
 import { startCanaryMonitor } from '../iptables/canary-monitor.ts';
 import { ensureJumpRules } from '../iptables/jump-chains.ts';
@@ -41,6 +42,11 @@ export interface IpvsBackendOptions {
   logger: Logger;
   /** cleanup removes kproxy's IPVS objects (see cleanup.ts); default: virtual servers, sets, link of these runners. */
   cleanup: () => Promise<CleanupResult>;
+  /**
+   * afterFirstSync runs once, after the first successful sync (host.ts: the
+   * nftables mode's tables are removed then, when this mode's objects serve).
+   */
+  afterFirstSync?: () => Promise<unknown>;
   /** kernelRelease: `uname -r`, for conn_reuse_mode (default os.release()). */
   kernelRelease?: string;
   /** graceful termination timing; defaults as kube-proxy (1 min checks, 15 min timeout). */
@@ -155,10 +161,13 @@ class IpvsProxier implements IpvsBackend {
   #plannedVersion = 0;
   readonly runners: IpvsRunners;
 
+  readonly #housekeeping: FirstSyncHousekeeping;
+
   constructor(opts: IpvsBackendOptions) {
     this.#o = opts;
     this.runners = { ipvs: opts.ipvs, ipset: opts.ipset, netlink: opts.netlink, iptables: opts.iptables };
     this.#log = opts.logger.child('ipvs');
+    this.#housekeeping = new FirstSyncHousekeeping(opts.afterFirstSync, this.#log, opts.clock);
     this.#scheduler = validateScheduler(opts.config.ipvs.scheduler);
     this.#excludeCIDRs = opts.config.ipvs.excludeCIDRs.map((c) => parseCIDR(c.trim())).filter((c): c is CIDR => c !== null && c.family === opts.family);
     this.#graceful = new GracefulTermination({ clock: opts.clock, checkIntervalMs: opts.drainCheckIntervalMs, timeoutMs: opts.drainTimeoutMs });
@@ -351,9 +360,11 @@ class IpvsProxier implements IpvsBackend {
       };
       const counts = this.#counts(built.wanted, rules.rulesByTable);
       const lines = netlinkBatch.lines + ipsetBatch.lines + ipvsPlan.batch.lines + (writeIptables ? rules.lines : 0);
+      // Not programming: kept out of this sync's build and kernel times.
+      const housekeepingMs = await this.#housekeeping.afterSuccessfulSync();
       return {
         full,
-        buildMs: Math.max(0, clock.monotonic() - t0 - ioMs),
+        buildMs: Math.max(0, clock.monotonic() - t0 - ioMs - housekeepingMs),
         applyMs: ioMs,
         linesWritten: lines,
         bytesWritten: Buffer.byteLength(batch),

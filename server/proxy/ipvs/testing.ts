@@ -45,6 +45,7 @@ export interface HarnessOptions {
   links?: Record<string, string[]>;
   logger?: Logger;
   kernelRelease?: string;
+  afterFirstSync?: () => Promise<unknown>;
 }
 
 /** ipvsHarness builds an IPVS backend over fakes; the fake ipset refuses to destroy sets iptables rules match. */
@@ -73,6 +74,7 @@ export function ipvsHarness(opts: HarnessOptions = {}): IpvsHarness {
     logger,
     kernelRelease: opts.kernelRelease ?? '6.1.0',
     cleanup: () => cleanupIpvs({ ipvs, ipset, netlink, logger }),
+    afterFirstSync: opts.afterFirstSync,
   });
   return {
     backend,

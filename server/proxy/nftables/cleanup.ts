@@ -1,4 +1,4 @@
-import { CleanupFailedError, errorMessage, type KproxyError } from '../../errors.ts';
+import { CleanupFailedError, CommandNotFoundError, errorMessage, type KproxyError } from '../../errors.ts';
 import type { NftRunner } from '../../kernel/nft.ts';
 import type { NftFamily } from '../../kernel/nft-types.ts';
 import type { Logger } from '../../log.ts';
@@ -25,6 +25,12 @@ export async function cleanupNftables(opts: NftablesCleanupOptions): Promise<Cle
   try {
     present = new Set((await opts.runner.listTables()).map((t) => `${t.family} ${t.name}`));
   } catch (err) {
+    if (err instanceof CommandNotFoundError) {
+      // Only the iptables and IPVS modes and --cleanup get here without nft (nftables mode checks for it at start):
+      // a table kube-proxy's own image made could still be in the kernel, unseen from this host's tools.
+      opts.logger.info("nft is not installed: kube-proxy's nftables tables, if any, were not checked");
+      return { removed: {}, errors: [] };
+    }
     return { removed: {}, errors: [new CleanupFailedError(`listing the nftables tables failed: ${errorMessage(err)}`, { cause: err })] };
   }
   for (const family of opts.families) {
@@ -38,4 +44,17 @@ export async function cleanupNftables(opts: NftablesCleanupOptions): Promise<Cle
     }
   }
   return { removed: removed ? { nftables: removed } : {}, errors };
+}
+
+/** NFTABLES_MODE_FAMILIES: the families of kube-proxy's nftables tables ("ip kube-proxy", "ip6 kube-proxy"). */
+export const NFTABLES_MODE_FAMILIES: readonly NftFamily[] = ['ip', 'ip6'];
+
+/**
+ * cleanupNftablesLeftovers removes what nftables mode (kube-proxy's or
+ * kproxy's) left on a node: the kube-proxy table of both families, as
+ * kube-proxy's nftables CleanupLeftovers does when it starts in iptables or
+ * IPVS mode, and as --cleanup does. Each table removed is logged by name.
+ */
+export function cleanupNftablesLeftovers(opts: { runner: NftRunner; logger: Logger }): Promise<CleanupResult> {
+  return cleanupNftables({ runner: opts.runner, families: NFTABLES_MODE_FAMILIES, logger: opts.logger });
 }

@@ -81,7 +81,7 @@ export async function createHostNftablesBackend(opts: HostNftablesOptions): Prom
 export async function cleanupOtherModes(opts: { config: ProxyConfig; logger: Logger; exec?: ExecFn; exists?: (p: string) => boolean }): Promise<CleanupResult> {
   const exec = opts.exec ?? execFile;
   // iptables first: IPVS mode's ipsets cannot be destroyed while its rules still match them.
-  const iptables = await cleanupIptables({ runners: await cleanupRunners(exec, opts.exists), logger: opts.logger, nftExec: null });
+  const iptables = await cleanupIptables({ runners: await cleanupRunners(exec, opts.exists), logger: opts.logger });
   const ipvs = await cleanupIpvsHost({ config: opts.config, logger: opts.logger, exec, exists: opts.exists });
   const result = mergeCleanup(iptables, ipvs);
   if (Object.keys(result.removed).length) opts.logger.info('removed what the iptables and IPVS modes left on this node', { summary: cleanupSummary(result) });

@@ -8,6 +8,7 @@ import type { NftElement, NftOp, NftSet, NftTable } from '../../kernel/nft-types
 import type { Logger } from '../../log.ts';
 import type { Backend, BackendSyncInput, BackendSyncResult, CleanupResult } from '../backend.ts';
 import type { Endpoint } from '../endpoint.ts';
+import { FirstSyncHousekeeping } from '../first-sync-housekeeping.ts';
 import type { IPFamily } from '../../net/ip.ts';
 import { masqueradeMark } from '../iptables/rules.ts';
 import { localDetectorFor } from '../local-detector.ts';
@@ -135,7 +136,7 @@ class NftablesProxier implements NftablesBackend {
   #warned = new Set<string>();
   #lastApplied: string | null = null;
   #lastFailed: FailedTransaction | null = null;
-  #firstSyncDone = false;
+  readonly #housekeeping: FirstSyncHousekeeping;
 
   constructor(opts: NftablesBackendOptions) {
     this.#o = opts;
@@ -143,6 +144,7 @@ class NftablesProxier implements NftablesBackend {
     this.family = opts.family;
     this.#nftFamily = nftFamilyOf(opts.family);
     this.#log = opts.logger.child('nftables');
+    this.#housekeeping = new FirstSyncHousekeeping(opts.afterFirstSync, this.#log, opts.clock);
   }
 
   lastAppliedTransaction(): string | null {
@@ -228,7 +230,6 @@ class NftablesProxier implements NftablesBackend {
     let full = true;
     let text: string | undefined;
     let cleanupFailures = 0;
-    let housekeepingMs = 0;
     const io = async <T>(f: () => Promise<T>): Promise<T> => {
       const t = clock.monotonic();
       try {
@@ -269,15 +270,8 @@ class NftablesProxier implements NftablesBackend {
       if (text !== '') this.#lastApplied = text;
       this.metrics.staleChains = this.#stale.size;
       for (const w of built.fixed.warnings) this.#warnOnce(w);
-      if (!this.#firstSyncDone) {
-        this.#firstSyncDone = true;
-        // Best effort, and outside the sync's build and kernel times (it is not programming):
-        // a leftover that stays only costs rules that no longer match anything.
-        const t = clock.monotonic();
-        await this.#o.afterFirstSync?.().catch((err: unknown) => this.#log.warn("removing other modes' leftovers failed", { err: errorMessage(err) }));
-        housekeepingMs = clock.monotonic() - t;
-        if (this.#o.afterFirstSync) this.#log.info("other modes' leftovers checked", { ms: Math.round(housekeepingMs) });
-      }
+      // Not programming: kept out of this sync's build and kernel times.
+      const housekeepingMs = await this.#housekeeping.afterSuccessfulSync();
       return {
         full,
         buildMs: Math.max(0, clock.monotonic() - t0 - ioMs - housekeepingMs),

@@ -29,7 +29,9 @@ export function hostAddress(a: string): InterfaceAddress {
 }
 
 /** nftHarness builds an nftables backend over the simulated kernel. */
-export function nftHarness(opts: { config?: ProxyConfig; nodeName?: string; kernel?: SimulatedNft; logger?: Logger; hostAddresses?: string[]; clock?: FakeClock } = {}): NftHarness {
+export function nftHarness(
+  opts: { config?: ProxyConfig; nodeName?: string; kernel?: SimulatedNft; logger?: Logger; hostAddresses?: string[]; clock?: FakeClock; afterFirstSync?: () => Promise<unknown> } = {},
+): NftHarness {
   const kernel = opts.kernel ?? new SimulatedNft();
   const netif = new FakeNetInterfaces();
   netif.list = (opts.hostAddresses ?? ['127.0.0.1', '10.0.0.10']).map(hostAddress);
@@ -42,6 +44,7 @@ export function nftHarness(opts: { config?: ProxyConfig; nodeName?: string; kern
     netif,
     clock,
     logger: opts.logger ?? silentLogger,
+    afterFirstSync: opts.afterFirstSync,
   });
   return { backend, kernel, netif, clock };
 }

@@ -1,12 +1,14 @@
 import { createHash } from 'node:crypto';
 import type { Pod } from './plan.ts';
+import type { TestCluster } from './topology.ts';
 
 /**
  * kube-proxy-rules writes what kube-proxy's iptables mode (pkg/proxy/iptables/proxier.go,
  * masquerade bit 14) leaves on a node for ClusterIP services, so a take-over
  * test starts from a node kube-proxy ran on. The chain names are computed here
  * independently of kproxy (base32 of sha256, 16 characters), so the test also
- * checks that kproxy recognises kube-proxy's chains as its own.
+ * checks that kproxy recognises kube-proxy's chains as its own. kubeProxyNftables
+ * (below) is the nftables mode's table, for take-overs from that mode.
  */
 
 const BASE32 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
@@ -112,4 +114,23 @@ export function kubeProxyRestore(services: readonly KubeProxyService[], clusterC
     'COMMIT',
     '',
   ].join('\n');
+}
+
+/**
+ * kubeProxyNftables is what kube-proxy's nftables mode leaves on node-a for the
+ * cluster's manifests: its `ip kube-proxy` table as kube-proxy spells it
+ * (one-element sets in braces, the mark as "0x4000"), made from kproxy's
+ * --dry-run of the same state, as input for `nft -f`.
+ */
+export async function kubeProxyNftables(c: TestCluster): Promise<string> {
+  const dump = await c.kproxy.command(['--once', '--dry-run', '--proxy-mode', 'nftables', '--source', `file:${c.manifests.path}`, '--hostname-override', 'node-a', '--cluster-cidr', '10.244.0.0/16']);
+  if (dump.code !== 0) throw new Error(`kproxy --dry-run --proxy-mode nftables exited ${dump.code}: ${dump.stderr}`);
+  return (
+    dump.stdout
+      .split('\n')
+      .filter((l) => l.startsWith('add '))
+      .join('\n')
+      .replaceAll('0x00004000', '0x4000')
+      .replace(/ saddr != (\d[\d./]+) drop/g, ' saddr != { $1 } drop') + '\n'
+  );
 }

@@ -1,0 +1,40 @@
+import { describe, expect, it } from 'vitest';
+import { CommandNotFoundError } from '../../errors.ts';
+import { createNftRunner } from '../../kernel/nft.ts';
+import { SimulatedNft } from '../../kernel/nft-simulated.ts';
+import { MemoryLog } from '../../log.ts';
+import { cleanupNftablesLeftovers } from './cleanup.ts';
+
+describe('cleanupNftablesLeftovers (the iptables and IPVS modes after their first sync, and --cleanup)', () => {
+  it("deletes kube-proxy's table of both families, names each in the log, and leaves every other table", async () => {
+    const nft = new SimulatedNft();
+    await nft.run('add table ip kube-proxy\nadd chain ip kube-proxy services\nadd table ip6 kube-proxy\nadd table ip6 filter\nadd table ip kube-proxy-other\n');
+    const log = new MemoryLog();
+    const result = await cleanupNftablesLeftovers({ runner: nft, logger: log.logger });
+    expect(result).toEqual({ removed: { nftables: 2 }, errors: [] });
+    expect((await nft.listTables()).map((t) => `${t.family} ${t.name}`).sort()).toEqual(['ip kube-proxy-other', 'ip6 filter']);
+    expect(log.lines('info').filter((l) => l.includes('removed nftables table'))).toEqual([expect.stringContaining('table="ip kube-proxy"'), expect.stringContaining('table="ip6 kube-proxy"')]);
+    // Idempotent: nothing left to remove, nothing written.
+    const transactions = nft.transactions().length;
+    expect(await cleanupNftablesLeftovers({ runner: nft, logger: log.logger })).toEqual({ removed: {}, errors: [] });
+    expect(nft.transactions()).toHaveLength(transactions);
+  });
+
+  it('on a host without the nft command reports nothing removed and no error, and says the tables were not checked', async () => {
+    const log = new MemoryLog();
+    const runner = createNftRunner({
+      exec: async () => {
+        throw new CommandNotFoundError('nft: command not found');
+      },
+    });
+    expect(await cleanupNftablesLeftovers({ runner, logger: log.logger })).toEqual({ removed: {}, errors: [] });
+    expect(log.lines('info').join('\n')).toMatch(/nft is not installed: kube-proxy's nftables tables, if any, were not checked/);
+  });
+
+  it('reports a listing that fails, as a cleanup error naming why', async () => {
+    const runner = createNftRunner({ exec: async () => ({ code: 1, stdout: '', stderr: 'Error: Operation not permitted' }) });
+    const result = await cleanupNftablesLeftovers({ runner, logger: new MemoryLog().logger });
+    expect(result.removed).toEqual({});
+    expect(result.errors.map((e) => [e.code, e.message])).toEqual([['KPROXY_ERR_CLEANUP_FAILED', expect.stringMatching(/listing the nftables tables failed: .*Operation not permitted/)]]);
+  });
+});

@@ -1,0 +1,58 @@
+import { describe, expect, it } from 'vitest';
+import { tiers } from '../tiers.ts';
+import { withTestCluster } from './harness/diagnostics.ts';
+import { kubeProxyNftables } from './harness/kube-proxy-rules.ts';
+import { ready, tcpPort, type ServiceSpec } from './harness/manifests.ts';
+import { nsRun } from './harness/netns.ts';
+import { PODS } from './harness/plan.ts';
+
+/**
+ * A node where kube-proxy ran in nftables mode, taken over by kproxy in
+ * iptables mode: as kube-proxy's start-up cleanup does for the iptables-based
+ * modes, kproxy deletes kube-proxy's nftables tables (both families), but only
+ * once its own rules are in, so traffic is served throughout. The IPVS mode
+ * runs the same cleanup (unit tier: server/proxy/first-sync-housekeeping.test.ts).
+ */
+const { a0, a1, a2 } = PODS;
+const web: ServiceSpec = { name: 'web', clusterIP: '10.96.0.10', ports: tcpPort(80) };
+const webTarget = { host: web.clusterIP, port: 80 };
+
+describe.skipIf(!tiers().kernel.ok)("iptables mode taking over from kube-proxy's nftables mode (real packets)", () => {
+  it("removes kube-proxy's ip and ip6 tables after its first sync and says so, leaves other tables, and its own rules serve throughout", () =>
+    withTestCluster(async (c) => {
+      // kube-proxy's nftables mode serving web (a0, a1), with its IPv6 table beside it, and a table of someone else's.
+      c.manifests.writeService(web, ready(a0, a1));
+      const kubeProxy = await kubeProxyNftables(c);
+      await nsRun(c.ns.nodeA, ['nft', '-f', '-'], { stdin: kubeProxy + 'add table ip6 kube-proxy\nadd chain ip6 kube-proxy services\nadd table inet firewall\n' });
+      const client = c.client();
+      expect((await client.tcp(webTarget, 20)).backends).toEqual(['a0', 'a1']);
+      const { conn, hello } = await client.open(webTarget);
+
+      // kube-proxy gone, an endpoint added meanwhile; kproxy starts in iptables mode.
+      c.manifests.writeService(web, ready(a0, a1, a2));
+      const traffic = client.tcpFor(webTarget, 4000);
+      await c.startKproxy('nft');
+      const during = await traffic;
+      console.info(`[measured] nftables (kube-proxy) -> iptables (kproxy): ${during.attempts.length} new connections, outcomes ${JSON.stringify(during.outcomes)}`);
+      expect(during.outcomes).toEqual({ ok: during.attempts.length });
+
+      // The housekeeping runs right after the first sync: the tables are gone, each named in the log.
+      const tables = (await nsRun(c.ns.nodeA, ['nft', 'list', 'tables'])).trim().split('\n').sort();
+      expect(tables).not.toContain('table ip kube-proxy');
+      expect(tables).not.toContain('table ip6 kube-proxy');
+      expect(tables).toContain('table inet firewall');
+      const log = c.kproxy.log.tail(300);
+      expect(log).toMatch(/removed nftables table table="ip kube-proxy"/);
+      expect(log).toMatch(/removed nftables table table="ip6 kube-proxy"/);
+      expect(log).toMatch(/other modes' leftovers checked/);
+
+      // What serves now is kproxy's iptables rules: web's service chain with its three endpoints.
+      const nat = await nsRun(c.ns.nodeA, ['iptables-nft-save', '-t', 'nat']);
+      const svcJump = /^-A KUBE-SERVICES .*"kpt\/web:tcp cluster IP".* -j (KUBE-SVC-\w+)$/m.exec(nat);
+      expect(svcJump).not.toBeNull();
+      expect(nat.split('\n').filter((l) => l.startsWith(`-A ${svcJump![1]} `) && l.includes('-j KUBE-SEP-'))).toHaveLength(3);
+      expect((await client.tcp(webTarget, 40)).backends).toEqual(['a0', 'a1', 'a2']);
+      // The connection kube-proxy's table set up lives on in conntrack.
+      expect(await client.send(conn, 'after the take-over')).toMatchObject({ outcome: 'ok', name: hello.name, echo: 'after the take-over' });
+    }));
+});
