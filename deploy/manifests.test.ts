@@ -1,37 +1,12 @@
-import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
-import { loadConfiguration, type ConfigEnv } from '../server/config/load.ts';
 import { SERVICE_ACCOUNT_TOKEN } from '../server/config/source-selection.ts';
 import { ConfigFileError } from '../server/errors.ts';
-import { loadManifests, parseManifests, validateObject, type Manifest } from './api-schema.ts';
+import { parseManifests, validateObject, type Manifest } from './api-schema.ts';
+import { argValue, daemonSet, examples, only, patched, podStart, shipped, shippedConfigText, type Obj } from './testing.ts';
 
-const deployDir = fileURLToPath(new URL('.', import.meta.url));
-const shipped = loadManifests(deployDir, 'deploy');
-const examples = loadManifests(`${deployDir}examples`, 'deploy/examples');
-
-// Loose views of the objects, enough to read the fields these tests check.
-type Obj = Record<string, any>;
-
-function only(kind: string, name?: string): Obj {
-  const found = shipped.filter((m) => m.object.kind === kind && (name === undefined || (m.object.metadata as Obj)?.name === name));
-  if (found.length !== 1) {
-    throw new Error(`expected exactly one ${kind}${name ? ` ${name}` : ''} in deploy/, found ${found.length}: ${found.map((m) => m.where).join(', ')}`);
-  }
-  return found[0].object;
-}
-
-const daemonSet = only('DaemonSet', 'kproxy');
 const pod = daemonSet.spec.template.spec;
 const container = pod.containers[0];
-
-function argValue(flag: string, c: Obj = container): string | undefined {
-  const args: string[] = c.args ?? [];
-  const i = args.indexOf(flag);
-  if (i >= 0) return args[i + 1];
-  return args.find((a) => a.startsWith(`${flag}=`))?.slice(flag.length + 1);
-}
 
 describe('every manifest under deploy/ and deploy/examples/ is valid against the Kubernetes API schema', () => {
   it('finds the shipped manifests and the examples', () => {
@@ -207,7 +182,7 @@ describe("the ClusterRole grants system:node-proxier's rules plus delegated auth
 });
 
 describe('config.conf is a KubeProxyConfiguration matching the DaemonSet', () => {
-  const configText: string = only('ConfigMap', 'kproxy').data['config.conf'];
+  const configText = shippedConfigText;
   const config = parseYaml(configText, { version: '1.1', uniqueKeys: true }) as Obj;
 
   it('is kube-proxy v1alpha1 in iptables mode with a cluster CIDR', () => {
@@ -220,29 +195,6 @@ describe('config.conf is a KubeProxyConfiguration matching the DaemonSet', () =>
   it('serves /healthz on the port the probes use, on all addresses (the kubelet probes the node IP)', () => {
     expect(config.healthzBindAddress).toBe(`0.0.0.0:${container.ports.find((p: Obj) => p.name === 'healthz').containerPort}`);
   });
-
-  /**
-   * podStart runs kproxy's own configuration loader on what a pod of ds sees:
-   * its arguments with $(VAR) expanded from the container env, the ConfigMap
-   * mounted at --config, the in-cluster token, and any extra files (Secrets).
-   */
-  function podStart(ds: Obj, configText: string, extraFiles: string[] = [], opts: { token?: boolean } = {}) {
-    const c = ds.spec.template.spec.containers[0];
-    const env: Record<string, string> = { NODE_NAME: 'node-a' };
-    for (const e of c.env) if (typeof e.value === 'string') env[e.name] = e.value;
-    const args = (c.args as string[]).map((a) => a.replace(/\$\((\w+)\)/g, (_m, name: string) => env[name] ?? _m));
-    const configPath = argValue('--config', c)!;
-    const machine: ConfigEnv = {
-      env,
-      hostname: () => 'ip-10-0-0-10.internal',
-      exists: async (p) => [configPath, ...(opts.token === false ? [] : [SERVICE_ACCOUNT_TOKEN]), ...extraFiles].includes(p),
-      readFile: async (p) => {
-        if (p !== configPath) throw Object.assign(new Error(`ENOENT: ${p}`), { code: 'ENOENT' });
-        return configText;
-      },
-    };
-    return loadConfiguration(args, machine);
-  }
 
   it("loads through kproxy's own loader as the pod would: in-cluster API, this node's name, no ignored settings", async () => {
     const loaded = await podStart(daemonSet, configText);
@@ -283,41 +235,12 @@ describe('config.conf is a KubeProxyConfiguration matching the DaemonSet', () =>
     await expect(podStart(daemonSet, configText.replace('\nmode:', '\nmdoe:'))).rejects.toThrow(ConfigFileError);
   });
 
-  it('keeps metrics and the dashboard on loopback, since the DaemonSet passes no dashboard token', () => {
-    expect(argValue('--dashboard-token-file')).toBeUndefined();
+  it('keeps metrics and the dashboard on loopback: off loopback the dashboard would need TLS, which the DaemonSet does not give it', () => {
+    expect(argValue('--dashboard-tls-cert-file')).toBeUndefined();
+    expect(argValue('--dashboard-bind-address')).toBeUndefined();
     expect(config.metricsBindAddress).toBe('127.0.0.1:10249');
   });
 });
-
-/**
- * strategicMerge applies a strategic-merge patch as `kubectl patch` does, for
- * the lists these patches touch: containers, volumes and env merge by name,
- * volumeMounts by mountPath; other lists (args) are replaced, maps merge.
- */
-function strategicMerge(target: unknown, patch: unknown, key = ''): unknown {
-  if (Array.isArray(patch)) {
-    const mergeKey = ['containers', 'initContainers', 'volumes', 'env'].includes(key) ? 'name' : key === 'volumeMounts' ? 'mountPath' : null;
-    if (!mergeKey || !Array.isArray(target)) return patch;
-    const merged = [...target];
-    for (const item of patch as Obj[]) {
-      const i = merged.findIndex((t: Obj) => t[mergeKey] === item[mergeKey]);
-      if (i >= 0) merged[i] = strategicMerge(merged[i], item);
-      else merged.push(item);
-    }
-    return merged;
-  }
-  if (patch && typeof patch === 'object' && target && typeof target === 'object' && !Array.isArray(target)) {
-    const merged: Obj = { ...(target as Obj) };
-    for (const [k, v] of Object.entries(patch)) merged[k] = strategicMerge(merged[k], v, k);
-    return merged;
-  }
-  return patch;
-}
-
-function patched(name: string): Obj {
-  const text = readFileSync(`${deployDir}patches/${name}`, 'utf8');
-  return strategicMerge(daemonSet, parseYaml(text, { version: '1.1', uniqueKeys: true })) as Obj;
-}
 
 describe('the documented DaemonSet patches (deploy/patches/) give valid DaemonSets', () => {
   it('dashboard-token.yaml mounts the token Secret and passes --dashboard-token-file, keeping the other arguments', async () => {
