@@ -125,6 +125,19 @@ describe('the DaemonSet runs kproxy where and as kube-proxy runs', () => {
     expect(container.resources.requests).toEqual({ cpu: expect.any(String), memory: expect.any(String) });
   });
 
+  it('requests at least the memory an idle kproxy holds, and limits it above its peak at 10,000 x 10', () => {
+    const mib = (q: string) => {
+      const m = /^(\d+)(Mi|Gi)$/.exec(q);
+      if (!m) throw new Error(`unexpected memory quantity ${q}`);
+      return Number(m[1]) * (m[2] === 'Gi' ? 1024 : 1);
+    };
+    // Measured by test/bench/memory-sizing.ts (docs/deploy.md, "Memory"): RSS 154 MiB idle with
+    // no Service, peak 570 MiB through the first sync at 10,000 Services x 10 endpoints.
+    expect(mib(container.resources.requests.memory)).toBeGreaterThanOrEqual(154);
+    expect(mib(container.resources.limits.memory)).toBeGreaterThan(570);
+    expect(container.resources.limits.cpu).toBeUndefined();
+  });
+
   it('gives a large first sync time before liveness, and counts a node available only after it stayed ready', () => {
     // A 30,000 x 10 first sync took 80-110 s on a 2-core machine (issue 16): the
     // startup budget must cover several times that, lists included.

@@ -86,10 +86,10 @@ export function strategicMerge(target: unknown, patch: unknown, key = ''): unkno
   return patch;
 }
 
-/** patched is the shipped DaemonSet with deploy/patches/NAME applied (`kubectl patch --patch-file`). */
-export function patched(name: string): Obj {
+/** patched is a DaemonSet (the shipped one by default) with deploy/patches/NAME applied (`kubectl patch --patch-file`). */
+export function patched(name: string, base: Obj = daemonSet): Obj {
   const text = readFileSync(`${deployDir}patches/${name}`, 'utf8');
-  return strategicMerge(daemonSet, parseYaml(text, { version: '1.1', uniqueKeys: true })) as Obj;
+  return strategicMerge(base, parseYaml(text, { version: '1.1', uniqueKeys: true })) as Obj;
 }
 
 /**
