@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { copyFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 /** SelfSigned is a certificate and key made for one test, with the certificate's SHA-256 fingerprint. */
@@ -44,4 +44,13 @@ export function selfSignedCert(dir: string, name: string): SelfSigned {
   );
   const cert = readFileSync(certFile, 'utf8');
   return { certFile, keyFile, cert, fingerprint: new X509Certificate(cert).fingerprint256 };
+}
+
+/**
+ * installPair writes pair's key and certificate to keyFile and certFile, the key
+ * first, as a writer rotating a served pair does (a test's first install too).
+ */
+export function installPair(pair: SelfSigned, certFile: string, keyFile: string): void {
+  copyFileSync(pair.keyFile, keyFile);
+  copyFileSync(pair.certFile, certFile);
 }

@@ -2,12 +2,11 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { copyFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 import { createServer } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { afterAll, describe, expect, it } from 'vitest';
-import { selfSignedCert } from '../../test/tls-cert.ts';
+import { installPair, selfSignedCert } from '../../test/tls-cert.ts';
 import { waitFor } from '../../test/wait.ts';
 import { FakeClock } from '../clock-fake.ts';
 import { DashboardAuth } from './auth/auth.ts';
@@ -144,8 +143,7 @@ describe('kproxy CLI with the dashboard', () => {
     const second = selfSignedCert(dir, 'cli-second');
     const certFile = join(dir, 'cli.crt');
     const keyFile = join(dir, 'cli.key');
-    copyFileSync(first.certFile, certFile);
-    copyFileSync(first.keyFile, keyFile);
+    installPair(first, certFile, keyFile);
     const [metrics, dashboard] = [await freePort(), await freePort()];
     const args = [...common, '--metrics-bind-address', `127.0.0.1:${metrics}`, '--dashboard-bind-address', `127.0.0.1:${dashboard}`];
     args.push('--dashboard-tls-cert-file', certFile, '--dashboard-tls-private-key-file', keyFile, '--dashboard-token-file', file('cli-token', TOKEN));
@@ -167,8 +165,7 @@ describe('kproxy CLI with the dashboard', () => {
       // Plain HTTP to the dashboard's port gets no answer a browser would take.
       await expect(fetch(`http://127.0.0.1:${dashboard}/api/v1/whoami`, { headers: auth })).rejects.toThrow();
 
-      copyFileSync(second.keyFile, keyFile);
-      copyFileSync(second.certFile, certFile);
+      installPair(second, certFile, keyFile);
       await waitFor(async () => (await httpsGet(url, second.cert, auth).catch(() => null))?.fingerprint === second.fingerprint, { what: 'the rotated certificate', timeoutMs: 30_000 });
     } finally {
       child.kill('SIGTERM');

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { selfSignedCert, type SelfSigned } from '../../test/tls-cert.ts';
+import { installPair, selfSignedCert, type SelfSigned } from '../../test/tls-cert.ts';
 import { waitFor } from '../../test/wait.ts';
 import { realClock } from '../clock.ts';
 import { MemoryLog } from '../log.ts';
@@ -51,15 +51,13 @@ describe('TlsFiles: the dashboard certificate, followed as it changes', () => {
     const second = selfSignedCert(dir, 'second');
     const certFile = join(dir, 'tls.crt');
     const keyFile = join(dir, 'tls.key');
-    copyFileSync(first.certFile, certFile);
-    copyFileSync(first.keyFile, keyFile);
+    installPair(first, certFile, keyFile);
     const log = new MemoryLog();
     const port = await start(certFile, keyFile, log);
     expect(await served(port, first.cert)).toEqual({ status: 200, fingerprint: first.fingerprint });
 
     // Rotation as a writer does it: the new files replace the old ones.
-    copyFileSync(second.keyFile, keyFile);
-    copyFileSync(second.certFile, certFile);
+    installPair(second, certFile, keyFile);
     await waitFor(async () => (await served(port, second.cert).catch(() => null))?.fingerprint === second.fingerprint, { what: 'the rotated certificate to be served' });
     expect(tls!.reloads).toBe(1);
     expect(log.lines('info').join('\n')).toMatch(/took the dashboard's new TLS certificate into service/);
@@ -88,8 +86,7 @@ describe('TlsFiles: the dashboard certificate, followed as it changes', () => {
     const other = selfSignedCert(dir, 'other');
     const certFile = join(dir, 'tls.crt');
     const keyFile = join(dir, 'tls.key');
-    copyFileSync(first.certFile, certFile);
-    copyFileSync(first.keyFile, keyFile);
+    installPair(first, certFile, keyFile);
     const log = new MemoryLog();
     const port = await start(certFile, keyFile, log);
     // A key that does not belong to the certificate.
@@ -116,6 +113,5 @@ describe('TlsFiles: the dashboard certificate, followed as it changes', () => {
 /** writeVersion writes one version folder of a Secret volume. */
 function writeVersion(folder: string, pair: SelfSigned): void {
   mkdirSync(folder, { recursive: true });
-  copyFileSync(pair.certFile, join(folder, 'tls.crt'));
-  copyFileSync(pair.keyFile, join(folder, 'tls.key'));
+  installPair(pair, join(folder, 'tls.crt'), join(folder, 'tls.key'));
 }
