@@ -77,6 +77,13 @@ describe.skipIf(!CLI_BUILT)("deploy/rbac.yaml's ClusterRole grants exactly what 
     await kubeconfig.remove();
   });
 
+  /** unwatchedLists are the collections listed (GET, not a watch) with no watch of the same path yet. */
+  function unwatchedLists(): string[] {
+    const watched = new Set(server.requests.filter((r) => r.watch).map((r) => r.path));
+    const listed = server.requests.filter((r) => r.method === 'GET' && !r.watch && rbacAttributes(r).endsWith(' list')).map((r) => r.path);
+    return [...new Set(listed)].filter((path) => !watched.has(path));
+  }
+
   /** run starts the real CLI in a mode against the fake API server, lets it do its start-up, then stops it. */
   async function run(mode: string, whileRunning: (p: KproxyProcess) => Promise<void> = async () => {}): Promise<void> {
     const p = await KproxyProcess.start(['--kubeconfig', kubeconfig.path, '--proxy-mode', mode]);
@@ -84,6 +91,8 @@ describe.skipIf(!CLI_BUILT)("deploy/rbac.yaml's ClusterRole grants exactly what 
       await waitFor(async () => (await p.get('/readyz')).status === 200, { what: `kproxy in ${mode} mode to sync`, timeoutMs: 20_000 });
       // The Starting Event on the Node goes out after the first sync.
       await waitFor(async () => server.requests.some((r) => r.method === 'POST' && r.path.endsWith('/events')), { what: 'the Starting Event', timeoutMs: 10_000 });
+      // Each informer lists, then watches; the watch can start after the first sync (a late one is still a request to grant).
+      await waitFor(async () => unwatchedLists().length === 0, { what: `a watch after every list in ${mode} mode (${unwatchedLists().join(', ')})`, timeoutMs: 10_000 });
       await whileRunning(p);
     } finally {
       expect(await p.stop(), p.logs).toBe(0);
