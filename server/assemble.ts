@@ -1,21 +1,24 @@
 import type { Clock } from './clock.ts';
+import { otherFamily } from './net/ip.ts';
 import { realClock } from './clock.ts';
+import { primaryFamily } from './config/families.ts';
 import type { LoadedConfiguration } from './config/load.ts';
 import { Daemon } from './daemon.ts';
 import { IptablesView } from './dashboard/iptables/view.ts';
 import { IpvsView } from './dashboard/ipvs/view.ts';
+import { ADDRESSES_TABLE, IPVS_TABLE, SETS_TABLE } from './dashboard/ipvs/tables.ts';
+import { FamilyKernelView } from './dashboard/family-view.ts';
 import type { KernelViewProvider } from './dashboard/kernel-view.ts';
 import { ProxyModeUnsupportedError } from './errors.ts';
 import { ApiEventSink } from './events/event-sink.ts';
 import { teeRecorder, type EventRecorder } from './events/event-recorder.ts';
 import { KubeEventRecorder } from './events/kube-event-recorder.ts';
 import { MemoryEventRecorder } from './events/memory-event-recorder.ts';
-import type { SimulatedIptables } from './kernel/iptables-simulated.ts';
 import type { Logger } from './log.ts';
 import type { Backend } from './proxy/backend.ts';
 import type { PacketCounters } from './proxy/metrics/kube-proxy-metrics.ts';
-import { createHostIptablesBackend } from './proxy/iptables/host.ts';
-import { createHostIpvsBackend } from './proxy/ipvs/host.ts';
+import { createHostIptablesBackends } from './proxy/iptables/host.ts';
+import { createHostIpvsBackends } from './proxy/ipvs/host.ts';
 import { createHostNftablesBackend } from './proxy/nftables/host.ts';
 import { ConntrackSetup } from './proxy/conntrack/setup.ts';
 import { FileSource } from './sources/file/file-source.ts';
@@ -66,38 +69,53 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
   }
   const events: EventRecorder = kubeEvents ? teeRecorder(memoryEvents, kubeEvents) : memoryEvents;
 
-  let backend: Backend;
+  let backends: Backend[];
   let dryRunKernel: Assembled['dryRunKernel'] = null;
   let backendDescription: string;
   let kernelView: Assembled['kernelView'];
   let packetCounters: PacketCounters | null = null;
+  // Both families when the host supports the secondary one, as kube-proxy (see config/families.ts).
+  const primary = primaryFamily(config);
+  const families = [primary, otherFamily(primary)] as const;
+  const stack = (n: number) => (n === 2 ? `dual-stack ${families.join('+')}` : `single-stack ${primary}`);
   switch (config.mode) {
     case 'iptables': {
-      const host = await createHostIptablesBackend({ config, nodeName, flavor: run.iptablesFlavor, dryRun: run.dryRun, clock, logger });
-      backend = host.backend;
-      backendDescription = `iptables (${host.decision.flavor}${run.dryRun ? ', simulated kernel' : ''})`;
-      const kernel: SimulatedIptables | null = host.kernel;
-      if (kernel) dryRunKernel = { describe: () => kernel.save() };
-      const runner = host.backend.runner;
-      kernelView = (log) => new IptablesView({ runner, simulated: run.dryRun, logger: log });
-      packetCounters = host.packetCounters;
+      const host = await createHostIptablesBackends({ config, nodeName, families, flavor: run.iptablesFlavor, dryRun: run.dryRun, clock, logger });
+      if (host.unsupported) logger.info(`no ${families[1]} support on this host: proxying ${primary} only`, { why: host.unsupported });
+      backends = host.hosts.map((h) => h.backend);
+      backendDescription = `iptables (${host.decision.flavor}, ${stack(backends.length)}${run.dryRun ? ', simulated kernel' : ''})`;
+      const kernels = host.hosts.flatMap((h) => (h.kernel ? [{ family: h.family, kernel: h.kernel }] : []));
+      if (kernels.length) {
+        dryRunKernel = {
+          describe: async () => (await Promise.all(kernels.map(async (k) => `# ${k.family === 'IPv6' ? 'ip6tables' : 'iptables'}-save\n${await k.kernel.save()}`))).join(''),
+        };
+      }
+      // One view per family's iptables; the IPv6 tables show as ip6-nat and ip6-filter.
+      kernelView = (log) => new FamilyKernelView(host.hosts.map((h) => ({ family: h.family, provider: new IptablesView({ runner: h.backend.runner, simulated: run.dryRun, logger: log }) })));
+      // kube-proxy's nfacct counters are the node's (one set for both families).
+      packetCounters = host.hosts[0].packetCounters;
       break;
     }
     case 'ipvs': {
       // Checks ip_vs, the dummy link type and the scheduler first: a kernel without them fails here, before anything is programmed.
-      const host = await createHostIpvsBackend({ config, nodeName, flavor: run.iptablesFlavor, dryRun: run.dryRun, clock, logger });
-      backend = host.backend;
-      backendDescription = `ipvs (scheduler ${config.ipvs.scheduler || 'rr'}, iptables ${host.decision.flavor}${run.dryRun ? ', simulated kernel' : ''})`;
+      const host = await createHostIpvsBackends({ config, nodeName, families, flavor: run.iptablesFlavor, dryRun: run.dryRun, clock, logger });
+      if (host.unsupported) logger.info(`no ${families[1]} support on this host: proxying ${primary} only`, { why: host.unsupported });
+      backends = [...host.backends];
+      backendDescription = `ipvs (scheduler ${config.ipvs.scheduler || 'rr'}, iptables ${host.decision.flavor}, ${stack(backends.length)}${run.dryRun ? ', simulated kernel' : ''})`;
       const kernel = host.kernel;
       if (kernel) dryRunKernel = { describe: () => kernel.describe() };
-      const ipvsBackend = host.backend;
-      kernelView = () => new IpvsView({ backend: ipvsBackend, simulated: run.dryRun, clock });
+      // The families share IPVS, the ipsets and kube-ipvs0; each has its own ip6tables/iptables tables.
+      kernelView = () =>
+        new FamilyKernelView(
+          host.backends.map((b) => ({ family: b.family, provider: new IpvsView({ backend: b, simulated: run.dryRun, clock }) })),
+          [IPVS_TABLE, SETS_TABLE, ADDRESSES_TABLE],
+        );
       break;
     }
     case 'nftables': {
       // Checks nft and nf_tables first: a host without them fails here, before anything is programmed.
       const host = await createHostNftablesBackend({ config, nodeName, dryRun: run.dryRun, clock, logger });
-      backend = host.backend;
+      backends = [host.backend];
       backendDescription = `nftables (table ip kube-proxy${host.support ? `, nft ${host.support.nftVersion}` : ''}${run.dryRun ? ', simulated kernel' : ''})`;
       const kernel = host.kernel;
       if (kernel) dryRunKernel = { describe: () => kernel.describe() };
@@ -108,9 +126,10 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
     default:
       throw new ProxyModeUnsupportedError(`--proxy-mode ${config.mode} is not available in this kproxy version (available: iptables, nftables, ipvs)`);
   }
-  const daemon = new Daemon({ config, run, nodeName, logger, clock, backend, source, events });
+  const daemon = new Daemon({ config, run, nodeName, logger, clock, backends, source, events });
   // --once programs rules and exits: no stale-entry cleanup or sysctls for a one-shot run.
-  const conntrack = run.once ? null : new ConntrackSetup({ config, family: daemon.state.family, nodeName, dryRun: run.dryRun, clock, logger: logger.child('conntrack'), events });
-  if (conntrack) daemon.loop.addObserver(conntrack.cleaner);
+  const conntrack = run.once ? null : new ConntrackSetup({ config, families: daemon.proxy.families, nodeName, dryRun: run.dryRun, clock, logger: logger.child('conntrack'), events });
+  // Each family's cleaner hears its own family's syncs (its stale flows are in that family's table).
+  if (conntrack) for (const p of daemon.proxy.proxiers) p.loop.addObserver(conntrack.cleaners.get(p.family)!);
   return { daemon, memoryEvents, kubeEvents, dryRunKernel, backendDescription, conntrack, kernelView, packetCounters };
 }

@@ -91,9 +91,9 @@ async function recordCleanupEvent(loaded: LoadedConfiguration, logger: Logger, s
 }
 
 async function once(loaded: LoadedConfiguration, a: Assembled, logger: Logger): Promise<number> {
-  let rec: SyncRecord;
+  let recs: SyncRecord[];
   try {
-    rec = await a.daemon.once();
+    recs = await a.daemon.once();
   } catch (err) {
     await a.daemon.stop();
     if (err instanceof SourceNotSyncedError || err instanceof NodeNotFoundError) {
@@ -106,33 +106,43 @@ async function once(loaded: LoadedConfiguration, a: Assembled, logger: Logger): 
   }
   await a.daemon.stop();
   if (a.dryRunKernel) process.stdout.write(await a.dryRunKernel.describe());
-  process.stdout.write(onceSummary(loaded, a, rec) + '\n');
-  if (rec.ok) for (const line of skippedLines(a)) process.stdout.write(line + '\n');
-  return rec.ok ? 0 : 1;
+  const ok = recs.every((r) => r.ok);
+  process.stdout.write(onceSummary(loaded, a, recs) + '\n');
+  if (ok) for (const line of skippedLines(a)) process.stdout.write(line + '\n');
+  return ok ? 0 : 1;
 }
 
 /** skippedLines lists what --once left out as invalid, one object a line (the rest was programmed). */
 export function skippedLines(a: Assembled): string[] {
   // Each reason names its object ("Service ns/name: spec.ports[0].port …").
-  return [...a.daemon.state.invalid.values()].map((why) => `kproxy: skipped ${why}`);
+  return [...a.daemon.proxy.invalid.values()].map((why) => `kproxy: skipped ${why}`);
 }
 
-/** onceSummary is --once's one line: what was programmed, where, how fast. */
-export function onceSummary(loaded: LoadedConfiguration, a: Assembled, rec: SyncRecord): string {
-  const services = new Set([...a.daemon.state.services.values()].map((sp) => sp.service)).size;
-  const rules = Object.values(rec.rulesByTable).reduce((n, x) => n + x, 0);
-  const tables = Object.entries(rec.rulesByTable)
-    .map(([t, n]) => `${t} ${n}`)
-    .join(', ');
-  const invalid = a.daemon.state.invalid.size;
+/**
+ * onceSummary is --once's one line: what was programmed, where, how fast,
+ * per IP family ("IPv4: 10 services (13 ports), ...; IPv6: ...").
+ */
+export function onceSummary(loaded: LoadedConfiguration, a: Assembled, recs: readonly SyncRecord[]): string {
+  const failed = recs.find((r) => !r.ok);
+  if (failed) return `kproxy: sync FAILED on node ${loaded.nodeName} with ${a.backendDescription}: ${failed.family}: ${failed.error?.message ?? 'unknown error'} [${failed.error?.code}]`;
+  const perFamily = recs.map((rec) => {
+    const state = a.daemon.proxy.proxier(rec.family)!.state;
+    const services = new Set([...state.services.values()].map((sp) => sp.service)).size;
+    const rules = Object.values(rec.rulesByTable).reduce((n, x) => n + x, 0);
+    const tables = Object.entries(rec.rulesByTable)
+      .map(([t, n]) => `${t} ${n}`)
+      .join(', ');
+    const noNodeIP = state.withoutNodeIP ? ' (skipped: the Node has no IP of this family)' : '';
+    return `${rec.family}: ${services} services (${rec.servicePorts} ports), ${rec.endpoints} endpoints, ${rules} rules${tables ? ` (${tables})` : ''}${noNodeIP}`;
+  });
+  const invalid = a.daemon.proxy.invalid.size;
   const left = a.daemon.source.status().counters.objectsSkipped ?? 0;
   const skipped = [
     ...(invalid ? [`${invalid} invalid object${invalid === 1 ? '' : 's'} skipped (listed below)`] : []),
     ...(left ? [`${left} manifest document${left === 1 ? '' : 's'} left out (see the warnings)`] : []),
   ];
-  const what = `${services} services (${rec.servicePorts} ports), ${rec.endpoints} endpoints, ${rules} rules${tables ? ` (${tables})` : ''}${skipped.length ? `; ${skipped.join(', ')}` : ''}`;
-  if (!rec.ok) return `kproxy: sync FAILED on node ${loaded.nodeName} with ${a.backendDescription}: ${rec.error?.message ?? 'unknown error'} [${rec.error?.code}]`;
-  return `kproxy: synced ${a.backendDescription} on node ${loaded.nodeName} in ${Math.round(rec.durationMs)} ms: ${what}`;
+  const ms = recs.reduce((n, r) => n + r.durationMs, 0);
+  return `kproxy: synced ${a.backendDescription} on node ${loaded.nodeName} in ${Math.round(ms)} ms: ${perFamily.join('; ')}${skipped.length ? `; ${skipped.join(', ')}` : ''}`;
 }
 
 async function serve(loaded: LoadedConfiguration, a: Assembled, logger: Logger): Promise<number> {

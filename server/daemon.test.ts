@@ -54,7 +54,7 @@ function onceDaemon() {
   const h = harness({ logger: log.logger });
   const source = new FileSource({ path: dir, nodeName: 'node-a', clock: h.clock, logger: log.logger, watch: false });
   const events = new MemoryEventRecorder({ clock: h.clock, logger: log.logger });
-  const daemon = new Daemon({ config: testConfig(), run, nodeName: 'node-a', logger: log.logger, clock: h.clock, backend: h.backend, source, events });
+  const daemon = new Daemon({ config: testConfig(), run, nodeName: 'node-a', logger: log.logger, clock: h.clock, backends: [h.backend], source, events });
   return { daemon, ...h };
 }
 
@@ -71,7 +71,7 @@ describe('Daemon.once', () => {
   it('programs the valid objects and keeps the invalid ones aside, with why', async () => {
     await writeFile(join(dir, 'a.yaml'), web);
     const { daemon, kernel } = onceDaemon();
-    const rec = await daemon.once();
+    const [rec] = await daemon.once();
     expect(rec.ok).toBe(true);
     expect(kernel.callsOf('iptables-restore')).not.toHaveLength(0);
     expect(await kernel.save({})).toMatch(/ns\/web:http has no endpoints/);
@@ -103,7 +103,7 @@ function apiDaemon(source: ApiLikeSource) {
   const log = new MemoryLog();
   const h = harness({ logger: log.logger });
   const events = new MemoryEventRecorder({ clock: h.clock, logger: log.logger });
-  const daemon = new Daemon({ config: testConfig(), run, nodeName: 'node-a', logger: log.logger, clock: h.clock, backend: h.backend, source, events });
+  const daemon = new Daemon({ config: testConfig(), run, nodeName: 'node-a', logger: log.logger, clock: h.clock, backends: [h.backend], source, events });
   return { daemon, log, ...h };
 }
 
@@ -121,7 +121,7 @@ describe("Daemon and this node's Node (Kubernetes source)", () => {
     expect(kernel.calls).toEqual([]);
     source.handlers!.onNode(null, { apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-a' }, spec: { podCIDR: '10.244.0.0/24' } });
     source.handlers!.onSynced('Node');
-    expect((await once).ok).toBe(true);
+    expect((await once).map((r) => r.ok)).toEqual([true]);
     expect(daemon.state.node).toMatchObject({ known: true, podCIDRs: ['10.244.0.0/24'] });
     expect(await kernel.save({})).toMatch(/ns\/web:http/);
   });

@@ -4,10 +4,11 @@ import type { ProxyConfig, RunOptions } from './config/types.ts';
 import { errorMessage, NodeNotFoundError } from './errors.ts';
 import { nodeReference, type EventRecorder } from './events/event-recorder.ts';
 import type { Logger } from './log.ts';
-import type { Backend } from './proxy/backend.ts';
+import type { Backend, CleanupResult } from './proxy/backend.ts';
+import { MetaProxier } from './proxy/meta-proxier.ts';
 import { nodeNotFound } from './proxy/node-info.ts';
-import { ProxyState } from './proxy/proxy-state.ts';
-import { SyncLoop, type SyncObserver, type SyncRecord } from './proxy/sync-loop.ts';
+import type { ProxyState } from './proxy/proxy-state.ts';
+import type { SyncObserver, SyncRecord } from './proxy/sync-loop.ts';
 import type { Source } from './sources/source.ts';
 
 /** DaemonParts are the pieces a daemon is assembled from; tests pass fakes. */
@@ -17,7 +18,8 @@ export interface DaemonParts {
   nodeName: string;
   logger: Logger;
   clock?: Clock;
-  backend: Backend;
+  /** backends: one per IP family this node proxies, the primary family first. */
+  backends: readonly Backend[];
   source: Source;
   /** events: where Kubernetes Events go (the Node's events, invalid objects' warnings). */
   events: EventRecorder;
@@ -31,9 +33,10 @@ const ALL_KINDS = ['Service', 'EndpointSlice', 'Node'] as const;
 export const FAILURES_BEFORE_EVENT = 3;
 
 /**
- * Daemon wires one kproxy instance: a source feeds the ProxyState, the SyncLoop
- * decides when the backend programs the kernel, observers (metrics, health,
- * dashboard, events) hear about every sync.
+ * Daemon wires one kproxy instance: a source feeds the meta proxier, which
+ * hands every object to the proxier of each IP family (its ProxyState, its
+ * SyncLoop deciding when its backend programs the kernel); observers
+ * (metrics, health, dashboard, events) hear about every family's syncs.
  */
 export class Daemon {
   readonly config: ProxyConfig;
@@ -41,9 +44,9 @@ export class Daemon {
   readonly nodeName: string;
   readonly logger: Logger;
   readonly clock: Clock;
-  readonly state: ProxyState;
-  readonly loop: SyncLoop;
-  readonly backend: Backend;
+  /** proxy: the meta proxier, the sources' change handlers and the sync controls of every family. */
+  readonly proxy: MetaProxier;
+  readonly backends: readonly Backend[];
   readonly source: Source;
   readonly events: EventRecorder;
   #stopped = false;
@@ -54,13 +57,17 @@ export class Daemon {
     this.nodeName = parts.nodeName;
     this.logger = parts.logger;
     this.clock = parts.clock ?? realClock;
-    this.backend = parts.backend;
     this.events = parts.events;
     this.source = parts.source;
-    this.state = new ProxyState({
-      family: 'IPv4',
+    const { minSyncPeriodMs, syncPeriodMs } = modeSettings(parts.config);
+    this.backends = parts.backends;
+    this.proxy = new MetaProxier({
+      backends: parts.backends.map((backend) => ({ family: backend.family, backend })),
       nodeName: parts.nodeName,
       clock: this.clock,
+      logger: parts.logger,
+      minSyncPeriodMs,
+      syncPeriodMs,
       hooks: {
         onInvalid: (kind, _ref, error, obj) => {
           this.logger.warn(`${kind} skipped: ${error.message}`, { action: 'kept its last valid version, if any' });
@@ -72,17 +79,28 @@ export class Daemon {
         },
       },
     });
-    // The loop listens to the state's changes from here on.
-    const { minSyncPeriodMs, syncPeriodMs } = modeSettings(parts.config);
-    this.loop = new SyncLoop({
-      state: this.state,
-      backend: parts.backend,
-      clock: this.clock,
-      logger: parts.logger.child('sync'),
-      minSyncPeriodMs,
-      syncPeriodMs,
-      observers: [...(parts.observers ?? []), this.#failureEvents()],
-    });
+    for (const o of parts.observers ?? []) this.proxy.addObserver(o);
+    this.proxy.addObserver(this.#failureEvents());
+  }
+
+  /** state is the primary family's proxy state (the model of single-family readers). */
+  get state(): ProxyState {
+    return this.proxy.primary.state;
+  }
+
+  /** states: every proxied family's state, the primary first. */
+  get states(): ProxyState[] {
+    return this.proxy.proxiers.map((p) => p.state);
+  }
+
+  /** invalid: objects refused as invalid ("Service ns/name" -> why), once whatever family refused them. */
+  get invalid(): ReadonlyMap<string, string> {
+    return this.proxy.invalid;
+  }
+
+  /** loop: the sync controls of every family (the meta proxier). */
+  get loop(): MetaProxier {
+    return this.proxy;
   }
 
   /** #failureEvents records a Warning Event on the Node when syncs keep failing after retries. */
@@ -95,22 +113,37 @@ export class Daemon {
             'Warning',
             'FailedToSyncProxyRules',
             'SyncProxyRules',
-            `${rec.consecutiveFailures} syncs in a row failed, the kernel keeps the rules of the last good sync: ${rec.error?.message ?? 'unknown error'}`,
+            `${rec.consecutiveFailures} ${rec.family} syncs in a row failed, the kernel keeps the ${rec.family} rules of the last good sync: ${rec.error?.message ?? 'unknown error'}`,
           );
         }
       },
     };
   }
 
+  /**
+   * cleanup removes what every family's backend programmed (the dashboard's
+   * cleanup action); the daemon keeps running.
+   */
+  async cleanup(): Promise<CleanupResult> {
+    const removed: Record<string, number> = {};
+    const errors: CleanupResult['errors'][number][] = [];
+    for (const b of this.backends) {
+      const r = await b.cleanup();
+      for (const [k, v] of Object.entries(r.removed)) removed[k] = (removed[k] ?? 0) + v;
+      errors.push(...r.errors);
+    }
+    return { removed, errors };
+  }
+
   /** start begins watching and syncing; it resolves once the source is watching. */
   async start(): Promise<void> {
-    await this.backend.init?.();
-    this.loop.start();
+    for (const b of this.backends) await b.init?.();
+    this.proxy.start();
     void this.state.whenListed(ALL_KINDS).then(() => {
       // The daemon proxies on without its Node (locality unknown); /readyz stays 503 and says why.
       if (this.#nodeMissing()) this.logger.warn(nodeNotFound(this.nodeName));
     });
-    await this.source.start(this.state);
+    await this.source.start(this.proxy);
   }
 
   /** #nodeMissing: the API server listed the Nodes and none has this node's name (manifests need not describe Nodes). */
@@ -119,25 +152,25 @@ export class Daemon {
   }
 
   /**
-   * once reads the source, runs one full sync and returns its record; rules stay
+   * once reads the source, runs one full sync of each family and returns their records; rules stay
    * in place. The source is read before the backend touches anything: a source
    * that cannot be read completely (SourceNotSyncedError from start), or an API
    * server with no Node by this node's name (NodeNotFoundError), leaves the host
    * exactly as it was.
    */
-  async once(): Promise<SyncRecord> {
-    await this.source.start(this.state);
-    // The one sync must know this node's Node (its zone, pod CIDR and addresses): all three lists first.
-    await this.state.whenListed(ALL_KINDS);
+  async once(): Promise<SyncRecord[]> {
+    await this.source.start(this.proxy);
+    // The one sync must know this node's Node (its zone, pod CIDR and addresses): all three lists first, in every family.
+    await Promise.all(this.states.map((s) => s.whenListed(ALL_KINDS)));
     if (this.#nodeMissing()) throw new NodeNotFoundError(nodeNotFound(this.nodeName));
-    await this.backend.init?.();
-    return this.loop.syncOnce();
+    for (const b of this.backends) await b.init?.();
+    return this.proxy.syncOnce();
   }
 
   async stop(): Promise<void> {
     if (this.#stopped) return;
     this.#stopped = true;
-    const results = await Promise.allSettled([this.source.stop(), this.loop.stop()]);
+    const results = await Promise.allSettled([this.source.stop(), this.proxy.stop()]);
     for (const r of results) if (r.status === 'rejected') this.logger.error('stopping failed', { err: errorMessage(r.reason) });
   }
 }

@@ -117,6 +117,13 @@ describe('validateKubeProxyConfiguration (kube-proxy rules)', () => {
       'clusterCIDR: Invalid value: "192.168.0.0/16,10.0.0.0/8": must be either a single CIDR or a dual-stack pair of CIDRs (e.g. 10.100.0.0/16,fde4:8dba:82e1::/48)',
     ]);
     expect(check({ clusterCIDR: '10.0.0.0/8,fd00::/8,10.1.0.0/16' })).toHaveLength(1);
+    // One CIDR must be of the primary family, bindAddress's.
+    expect(check({ clusterCIDR: 'fd00:10:244::/56' })).toEqual([
+      'clusterCIDR: Invalid value: "fd00:10:244::/56": is an IPv6 CIDR where an IPv4 one was expected: the primary IP family is IPv4 (bindAddress 0.0.0.0); give an IPv4 CIDR or a dual-stack pair',
+    ]);
+    expect(check({ clusterCIDR: 'fd00:10:244::/56', bindAddress: '::' })).toEqual([]);
+    expect(check({ clusterCIDR: '10.244.0.0/16', bindAddress: '::' })).toHaveLength(1);
+    expect(check({ clusterCIDR: 'fd00:10:244::/56,10.244.0.0/16' })).toEqual([]);
     // only ClusterCIDR (or blank) mode uses it, as in kube-proxy
     expect(check({ detectLocalMode: 'NodeCIDR', clusterCIDR: 'invalid' })).toEqual([]);
   });

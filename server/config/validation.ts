@@ -1,4 +1,4 @@
-import { canonicalIP, parseCIDR } from '../net/ip.ts';
+import { canonicalIP, ipFamilyOf, parseCIDR } from '../net/ip.ts';
 import { formatDuration } from './duration.ts';
 import { IPVS_SCHEDULERS, isProxyMode, NODE_PORT_ADDRESSES_PRIMARY, PROXY_MODES } from './modes.ts';
 import { supportedValues, type FieldError } from './field-error.ts';
@@ -158,6 +158,19 @@ function validateDetectLocal(c: KubeProxyConfiguration, errs: FieldError[], inva
     });
     if (parsed.length === 2 && parsed[0] && parsed[1] && parsed[0].family === parsed[1].family) {
       invalid('clusterCIDR', c.clusterCIDR, DUAL_STACK_PAIR);
+    }
+    // A single CIDR must be of the primary family (bindAddress's): with only a
+    // CIDR of the other family, the primary family's proxier would have no local
+    // traffic detector and masquerade pod traffic (kube-proxy logs this, kproxy
+    // refuses it: it is a typo or a half-configured dual-stack cluster).
+    const primary = ipFamilyOf(c.bindAddress);
+    if (parsed.length === 1 && parsed[0] && primary && parsed[0].family !== primary) {
+      invalid(
+        'clusterCIDR',
+        c.clusterCIDR,
+        `is an ${parsed[0].family} CIDR where an ${primary} one was expected: the primary IP family is ${primary} (bindAddress ${c.bindAddress}); give an ${primary} CIDR or a dual-stack pair`,
+        ['bindAddress'],
+      );
     }
   }
 }

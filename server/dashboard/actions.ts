@@ -80,7 +80,7 @@ export class DashboardActions {
           break;
         case 'cleanup': {
           if (req.pause) loop.pause();
-          const res = await dashboard.daemon.backend.cleanup();
+          const res = await dashboard.daemon.cleanup();
           dashboard.provider.noteCleanup();
           dashboard.reader.drift.clear();
           const parts = Object.entries(res.removed).map(([k, v]) => `${k} ${v}`);

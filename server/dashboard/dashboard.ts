@@ -21,6 +21,9 @@ import { conntrackInfo, countServiceConntrack, type DashboardConntrack } from '.
 import { detailShape, serviceDetail, watchedCounters } from './service-detail.ts';
 import { CLOSE_POLICY, StreamHub, type HubSocket, type StreamClient, type StreamHubOptions } from './stream-hub.ts';
 import { SyncHistory } from './sync-history.ts';
+import { familyTable } from './family-view.ts';
+import { joinFamilies, splitPortId } from './family-model.ts';
+import type { IPFamily } from '../net/ip.ts';
 import { yieldToEventLoop, type Yield } from './yield.ts';
 
 /** DashboardDaemon is what the dashboard needs of a Daemon (server/daemon.ts satisfies it). */
@@ -29,7 +32,10 @@ export interface DashboardDaemon {
   readonly nodeName: string;
   readonly clock: Clock;
   readonly logger: Logger;
-  readonly state: ProxyState;
+  /** states: each proxied family's state, the primary first. */
+  readonly states: readonly ProxyState[];
+  /** invalid: refused objects ("Service ns/name" -> why), counted once whatever family refused them. */
+  readonly invalid: ReadonlyMap<string, string>;
   readonly loop: {
     addObserver(o: SyncObserver): void;
     requestFullSync(trigger?: SyncTrigger): void;
@@ -38,7 +44,8 @@ export interface DashboardDaemon {
     readonly paused: boolean;
     readonly lastRecord: SyncRecord | null;
   };
-  readonly backend: { cleanup(): Promise<CleanupResult> };
+  /** cleanup removes what every family's backend programmed. */
+  cleanup(): Promise<CleanupResult>;
   readonly source: { status(): SourceStatus };
 }
 
@@ -142,8 +149,10 @@ export class Dashboard {
   #lastAction: ActionResult | null = null;
   #lastSnapshot = { bytes: 0, ms: 0 };
   #conntrack: ConntrackInfo | null = null;
-  /** #skipped: the service ports the last successful sync could not program, with why. */
-  #skipped: ReadonlyMap<string, string> = new Map();
+  /** #skipped: per family, the service ports its last successful sync could not program, with why. */
+  readonly #skipped = new Map<IPFamily, ReadonlyMap<string, string>>();
+  /** #lastRules: per family, the objects per table after its last sync that counted them. */
+  readonly #lastRules = new Map<IPFamily, Readonly<Record<string, number>>>();
   /** #shapes: per watching client, the shape of the page it was last sent (see detailShape). */
   readonly #shapes = new WeakMap<StreamClient, string>();
   readonly #pacing = new WeakMap<StreamClient, Pacing>();
@@ -162,20 +171,21 @@ export class Dashboard {
     this.hub = new StreamHub({ logger: this.#log, ...opts.hub });
     this.heavy = opts.heavy ?? new HeavyReads();
     this.reader = new KernelReader({ provider: opts.provider, clock: opts.daemon.clock, logger: this.#log, pause: this.#pause, minIntervalMs: opts.kernelMinIntervalMs });
-    const state = opts.daemon.state;
+    const states = opts.daemon.states;
+    // Every family's service ports in one model (IPv6 ones keyed "…@IPv6", family-model.ts).
+    const joined = joinFamilies(() => states);
     this.#model = {
-      get services() {
-        return state.services;
-      },
-      get endpoints() {
-        return state.endpoints;
-      },
+      services: joined.services,
+      endpoints: joined.endpoints,
       nodeName: opts.daemon.nodeName,
       get zone() {
-        return state.node.zone;
+        return states[0].node.zone;
       },
-      invalid: state.invalid,
-      skipped: (id) => this.#skipped.get(id),
+      invalid: opts.daemon.invalid,
+      skipped: (id) => {
+        const p = splitPortId(id);
+        return this.#skipped.get(p.family)?.get(p.id);
+      },
     };
     opts.daemon.loop.addObserver(this.observer);
     if (opts.events) {
@@ -198,7 +208,8 @@ export class Dashboard {
   readonly observer: SyncObserver = {
     onSync: (record: SyncRecord, checkout, result: BackendSyncResult) => {
       this.provider.noteSync(record, result);
-      if (result.skippedServicePorts) this.#skipped = result.skippedServicePorts;
+      if (result.skippedServicePorts) this.#skipped.set(record.family, result.skippedServicePorts);
+      if (Object.keys(record.rulesByTable).length > 0) this.#lastRules.set(record.family, record.rulesByTable);
       const entry = this.history.add(record, result.batch !== undefined);
       this.#pending.push({ entry, changed: checkout.topologyChanged ? 'all' : checkout.changedServices });
       if (!this.#flushing) {
@@ -266,23 +277,38 @@ export class Dashboard {
   }
 
   counts(): Counts {
-    const state = this.daemon.state;
     let endpoints = 0;
     let localEndpoints = 0;
-    for (const eps of state.endpoints.values()) {
-      endpoints += eps.length;
-      for (const ep of eps) if (ep.isLocal) localEndpoints++;
+    let servicePorts = 0;
+    for (const state of this.daemon.states) {
+      servicePorts += state.services.size;
+      for (const eps of state.endpoints.values()) {
+        endpoints += eps.length;
+        for (const ep of eps) if (ep.isLocal) localEndpoints++;
+      }
     }
     const catalog = this.#ensureCatalog();
     return {
       services: catalog.size,
-      servicePorts: state.services.size,
+      servicePorts,
       endpoints,
       localEndpoints,
-      rulesByTable: this.daemon.loop.lastRecord?.rulesByTable ?? {},
+      rulesByTable: this.#rulesByTable(),
       ...catalog.warningCounts(),
-      invalid: state.invalid.size,
+      invalid: this.daemon.invalid.size,
     };
+  }
+
+  /**
+   * #rulesByTable: each family's objects per table after its last sync, the
+   * IPv6 family's tables named "ip6-…" as on the Rules page (ip6-nat, ip6-filter).
+   */
+  #rulesByTable(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const [family, byTable] of this.#lastRules) {
+      for (const [t, n] of Object.entries(byTable)) out[familyTable(t, family)] = n;
+    }
+    return out;
   }
 
   overview(): Overview {

@@ -137,6 +137,8 @@ export interface Overview {
 /** SyncEntry is one row of the sync history. */
 export interface SyncEntry {
   readonly seq: number;
+  /** family: the IP family whose proxier synced (a dual-stack node has one sync loop per family). */
+  readonly family: 'IPv4' | 'IPv6';
   readonly trigger: string;
   readonly startedAt: number;
   readonly finishedAt: number;
@@ -186,8 +188,13 @@ export interface ServiceSummary {
   readonly namespace: string;
   readonly name: string;
   readonly type: string;
+  /** clusterIP: the primary family's cluster IP (the first of clusterIPs). */
   readonly clusterIP: string;
-  /** ports: "80/TCP", "443/TCP:30443" (with the node port). */
+  /** clusterIPs: one per family this node proxies the Service in (a dual-stack Service has two). */
+  readonly clusterIPs: readonly string[];
+  /** families: the IP families of clusterIPs, in the same order. */
+  readonly families: readonly ('IPv4' | 'IPv6')[];
+  /** ports: "80/TCP", "443/TCP:30443" (with the node port), once each whatever the families. */
   readonly ports: readonly string[];
   /** ips: external and load balancer IPs. */
   readonly ips: readonly string[];

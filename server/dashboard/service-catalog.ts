@@ -45,6 +45,8 @@ export function summarize(key: string, ports: readonly ServicePort[], model: Ser
     if (ep.terminating) counts.terminating++;
     if (ep.isLocal) counts.local++;
   }
+  const clusterIPs: string[] = [];
+  for (const sp of ports) if (!clusterIPs.includes(sp.clusterIP)) clusterIPs.push(sp.clusterIP);
   const warnings: ServiceWarning[] = [];
   if (!anyEndpoints) warnings.push('no-endpoints');
   if (noLocal) warnings.push('no-local-endpoints');
@@ -56,7 +58,9 @@ export function summarize(key: string, ports: readonly ServicePort[], model: Ser
     name: first.serviceName,
     type: first.type,
     clusterIP: first.clusterIP,
-    ports: ports.map((sp) => `${sp.port}/${sp.protocol}${sp.nodePort ? `:${sp.nodePort}` : ''}`),
+    clusterIPs,
+    families: clusterIPs.map(portFamilyOfIP),
+    ports: [...new Set(ports.map((sp) => `${sp.port}/${sp.protocol}${sp.nodePort ? `:${sp.nodePort}` : ''}`))],
     ips: [...ips],
     endpoints: counts,
     warnings,
@@ -69,7 +73,11 @@ export interface Refreshed {
   readonly removed: readonly string[];
 }
 
-const byPort = (a: ServicePort, b: ServicePort) => a.port - b.port || (a.protocol < b.protocol ? -1 : a.protocol > b.protocol ? 1 : 0);
+/** byPort orders a Service's ports: IPv4 before IPv6 (the dashboard's primary first), then by port and protocol. */
+const byPort = (a: ServicePort, b: ServicePort) =>
+  Number(a.clusterIP.includes(':')) - Number(b.clusterIP.includes(':')) || a.port - b.port || (a.protocol < b.protocol ? -1 : a.protocol > b.protocol ? 1 : 0);
+
+const portFamilyOfIP = (ip: string) => (ip.includes(':') ? ('IPv6' as const) : ('IPv4' as const));
 
 /**
  * ServiceCatalog keeps the Services list: service ports grouped by Service and

@@ -6,6 +6,7 @@ import { testDashboard, type TestDashboard } from './testing.ts';
 function skippingBackend(inner: Backend, why: { text: string | null }): Backend {
   return {
     mode: inner.mode,
+    family: inner.family,
     init: inner.init?.bind(inner),
     cleanup: inner.cleanup.bind(inner),
     watchTampering: inner.watchTampering?.bind(inner),

@@ -4,6 +4,7 @@ import { SyncHistory } from './sync-history.ts';
 
 function record(seq: number, ok = true, extra: Partial<SyncRecord> = {}): SyncRecord {
   return {
+    family: 'IPv4',
     seq,
     trigger: 'change',
     startedAt: seq * 1000,

@@ -8,6 +8,7 @@ const CHANGED_LISTED = 10;
 export function syncEntry(r: SyncRecord, input?: SyncEntry['input']): SyncEntry {
   return {
     seq: r.seq,
+    family: r.family,
     trigger: r.trigger,
     startedAt: r.startedAt,
     finishedAt: r.finishedAt,

@@ -136,12 +136,12 @@ export async function testDashboard(opts: TestDashboardOptions = {}): Promise<Te
     help: false,
   };
   const backend = opts.wrapBackend ? opts.wrapBackend(h.backend) : h.backend;
-  const daemon = new Daemon({ config, run, nodeName: 'node-a', logger: log.logger, clock, backend, source, events });
+  const daemon = new Daemon({ config, run, nodeName: 'node-a', logger: log.logger, clock, backends: [backend], source, events });
   const provider = ipvs ? new IpvsView({ backend: ipvs.backend, simulated: true, clock, pause: noYield }) : new IptablesView({ runner: kernel, simulated: true, pause: noYield });
   const sysctl = new SimulatedSysctl({ 'net/netfilter/nf_conntrack_count': '1234', 'net/netfilter/nf_conntrack_max': '262144' });
   const table = new SimulatedConntrack();
   const { runner, ...limits } = opts.conntrack ?? {};
-  const counts = new ConntrackCounts({ conntrack: new Conntrack(runner ?? table), sysctl, clock, family: 'IPv4', ...limits });
+  const counts = new ConntrackCounts({ conntrack: new Conntrack(runner ?? table), sysctl, clock, ...limits });
   const auth = new DashboardAuth({ token: opts.token ?? null, reviewer: opts.reviewer ?? null, nodeName: 'node-a', clock, logger: log.logger.child('dashboard/auth') });
   const dashboard = new Dashboard({
     daemon,

@@ -8,8 +8,8 @@ import { MemoryLog } from '../log.ts';
 import type { Backend, BackendSyncInput, BackendSyncResult } from '../proxy/backend.ts';
 import type { PortError } from '../proxy/healthcheck/service-health-server.ts';
 import type { Node, Service } from '../proxy/kube-objects.ts';
-import { ProxyState, type ChangeHandlers } from '../proxy/proxy-state.ts';
-import { SyncLoop } from '../proxy/sync-loop.ts';
+import type { ChangeHandlers } from '../proxy/proxy-state.ts';
+import { MetaProxier } from '../proxy/meta-proxier.ts';
 import { createSyncObservers } from '../proxy/sync-observers.ts';
 import { ep, makeService, makeSlice } from '../proxy/testing.ts';
 import type { Source, SourceStatus } from '../sources/source.ts';
@@ -21,6 +21,7 @@ const SYNC_PERIOD = 30_000;
 
 class ToggleBackend implements Backend {
   readonly mode = 'iptables' as const;
+  readonly family = 'IPv4' as const;
   failing = false;
   async sync(input: BackendSyncInput): Promise<BackendSyncResult> {
     return {
@@ -90,12 +91,13 @@ describe('startNodeServers', () => {
     const log = new MemoryLog();
     const backend = new ToggleBackend();
     const source = new MemorySource();
-    const state = new ProxyState({ family: 'IPv4', nodeName: NODE, clock });
-    const loop = new SyncLoop({ state, backend, clock, logger: log.logger, minSyncPeriodMs: 1_000, syncPeriodMs: SYNC_PERIOD });
+    const proxy = new MetaProxier({ backends: [{ family: 'IPv4', backend }], nodeName: NODE, clock, logger: log.logger, minSyncPeriodMs: 1_000, syncPeriodMs: SYNC_PERIOD });
+    const state = proxy.primary.state;
+    const loop = proxy;
     const config = testProxyConfig({ healthzBindAddress: '127.0.0.1:0', metricsBindAddress: '127.0.0.1:0', nodePortAddresses: ['127.0.0.0/8'], ...over });
     const portErrors: PortError[] = [];
     const observers = createSyncObservers({
-      daemon: { config, nodeName: NODE, logger: log.logger, clock, state, source },
+      daemon: { config, nodeName: NODE, logger: log.logger, clock, proxy, source },
       onPortError: (e) => portErrors.push(e),
       netInterfaces: new FakeNetInterfaces([
         { ifname: 'lo', family: 'IPv4', address: '127.0.0.1', prefixLength: 8 },
@@ -111,7 +113,7 @@ describe('startNodeServers', () => {
       await observers.close();
     });
     loop.start();
-    await source.start(state);
+    await source.start(proxy);
     const settle = async (ms: number) => {
       await clock.advanceAsync(ms);
       await loop.idle();

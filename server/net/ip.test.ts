@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { canonicalIP, cidrContains, compareIPs, intToIPv4, ipFamilyOf, ipv4ToInt, isLoopbackIP, parseCIDR } from './ip.ts';
+import { canonicalIP, cidrContains, compareIPs, intToIPv4, ipFamilyOf, ipv4ToInt, isIPv4MappedIPv6, isLoopbackIP, nftFamilyOf, objectIP, otherFamily, parseCIDR } from './ip.ts';
 
 describe('canonicalIP', () => {
   it('prints IPv4 as a dotted quad and reads leading zeros as decimal, like ParseIPSloppy', () => {
@@ -41,6 +41,37 @@ describe('canonicalIP', () => {
     }
     expect(canonicalIP(42)).toBeNull();
     expect(canonicalIP(undefined)).toBeNull();
+  });
+});
+
+describe('objectIP', () => {
+  it('returns the canonical text and family of an address from an object', () => {
+    expect(objectIP('10.0.0.1')).toEqual({ ip: '10.0.0.1', family: 'IPv4' });
+    expect(objectIP('FD00:0:0:0::0A')).toEqual({ ip: 'fd00::a', family: 'IPv6' });
+    expect(objectIP('2001:db8:0:0:1:0:0:1')).toEqual({ ip: '2001:db8::1:0:0:1', family: 'IPv6' });
+  });
+
+  it('refuses IPv4-mapped IPv6 in every spelling, naming the IPv4 address to write instead', () => {
+    for (const mapped of ['::ffff:10.0.0.1', '::FFFF:a00:1', '0:0:0:0:0:ffff:10.0.0.1']) {
+      expect(isIPv4MappedIPv6(mapped), mapped).toBe(true);
+      expect(objectIP(mapped), mapped).toEqual({ ip: null, why: 'is an IPv4-mapped IPv6 address, which Kubernetes does not accept (write 10.0.0.1 instead)' });
+    }
+    // NAT64's well-known prefix and IPv4-compatible addresses are ordinary IPv6 addresses.
+    expect(isIPv4MappedIPv6('64:ff9b::10.0.0.1')).toBe(false);
+    expect(objectIP('::10.0.0.1')).toEqual({ ip: '::a00:1', family: 'IPv6' });
+  });
+
+  it('says what is wrong with text that is no address', () => {
+    for (const bad of ['fd00::1::2', '10.0.0.256', 'fe80::1%eth0', '', null]) expect(objectIP(bad), String(bad)).toEqual({ ip: null, why: 'is not an IP address' });
+  });
+});
+
+describe('family names', () => {
+  it('pairs each family with the other and with its nftables family', () => {
+    expect(otherFamily('IPv4')).toBe('IPv6');
+    expect(otherFamily('IPv6')).toBe('IPv4');
+    expect(nftFamilyOf('IPv4')).toBe('ip');
+    expect(nftFamilyOf('IPv6')).toBe('ip6');
   });
 });
 

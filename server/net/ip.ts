@@ -32,6 +32,48 @@ export function ipFamilyOf(text: unknown): IPFamily | null {
   return ip.includes(':') ? 'IPv6' : 'IPv4';
 }
 
+/**
+ * isIPv4MappedIPv6 reports whether an address is IPv4 mapped into IPv6
+ * (::ffff:a.b.c.d, in any spelling). Kubernetes refuses such addresses in
+ * Services and EndpointSlices (Go reads them as IPv4, the kernel as IPv6, so
+ * they would land in the wrong family's rules); kproxy refuses them per object.
+ */
+export function isIPv4MappedIPv6(text: unknown): boolean {
+  if (typeof text !== 'string' || !text.includes(':')) return false;
+  const groups = canonicalIP(text) === null ? null : expandIPv6(text);
+  return groups !== null && groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff;
+}
+
+/** ObjectIP is an address read from a Kubernetes object: canonical text and family, or why it was refused. */
+export type ObjectIP = { readonly ip: string; readonly family: IPFamily } | { readonly ip: null; readonly why: string };
+
+/**
+ * objectIP reads an address from a Kubernetes object (a cluster IP, an
+ * endpoint, an external or load balancer IP). It returns the canonical text
+ * (RFC 5952 for IPv6: lower case, the longest run of zero groups compressed),
+ * or why the text is refused: not an address, or IPv4-mapped IPv6.
+ */
+export function objectIP(text: unknown): ObjectIP {
+  const ip = canonicalIP(text);
+  if (ip === null) return { ip: null, why: 'is not an IP address' };
+  if (isIPv4MappedIPv6(ip)) {
+    const g = expandIPv6(ip)!;
+    const v4 = intToIPv4(((g[6] << 16) | g[7]) >>> 0);
+    return { ip: null, why: `is an IPv4-mapped IPv6 address, which Kubernetes does not accept (write ${v4} instead)` };
+  }
+  return { ip, family: ip.includes(':') ? 'IPv6' : 'IPv4' };
+}
+
+/** otherFamily returns the other IP family. */
+export function otherFamily(family: IPFamily): IPFamily {
+  return family === 'IPv4' ? 'IPv6' : 'IPv4';
+}
+
+/** nftFamilyOf is the nftables family that holds a family's tables ("ip" / "ip6"). */
+export function nftFamilyOf(family: IPFamily): 'ip' | 'ip6' {
+  return family === 'IPv6' ? 'ip6' : 'ip';
+}
+
 /** CIDR is a parsed network: canonical network address and prefix length. */
 export interface CIDR {
   readonly family: IPFamily;

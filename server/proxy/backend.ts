@@ -1,5 +1,6 @@
 import type { ProxyMode } from '../config/modes.ts';
 import type { KproxyError } from '../errors.ts';
+import type { IPFamily } from '../net/ip.ts';
 import type { StateCheckout } from './proxy-state.ts';
 
 /** BackendSyncInput is one sync's input: the wanted state, what changed, and whether it must be full. */
@@ -48,6 +49,8 @@ export interface CleanupResult {
  */
 export interface Backend {
   readonly mode: ProxyMode;
+  /** family: the IP family whose kernel objects this backend writes (one backend per family). */
+  readonly family: IPFamily;
   /** init prepares the kernel once before the first sync (modules, sysctls the mode needs). */
   init?(): Promise<void>;
   sync(input: BackendSyncInput): Promise<BackendSyncResult>;

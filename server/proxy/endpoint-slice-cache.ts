@@ -1,6 +1,6 @@
 import { EndpointSliceInvalidError } from '../errors.ts';
 import { endpointKey, type Endpoint } from './endpoint.ts';
-import { canonicalIP, ipFamilyOf, type IPFamily } from '../net/ip.ts';
+import { objectIP, type IPFamily } from '../net/ip.ts';
 import { LABEL_SERVICE_NAME, objectRef, type EndpointSlice } from './kube-objects.ts';
 import { PROTOCOLS, servicePortId, type Protocol } from './service-port.ts';
 
@@ -87,9 +87,10 @@ export function sliceInfoFromEndpointSlice(slice: EndpointSlice, family: IPFamil
     if (!Array.isArray(addrs) || addrs.length === 0 || addrs.length > MAX_ADDRESSES) bad(`${at}.addresses`, addrs, `must list 1 to ${MAX_ADDRESSES} addresses`);
     // Only the first address is used, as in kube-proxy; the others must still be valid.
     const ips = addrs!.map((a, j) => {
-      const ip = canonicalIP(a);
-      if (!ip || ipFamilyOf(ip) !== family) bad(`${at}.addresses[${j}]`, a, `is not an ${family} address`);
-      return ip!;
+      const parsed = objectIP(a);
+      if (parsed.ip === null) return bad(`${at}.addresses[${j}]`, a, parsed.why);
+      if (parsed.family !== family) bad(`${at}.addresses[${j}]`, a, `is an ${parsed.family} address in a slice of addressType ${family}`);
+      return parsed.ip;
     });
     const c = ep.conditions ?? {};
     for (const k of ['ready', 'serving', 'terminating'] as const) {

@@ -92,9 +92,33 @@ describe('EndpointsChangeTracker', () => {
     const bad = makeSlice('ns', 's', 's-1', [ep('10.0.0.999')]);
     const r = t.update('ns/s-1', bad);
     expect(r.kind).toBe('invalid');
-    expect(r.kind === 'invalid' && r.error.message).toMatch(/^EndpointSlice ns\/s-1: endpoints\[0\].addresses\[0\] "10.0.0.999": is not an IPv4 address/);
+    expect(r.kind === 'invalid' && r.error.message).toMatch(/^EndpointSlice ns\/s-1: endpoints\[0\].addresses\[0\] "10.0.0.999": is not an IP address/);
     expect(t.checkout().changed.size).toBe(0);
     expect(t.endpoints.get('ns/s:p80/TCP')!.map((e) => e.key)).toEqual(['10.0.0.1:80']);
+  });
+
+  it('refuses an address of the other family, or IPv4-mapped IPv6, naming the address and why', () => {
+    const t = tracker();
+    const other = t.update('ns/s-1', makeSlice('ns', 's', 's-1', [ep('fd00::1')]));
+    expect(other.kind === 'invalid' && other.error.message).toBe('EndpointSlice ns/s-1: endpoints[0].addresses[0] "fd00::1": is an IPv6 address in a slice of addressType IPv4');
+    const v6 = new EndpointsChangeTracker('IPv6', 'node-a', 0);
+    const slice = { ...makeSlice('ns', 's', 's-1', [ep('::ffff:10.0.0.1')]), addressType: 'IPv6' };
+    const mapped = v6.update('ns/s-1', slice);
+    expect(mapped.kind === 'invalid' && mapped.error.message).toBe(
+      'EndpointSlice ns/s-1: endpoints[0].addresses[0] "::ffff:10.0.0.1": is an IPv4-mapped IPv6 address, which Kubernetes does not accept (write 10.0.0.1 instead)',
+    );
+  });
+
+  it('keeps IPv6 endpoints of an IPv6 slice in canonical form, keyed [ip]:port, and ignores them in the IPv4 tracker', () => {
+    const slice = { ...makeSlice('ns', 's', 's-1', [ep('FD00:0:0::A'), ep('fd00::0b')]), addressType: 'IPv6' };
+    const v6 = new EndpointsChangeTracker('IPv6', 'node-a', 0);
+    expect(v6.update('ns/s-1', slice).kind).toBe('changed');
+    v6.checkout();
+    expect(v6.endpoints.get('ns/s:p80/TCP')!.map((e) => e.key)).toEqual(['[fd00::a]:80', '[fd00::b]:80']);
+    const v4 = tracker();
+    expect(v4.update('ns/s-1', slice)).toEqual({ kind: 'ignored', reason: 'it holds IPv6 addresses' });
+    const fqdn = { ...slice, addressType: 'FQDN' };
+    expect(v6.update('ns/s-2', { ...fqdn, metadata: { ...fqdn.metadata, name: 's-2' } })).toEqual({ kind: 'ignored', reason: 'FQDN slices are not proxied' });
   });
 
   it.each([

@@ -43,6 +43,7 @@ export interface Service extends KubeObject {
     clusterIP?: string;
     clusterIPs?: string[];
     ipFamilies?: string[];
+    ipFamilyPolicy?: string;
     ports?: ServiceSpecPort[];
     externalIPs?: string[];
     loadBalancerIP?: string;

@@ -1,4 +1,4 @@
-import { canonicalIP, parseCIDR } from '../net/ip.ts';
+import { objectIP, parseCIDR, type IPFamily } from '../net/ip.ts';
 import { LABEL_TOPOLOGY_ZONE, TAINT_TO_BE_DELETED, type Node } from './kube-objects.ts';
 
 /** NodeInfo is what kproxy knows about its own Node. */
@@ -14,7 +14,11 @@ export interface NodeInfo {
   /** toBeDeleted: the Node carries the cluster autoscaler's ToBeDeletedByClusterAutoscaler taint. */
   readonly toBeDeleted: boolean;
   readonly podCIDRs: readonly string[];
-  /** addresses: InternalIP and ExternalIP addresses from the Node status. */
+  /**
+   * addresses: the Node's InternalIP addresses, then its ExternalIP ones, in
+   * status order (kube-proxy's GetNodeHostIPs order: the first of each family is
+   * that family's node IP). IPv4-mapped IPv6 and malformed entries are dropped.
+   */
   readonly addresses: readonly string[];
 }
 
@@ -46,14 +50,33 @@ export function nodeInfoFromNode(name: string, node: Node | null): NodeInfo {
     deleting: node.metadata?.deletionTimestamp != null && node.metadata.deletionTimestamp !== '',
     toBeDeleted: Array.isArray(node.spec?.taints) && node.spec.taints.some((t) => t?.key === TAINT_TO_BE_DELETED),
     podCIDRs: (Array.isArray(cidrs) ? cidrs : []).map((c) => parseCIDR(c)?.text).filter((c): c is string => !!c),
-    addresses: (Array.isArray(node.status?.addresses) ? node.status.addresses : [])
-      .filter((a) => a?.type === 'InternalIP' || a?.type === 'ExternalIP')
-      .map((a) => canonicalIP(a.address))
-      .filter((a): a is string => !!a),
+    addresses: nodeAddresses(node),
   };
 }
 
 /** topologyChanged: a change that alters which endpoints this node uses (zone, name, pod CIDRs). */
 export function topologyChanged(a: NodeInfo, b: NodeInfo): boolean {
   return a.zone !== b.zone || a.podCIDRs.join(',') !== b.podCIDRs.join(',');
+}
+
+function nodeAddresses(node: Node): string[] {
+  const listed = Array.isArray(node.status?.addresses) ? node.status.addresses : [];
+  const out: string[] = [];
+  for (const type of ['InternalIP', 'ExternalIP']) {
+    for (const a of listed) {
+      if (a?.type !== type) continue;
+      const parsed = objectIP(a.address);
+      if (parsed.ip !== null && !out.includes(parsed.ip)) out.push(parsed.ip);
+    }
+  }
+  return out;
+}
+
+/**
+ * nodeIPOf returns the node's IP of one family (its first InternalIP of that
+ * family, else its first ExternalIP), or null when the Node lists none: the
+ * address kube-proxy's proxier of that family uses as "the node IP".
+ */
+export function nodeIPOf(node: Pick<NodeInfo, 'addresses'>, family: IPFamily): string | null {
+  return node.addresses.find((a) => a.includes(':') === (family === 'IPv6')) ?? null;
 }

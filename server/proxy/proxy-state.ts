@@ -4,7 +4,7 @@ import { EndpointsChangeTracker, type StaleEndpoint } from './endpoints-change-t
 import type { IPFamily } from '../net/ip.ts';
 import { objectKey, objectRef, type EndpointSlice, type KubeObject, type Node, type Service, type ServiceCIDR } from './kube-objects.ts';
 import { serviceCIDRsOf } from './service-cidrs.ts';
-import { nodeInfoFromNode, topologyChanged, unknownNode, type NodeInfo } from './node-info.ts';
+import { nodeInfoFromNode, nodeIPOf, topologyChanged, unknownNode, type NodeInfo } from './node-info.ts';
 import { ServiceChangeTracker } from './service-change-tracker.ts';
 import type { ServicePort } from './service-port.ts';
 
@@ -45,7 +45,16 @@ export interface StateCheckout {
   readonly triggerTimes: readonly number[];
   /** serviceCIDRs: every ServiceCIDR's ranges (both families), sorted; nftables mode drops traffic to their unallocated addresses. */
   readonly serviceCIDRs?: readonly string[];
+  /**
+   * withoutNodeIP: service ports of this family left out because the Node lists
+   * addresses but none of this family (0 otherwise); services, endpoints and
+   * changedServices are empty then, so the family's rules are removed.
+   */
+  readonly withoutNodeIP: number;
 }
+
+const NO_SERVICES: ReadonlyMap<string, ServicePort> = new Map();
+const NO_ENDPOINTS: ReadonlyMap<string, readonly Endpoint[]> = new Map();
 
 export interface ProxyStateOptions {
   family: IPFamily;
@@ -133,7 +142,7 @@ export class ProxyState implements ChangeHandlers {
     const next = nodeInfoFromNode(this.nodeName, cur);
     const before = this.#node;
     this.#node = next;
-    if (topologyChanged(before, next)) {
+    if (topologyChanged(before, next) || this.#hasNodeIP(before) !== this.#hasNodeIP(next)) {
       this.#nodeTopologyDirty = true;
       this.#changed();
     }
@@ -169,6 +178,11 @@ export class ProxyState implements ChangeHandlers {
     this.invalidTotal[kind]++;
     this.invalid.set(ref, error.message);
     this.#hooks.onInvalid?.(kind, ref, error, obj);
+  }
+
+  /** families: this state's one family (the meta proxier lists every family's). */
+  get families(): IPFamily[] {
+    return [this.family];
   }
 
   /** ready: Services and EndpointSlices have both been listed once (no sync before that). */
@@ -217,6 +231,22 @@ export class ProxyState implements ChangeHandlers {
     return this.servicesPending > 0 || this.endpointsPending > 0 || this.#nodeTopologyDirty || this.#cidrsDirty;
   }
 
+  /**
+   * #hasNodeIP: the Node gives this family an address, or says nothing of its
+   * addresses (no Node object, as with a manifest source, or no addresses yet).
+   * A Node listing addresses of the other family only is a node of that family
+   * alone: this family's Services are skipped rather than programmed without a
+   * node IP.
+   */
+  #hasNodeIP(node: NodeInfo): boolean {
+    return !node.known || node.addresses.length === 0 || nodeIPOf(node, this.family) !== null;
+  }
+
+  /** withoutNodeIP: this family has no node IP, so its Services are skipped (see #hasNodeIP). */
+  get withoutNodeIP(): boolean {
+    return !this.#hasNodeIP(this.#node);
+  }
+
   /** checkout applies every pending change and returns the input of one sync. */
   checkout(): StateCheckout {
     const svc = this.#services.checkout();
@@ -225,9 +255,10 @@ export class ProxyState implements ChangeHandlers {
     const topology = this.#nodeTopologyDirty;
     this.#nodeTopologyDirty = false;
     this.#cidrsDirty = false;
+    const skipped = this.withoutNodeIP;
     return {
-      services: this.#services.ports,
-      endpoints: this.#endpoints.endpoints,
+      services: skipped ? NO_SERVICES : this.#services.ports,
+      endpoints: skipped ? NO_ENDPOINTS : this.#endpoints.endpoints,
       node: this.#node,
       changedServices,
       topologyChanged: topology,
@@ -236,6 +267,7 @@ export class ProxyState implements ChangeHandlers {
       newlyActiveUDPServices: eps.newlyActive,
       triggerTimes: eps.triggerTimes,
       serviceCIDRs: this.#cidrs,
+      withoutNodeIP: skipped ? this.#services.ports.size : 0,
     };
   }
 }

@@ -58,7 +58,9 @@ export class ServiceChangeTracker {
     if (ports.length === 0) this.#current.delete(key);
     else this.#current.set(key, ports);
     this.#pending.set(key, ports);
-    return result;
+    // A Service that stops being this proxier's (its family's cluster IP removed,
+    // now headless...) must still be synced away: that is a change, not "ignored".
+    return result.kind === 'ignored' ? { kind: 'changed' } : result;
   }
 
   /** pendingCount is the number of services with changes not yet checked out. */

@@ -78,6 +78,53 @@ describe('servicePortsFromService', () => {
     expect(v6.kind === 'ports' && v6.ports[0].clusterIP).toBe('fd00::10');
   });
 
+  it('reads each family of SingleStack, PreferDualStack and RequireDualStack Services from clusterIPs and ipFamilies', () => {
+    const conv = (spec: Parameters<typeof makeService>[2]) =>
+      (['IPv4', 'IPv6'] as const).map((f) => {
+        const r = servicePortsFromService(makeService('a', 's', spec), f);
+        return r.kind === 'ports' ? r.ports[0].clusterIP : r.reason;
+      });
+    expect(conv({ clusterIP: '10.96.0.1', clusterIPs: ['10.96.0.1'], ipFamilies: ['IPv4'], ipFamilyPolicy: 'SingleStack' })).toEqual(['10.96.0.1', 'it has no IPv6 cluster IP']);
+    expect(conv({ clusterIP: 'FD00:0::1', clusterIPs: ['FD00:0::1'], ipFamilies: ['IPv6'], ipFamilyPolicy: 'SingleStack' })).toEqual(['it has no IPv4 cluster IP', 'fd00::1']);
+    expect(conv({ clusterIP: '10.96.0.1', clusterIPs: ['10.96.0.1', 'fd00::1'], ipFamilies: ['IPv4', 'IPv6'], ipFamilyPolicy: 'PreferDualStack' })).toEqual(['10.96.0.1', 'fd00::1']);
+    expect(conv({ clusterIP: '10.96.0.1', clusterIPs: ['10.96.0.1'], ipFamilies: ['IPv4'], ipFamilyPolicy: 'PreferDualStack' })).toEqual(['10.96.0.1', 'it has no IPv6 cluster IP']);
+    expect(conv({ clusterIP: 'fd00::1', clusterIPs: ['fd00::1', '10.96.0.1'], ipFamilies: ['IPv6', 'IPv4'], ipFamilyPolicy: 'RequireDualStack' })).toEqual(['10.96.0.1', 'fd00::1']);
+  });
+
+  it('keeps the external and load balancer IPs and source ranges of each family in canonical form', () => {
+    const svc = makeService(
+      'a',
+      'lb',
+      {
+        type: 'LoadBalancer',
+        clusterIPs: ['10.96.0.1', 'fd00::1'],
+        externalIPs: ['192.0.2.1', '2001:DB8::0:1'],
+        loadBalancerSourceRanges: ['203.0.113.0/24', '2001:db8:1::/48'],
+        ports: [{ name: 'p', port: 80, protocol: 'TCP', nodePort: 30080 }],
+      },
+      { status: { loadBalancer: { ingress: [{ ip: '198.51.100.1' }, { ip: '2001:db8:0:0::5' }] } } },
+    );
+    const v6 = servicePortsFromService(svc, 'IPv6');
+    expect(v6.kind === 'ports' && v6.ports[0]).toMatchObject({ clusterIP: 'fd00::1', externalIPs: ['2001:db8::1'], loadBalancerVIPs: ['2001:db8::5'], loadBalancerSourceRanges: ['2001:db8:1::/48'] });
+    expect(ports(svc)[0]).toMatchObject({ clusterIP: '10.96.0.1', externalIPs: ['192.0.2.1'], loadBalancerVIPs: ['198.51.100.1'], loadBalancerSourceRanges: ['203.0.113.0/24'] });
+  });
+
+  it.each([
+    [{ clusterIPs: ['10.96.0.1', '10.96.0.2'] }, 'spec.clusterIPs ["10.96.0.1","10.96.0.2"]: may hold at most one address per family (a dual-stack Service has one IPv4 and one IPv6)'],
+    [
+      { clusterIP: '::ffff:10.96.0.1', clusterIPs: ['::ffff:10.96.0.1'] },
+      'spec.clusterIPs[0] "::ffff:10.96.0.1": is an IPv4-mapped IPv6 address, which Kubernetes does not accept (write 10.96.0.1 instead)',
+    ],
+    [{ clusterIPs: ['10.96.0.1', 'fd00::1'], ipFamilies: ['IPv6', 'IPv4'] }, 'spec.ipFamilies[0] "IPv6": does not match spec.clusterIPs[0] (IPv4)'],
+    [{ clusterIPs: ['10.96.0.1', 'fd00::1'], ipFamilies: ['IPv4'] }, 'spec.ipFamilies ["IPv4"]: must name the family of each of the 2 cluster IPs'],
+    [{ clusterIPs: ['10.96.0.1'], ipFamilyPolicy: 'RequireDualStack' }, 'spec.clusterIPs ["10.96.0.1"]: must hold an IPv4 and an IPv6 address for ipFamilyPolicy RequireDualStack'],
+    [{ clusterIPs: ['10.96.0.1', 'fd00::1'], ipFamilyPolicy: 'SingleStack' }, 'spec.clusterIPs ["10.96.0.1","fd00::1"]: must hold one address for ipFamilyPolicy SingleStack'],
+    [{ ipFamilyPolicy: 'DualStack' }, 'spec.ipFamilyPolicy "DualStack": must be SingleStack, PreferDualStack or RequireDualStack'],
+    [{ clusterIPs: ['10.96.0.1', 'fd00::1'], externalIPs: ['fd00::1::2'] }, 'spec.externalIPs[0] "fd00::1::2": is not an IP address'],
+  ])('refuses an inconsistent or malformed dual-stack Service in every family (%j)', (spec, why) => {
+    for (const f of ['IPv4', 'IPv6'] as const) expect(() => servicePortsFromService(makeService('a', 'bad', spec), f)).toThrow(`Service a/bad: ${why}`);
+  });
+
   it('only externally visible services get externalTrafficPolicy Local', () => {
     const p = ports(makeService('a', 'b', { externalTrafficPolicy: 'Local' }))[0];
     expect(p.externalPolicyLocal).toBe(false);

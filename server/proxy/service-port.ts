@@ -1,5 +1,5 @@
 import { ServiceInvalidError } from '../errors.ts';
-import { canonicalIP, ipFamilyOf, parseCIDR, type IPFamily } from '../net/ip.ts';
+import { objectIP, parseCIDR, type IPFamily } from '../net/ip.ts';
 import { objectRef, type Service } from './kube-objects.ts';
 
 export type Protocol = 'TCP' | 'UDP' | 'SCTP';
@@ -126,13 +126,33 @@ export function servicePortsFromService(svc: Service, family: IPFamily): Service
   const clusterIPs: unknown[] = Array.isArray(spec.clusterIPs) && spec.clusterIPs.length > 0 ? spec.clusterIPs : [spec.clusterIP];
   if (clusterIPs[0] === 'None' || clusterIPs[0] === '' || clusterIPs[0] === undefined) return { kind: 'ignored', reason: 'it has no cluster IP (headless)' };
   if (clusterIPs.length > 2) bad('spec.clusterIPs', clusterIPs, 'may hold at most one address per family');
-  let clusterIP: string | null = null;
+  const families: IPFamily[] = [];
   for (const [i, raw] of clusterIPs.entries()) {
-    const ip = canonicalIP(raw);
-    if (!ip) bad(`spec.clusterIPs[${i}]`, raw, 'is not an IP address');
-    if (ipFamilyOf(ip) === family && !clusterIP) clusterIP = ip;
+    const parsed = objectIP(raw);
+    if (parsed.ip === null) return bad(`spec.clusterIPs[${i}]`, raw, parsed.why);
+    if (families.includes(parsed.family)) bad('spec.clusterIPs', clusterIPs, 'may hold at most one address per family (a dual-stack Service has one IPv4 and one IPv6)');
+    families.push(parsed.family);
   }
-  if (!clusterIP) return { kind: 'ignored', reason: `it has no ${family} cluster IP` };
+  // ipFamilies names the family of each cluster IP, in order (kube-proxy's
+  // GetClusterIPByFamily reads a family's cluster IP through it): a Service
+  // whose ipFamilies disagree with its cluster IPs cannot be trusted either way.
+  const ipFamilies = spec.ipFamilies;
+  if (ipFamilies != null) {
+    if (!Array.isArray(ipFamilies) || ipFamilies.length > 2) bad('spec.ipFamilies', ipFamilies, 'must list at most two families');
+    for (const [i, f] of ipFamilies.entries()) {
+      if (f !== 'IPv4' && f !== 'IPv6') bad(`spec.ipFamilies[${i}]`, f, 'must be IPv4 or IPv6');
+      if (i < families.length && f !== families[i]) bad(`spec.ipFamilies[${i}]`, f, `does not match spec.clusterIPs[${i}] (${families[i]})`);
+    }
+    if (ipFamilies.length < families.length) bad('spec.ipFamilies', ipFamilies, `must name the family of each of the ${families.length} cluster IPs`);
+  }
+  const policy = spec.ipFamilyPolicy;
+  if (policy != null && policy !== 'SingleStack' && policy !== 'PreferDualStack' && policy !== 'RequireDualStack')
+    bad('spec.ipFamilyPolicy', policy, 'must be SingleStack, PreferDualStack or RequireDualStack');
+  if (policy === 'SingleStack' && families.length > 1) bad('spec.clusterIPs', clusterIPs, 'must hold one address for ipFamilyPolicy SingleStack');
+  if (policy === 'RequireDualStack' && families.length < 2) bad('spec.clusterIPs', clusterIPs, 'must hold an IPv4 and an IPv6 address for ipFamilyPolicy RequireDualStack');
+  const familyIndex = families.indexOf(family);
+  if (familyIndex < 0) return { kind: 'ignored', reason: `it has no ${family} cluster IP` };
+  const clusterIP = objectIP(clusterIPs[familyIndex]).ip!;
 
   const ports = spec.ports;
   if (!Array.isArray(ports) || ports.length === 0) bad('spec.ports', ports, 'must list at least one port');
@@ -146,12 +166,12 @@ export function servicePortsFromService(svc: Service, family: IPFamily): Service
     if (ingress != null && !Array.isArray(ingress)) bad('status.loadBalancer.ingress', ingress, 'must be a list');
     for (const [i, ing] of (ingress ?? []).entries()) {
       if (ing?.ip === undefined || ing.ip === '') continue;
-      const ip = canonicalIP(ing.ip);
-      if (!ip) bad(`status.loadBalancer.ingress[${i}].ip`, ing.ip, 'is not an IP address');
+      const parsed = objectIP(ing.ip);
+      if (parsed.ip === null) return bad(`status.loadBalancer.ingress[${i}].ip`, ing.ip, parsed.why);
       // ipMode Proxy means the load balancer delivers to the node with the LB IP
       // rewritten, so kube-proxy must not capture that IP itself.
       if (ing.ipMode === 'Proxy') continue;
-      if (ipFamilyOf(ip) === family && !lbVIPs.includes(ip!)) lbVIPs.push(ip!);
+      if (parsed.family === family && !lbVIPs.includes(parsed.ip)) lbVIPs.push(parsed.ip);
     }
   }
 
@@ -234,9 +254,9 @@ function ipList(list: unknown, field: string, family: IPFamily, bad: Bad): strin
   if (list.length > LIMITS.ipsPerList) bad(field, `${list.length} addresses`, `at most ${LIMITS.ipsPerList} are accepted`);
   const out: string[] = [];
   for (const [i, raw] of list.entries()) {
-    const ip = canonicalIP(raw);
-    if (!ip) bad(`${field}[${i}]`, raw, 'is not an IP address');
-    if (ipFamilyOf(ip) === family && !out.includes(ip!)) out.push(ip!);
+    const parsed = objectIP(raw);
+    if (parsed.ip === null) return bad(`${field}[${i}]`, raw, parsed.why);
+    if (parsed.family === family && !out.includes(parsed.ip)) out.push(parsed.ip);
   }
   return out;
 }

@@ -8,6 +8,7 @@ import { ep, makeService, makeSlice } from './testing.ts';
 
 class CountingBackend implements Backend {
   readonly mode = 'iptables' as const;
+  readonly family = 'IPv4' as const;
   inputs: BackendSyncInput[] = [];
   async sync(input: BackendSyncInput): Promise<BackendSyncResult> {
     this.inputs.push(input);

@@ -9,6 +9,7 @@ import { ep, makeService, makeSlice } from './testing.ts';
 
 class ScriptedBackend implements Backend {
   readonly mode = 'iptables' as const;
+  readonly family = 'IPv4' as const;
   inputs: BackendSyncInput[] = [];
   failNext = 0;
   async sync(input: BackendSyncInput): Promise<BackendSyncResult> {

@@ -1,6 +1,7 @@
 import type { Clock } from '../clock.ts';
 import { errorMessage, KproxyError, SyncFailedError } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import type { IPFamily } from '../net/ip.ts';
 import type { Backend, BackendSyncResult } from './backend.ts';
 import type { ProxyState, StateCheckout } from './proxy-state.ts';
 import { SyncRunner } from './sync-runner.ts';
@@ -10,6 +11,8 @@ export type SyncTrigger = 'startup' | 'change' | 'periodic' | 'retry' | 'resync'
 
 /** SyncRecord is the account of one sync: the dashboard, metrics, health and events all read it. */
 export interface SyncRecord {
+  /** family: the IP family whose proxier synced (each family has its own loop, as kube-proxy's). */
+  readonly family: IPFamily;
   readonly seq: number;
   readonly trigger: SyncTrigger;
   /** startedAt/finishedAt: epoch ms. */
@@ -42,9 +45,9 @@ export interface SyncObserver {
    * the proxier updated and a sync queued when it starts, so health and the
    * queued timestamp are measured from start-up rather than from the epoch.
    */
-  onStart?(at: number): void;
-  /** onQueued: a change was queued at `at` (epoch ms); health uses it to detect a stuck proxier. */
-  onQueued?(at: number): void;
+  onStart?(at: number, family: IPFamily): void;
+  /** onQueued: a change was queued at `at` (epoch ms) for a family; health uses it to detect a stuck proxier. */
+  onQueued?(at: number, family: IPFamily): void;
   onSync?(record: SyncRecord, checkout: StateCheckout, result: BackendSyncResult): void;
 }
 
@@ -60,6 +63,11 @@ export interface SyncLoopOptions {
   /** retryMs: wait after a failed sync (kube-proxy retries after syncPeriod). */
   retryMs?: number;
   observers?: SyncObserver[];
+  /**
+   * nextSeq numbers the loop's syncs; the loops of a dual-stack node share one
+   * counter (the meta proxier's), so a sync's seq names it whatever its family.
+   */
+  nextSeq?: () => number;
 }
 
 const MAX_CHANGED_LISTED = 50;
@@ -70,7 +78,8 @@ const MAX_CHANGED_LISTED = 50;
  * fullSyncPeriod, after failures, and when asked.
  */
 export class SyncLoop {
-  readonly #o: Required<Omit<SyncLoopOptions, 'observers'>> & { observers: SyncObserver[] };
+  readonly #o: Required<Omit<SyncLoopOptions, 'observers' | 'nextSeq'>> & { observers: SyncObserver[] };
+  readonly #nextSeq: () => number;
   readonly #runner: SyncRunner;
   #seq = 0;
   #lastFullAt = -Infinity;
@@ -82,6 +91,8 @@ export class SyncLoop {
   #lastRecord: SyncRecord | null = null;
   #started = false;
   #paused = false;
+  /** #withoutNodeIP: service ports skipped at the last sync for want of a node IP of the family (logged on change). */
+  #withoutNodeIP = 0;
 
   constructor(opts: SyncLoopOptions) {
     this.#o = {
@@ -90,6 +101,7 @@ export class SyncLoop {
       observers: [],
       ...opts,
     };
+    this.#nextSeq = opts.nextSeq ?? (() => ++this.#seq);
     this.#runner = new SyncRunner({
       clock: opts.clock,
       minIntervalMs: opts.minSyncPeriodMs,
@@ -134,7 +146,7 @@ export class SyncLoop {
     if (this.#started) return;
     this.#started = true;
     const at = this.#o.clock.now();
-    for (const o of this.#o.observers) o.onStart?.(at);
+    for (const o of this.#o.observers) o.onStart?.(at, this.#o.state.family);
     this.#runner.start();
     void this.#o.state.whenReady().then(() => {
       this.#o.logger.info('sources synced, starting the first sync', {
@@ -153,7 +165,7 @@ export class SyncLoop {
   /** changeQueued: the state queued a change (the loop listens to its state from construction). */
   changeQueued(): void {
     const at = this.#o.clock.now();
-    for (const o of this.#o.observers) o.onQueued?.(at);
+    for (const o of this.#o.observers) o.onQueued?.(at, this.#o.state.family);
     if (this.#nextTrigger === 'periodic' || this.#nextTrigger === 'retry') this.#nextTrigger = 'change';
     if (this.#o.state.ready) this.#runner.request();
   }
@@ -162,7 +174,7 @@ export class SyncLoop {
   requestFullSync(trigger: SyncTrigger = 'resync'): void {
     this.#needFull = true;
     this.#nextTrigger = trigger;
-    for (const o of this.#o.observers) o.onQueued?.(this.#o.clock.now());
+    for (const o of this.#o.observers) o.onQueued?.(this.#o.clock.now(), this.#o.state.family);
     if (this.#o.state.ready) this.#runner.request();
   }
 
@@ -197,6 +209,17 @@ export class SyncLoop {
     const trigger = this.#nextTrigger;
     this.#nextTrigger = 'periodic';
     const checkout = state.checkout();
+    if (checkout.withoutNodeIP !== this.#withoutNodeIP) {
+      if (checkout.withoutNodeIP > 0) {
+        logger.warn(`the Node lists no ${state.family} address: ${checkout.withoutNodeIP} ${state.family} service ports are skipped (not programmed) until it has one`, {
+          node: checkout.node.name,
+          addresses: checkout.node.addresses.join(','),
+        });
+      } else if (this.#withoutNodeIP > 0) {
+        logger.info(`the Node has a ${state.family} address again: ${state.family} services are programmed`, { node: checkout.node.name });
+      }
+      this.#withoutNodeIP = checkout.withoutNodeIP;
+    }
     const forceFull = this.#needFull || checkout.topologyChanged || startedAt - this.#lastFullAt >= this.#o.fullSyncPeriodMs;
     let result: BackendSyncResult;
     try {
@@ -224,7 +247,8 @@ export class SyncLoop {
     let endpoints = 0;
     for (const eps of checkout.endpoints.values()) endpoints += eps.length;
     const record: SyncRecord = {
-      seq: ++this.#seq,
+      family: state.family,
+      seq: this.#nextSeq(),
       trigger,
       startedAt,
       finishedAt,
@@ -248,6 +272,7 @@ export class SyncLoop {
     this.#lastRecord = record;
     if (ok) {
       logger.info(`synced ${record.full ? 'fully' : 'partially'}`, {
+        family: record.family,
         seq: record.seq,
         trigger,
         ms: Math.round(record.durationMs),
@@ -259,6 +284,7 @@ export class SyncLoop {
       });
     } else {
       logger.error('sync failed, the kernel keeps its previous rules; retrying with a full sync', {
+        family: record.family,
         seq: record.seq,
         failures: record.consecutiveFailures,
         code: record.error!.code,

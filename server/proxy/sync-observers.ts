@@ -11,7 +11,7 @@ import { ProxyReadiness } from './healthcheck/readiness.ts';
 import { ServiceHealthServer, type ListenFn, type PortError } from './healthcheck/service-health-server.ts';
 import { ProxyMetrics } from './metrics/metrics.ts';
 import { NodePortAddresses } from './node-port-addresses.ts';
-import type { ProxyState } from './proxy-state.ts';
+import type { MetaProxier } from './meta-proxier.ts';
 import type { SyncObserver } from './sync-loop.ts';
 
 /** SyncObserversDaemon is what the observers need from a daemon (server/daemon.ts satisfies it). */
@@ -20,7 +20,8 @@ export interface SyncObserversDaemon {
   readonly nodeName: string;
   readonly logger: Logger;
   readonly clock: Clock;
-  readonly state: ProxyState;
+  /** proxy: the meta proxier (every family's state, the change counts summed). */
+  readonly proxy: MetaProxier;
   readonly source: Source;
 }
 
@@ -66,15 +67,15 @@ export interface SyncObservers {
  */
 export function createSyncObservers(opts: SyncObserversOptions): SyncObservers {
   const { daemon } = opts;
-  const { config, state, clock } = daemon;
-  const family = state.family;
+  const { config, proxy, clock } = daemon;
+  const primary = proxy.primary.state;
   const logger = daemon.logger.child('healthcheck');
 
-  const health = new ProxyHealth({ clock, healthTimeoutMs: 2 * modeSettings(config).syncPeriodMs, node: () => state.node });
-  const readiness = new ProxyReadiness({ health, source: () => daemon.source.status(), node: () => state.node });
+  const health = new ProxyHealth({ clock, healthTimeoutMs: 2 * modeSettings(config).syncPeriodMs, node: () => primary.node });
+  const readiness = new ProxyReadiness({ health, source: () => daemon.source.status(), node: () => primary.node });
   const metrics = new ProxyMetrics({
     mode: config.mode,
-    state,
+    state: proxy,
     clock,
     logger: daemon.logger.child('metrics'),
     source: () => daemon.source.status(),
@@ -84,8 +85,14 @@ export function createSyncObservers(opts: SyncObserversOptions): SyncObservers {
   const serviceHealth = new ServiceHealthServer({
     nodeName: daemon.nodeName,
     logger,
-    // "primary" depends on the Node's addresses, which may arrive after start-up.
-    bindAddresses: () => healthCheckBindAddresses(new NodePortAddresses(family, config.nodePortAddresses, state.node.addresses), netif, logger),
+    // "primary" depends on the Node's addresses, which may arrive after start-up; one
+    // listener per port serves every family (kube-proxy's metaproxier shares one health server too).
+    bindAddresses: () =>
+      healthCheckBindAddresses(
+        proxy.families.map((f) => new NodePortAddresses(f, config.nodePortAddresses, primary.node.addresses)),
+        netif,
+        logger,
+      ),
     proxyHealthy: () => health.health().healthy,
     onPortError: opts.onPortError,
     ...(opts.listenHealthCheck ? { listen: opts.listenHealthCheck } : {}),
@@ -95,20 +102,20 @@ export function createSyncObservers(opts: SyncObserversOptions): SyncObservers {
   metrics.attachReadiness(() => readiness.readiness().ready);
 
   const healthObserver: SyncObserver = {
-    onStart(at) {
+    onStart(at, family) {
       health.updated(family, at);
     },
-    onQueued(at) {
+    onQueued(at, family) {
       // kube-proxy queues nothing before its informers synced: the initial
       // listing must not count against the health timeout.
-      if (state.ready) health.queuedUpdate(family, at);
+      if (proxy.ready) health.queuedUpdate(family, at);
     },
     onSync(record, checkout) {
       readiness.observe(record);
       health.noteNode(checkout.node);
       if (!record.ok) return;
-      health.updated(family);
-      serviceHealth.reconcile(checkout).catch((err) => logger.error('reconciling service health checks failed', { err: errorMessage(err) }));
+      health.updated(record.family);
+      serviceHealth.reconcile(record.family, checkout).catch((err) => logger.error('reconciling service health checks failed', { err: errorMessage(err) }));
     },
   };
   return { metrics, health, readiness, serviceHealth, observers: { metrics: metrics.observer, health: healthObserver }, close: () => serviceHealth.close() };

@@ -119,7 +119,7 @@ export async function startInProcess(opts: { dir: string; nodeName: string; clus
   };
   const events = new MemoryEventRecorder({ clock, logger: silentLogger });
   const times: ObserverTimes = { metrics: [], health: [], dashboard: [] };
-  const daemon = new Daemon({ config, run, nodeName: opts.nodeName, logger: silentLogger, clock, backend, source, events });
+  const daemon = new Daemon({ config, run, nodeName: opts.nodeName, logger: silentLogger, clock, backends: [backend], source, events });
 
   // The observers the CLI adds (server/proxy/sync-observers.ts), each timed; no listeners.
   const fakeListen = async (_host: string, _port: number, _h: RequestListener) => ({ close: async () => {} });
@@ -167,7 +167,7 @@ export async function startInProcess(opts: { dir: string; nodeName: string; clus
 }
 
 function daemonFields(d: Daemon) {
-  return { config: d.config, nodeName: d.nodeName, clock: d.clock, logger: d.logger, state: d.state, backend: d.backend, source: d.source };
+  return { config: d.config, nodeName: d.nodeName, clock: d.clock, logger: d.logger, states: d.states, invalid: d.invalid, cleanup: () => d.cleanup(), source: d.source };
 }
 
 export async function waitUntil(test: () => boolean, timeoutMs: number): Promise<void> {

@@ -90,7 +90,7 @@ describe.skipIf(!tiers().kernel.ok)('node-facing HTTP of a live kproxy', () => {
       );
       expect(JSON.parse(down.body)).toEqual({ service: { namespace: 'kpt', name: 'hc' }, localEndpoints: 0, serviceProxyHealthy: true });
       expect(down.headers['x-load-balancing-endpoint-weight']).toBe('0');
-      expect(metric(await metrics(c), 'kubeproxy_sync_proxy_rules_no_local_endpoints_total', { traffic_policy: 'external' })).toBe(1);
+      expect(metric(await metrics(c), 'kubeproxy_sync_proxy_rules_no_local_endpoints_total', { ip_family: 'IPv4', traffic_policy: 'external' })).toBe(1);
 
       c.manifests.writeService(hc, ready(a0, a1, b0));
       const up = await waitFor(
@@ -102,7 +102,7 @@ describe.skipIf(!tiers().kernel.ok)('node-facing HTTP of a live kproxy', () => {
       );
       expect(JSON.parse(up.body)).toMatchObject({ localEndpoints: 2, serviceProxyHealthy: true });
       expect(up.headers['x-load-balancing-endpoint-weight']).toBe('2');
-      expect(metric(await metrics(c), 'kubeproxy_sync_proxy_rules_no_local_endpoints_total', { traffic_policy: 'external' })).toBe(0);
+      expect(metric(await metrics(c), 'kubeproxy_sync_proxy_rules_no_local_endpoints_total', { ip_family: 'IPv4', traffic_policy: 'external' })).toBe(0);
     }),
   );
 

@@ -128,10 +128,16 @@ describe.skipIf(!tiers().kernel.ok)('--proxy-mode ipvs on the command line', () 
     expect(res.status, res.stderr).toBe(0);
     expect(res.stdout).toMatch(/^# ipvsadm -Sn\n-A -t 10\.96\.0\.10:53 -s rr\n/m);
     expect(res.stdout).toContain('-a -t 10.96.10.10:80 -r 10.244.0.11:8080 -m -w 1');
-    expect(res.stdout).toContain('# ipset save\ncreate KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536\n');
+    // ipset save lists the sets by name: the IPv6 family's KUBE-6-… ones come first.
+    expect(res.stdout).toMatch(/# ipset save\ncreate KUBE-6-CLUSTER-IP hash:ip,port family inet6 hashsize 1024 maxelem 65536\n/);
+    expect(res.stdout).toContain('\ncreate KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536\n');
     expect(res.stdout).toContain('inet 10.96.10.10/32 scope global kube-ipvs0');
+    // The IPv6 proxier's objects: virtual servers at [addr]:port, KUBE-6- sets of family inet6, inet6 addresses on kube-ipvs0.
+    expect(res.stdout).toContain('-a -t [fd00:10:96::80]:80 -r [fd00:10:244::80]:8080 -m -w 1');
+    expect(res.stdout).toContain('create KUBE-6-CLUSTER-IP hash:ip,port family inet6 hashsize 1024 maxelem 65536\nadd KUBE-6-CLUSTER-IP fd00:10:96::80,tcp:80\n');
+    expect(res.stdout).toContain('inet6 fd00:10:96::80/128 scope global kube-ipvs0');
     expect(res.stdout).toMatch(
-      /kproxy: synced ipvs \(scheduler rr, iptables \w+, simulated kernel\) on node node-a in \d+ ms: 10 services \(13 ports\), 27 endpoints, \d+ rules \(virtual-servers \d+, real-servers \d+, ipset-entries \d+, nat \d+, filter \d+\)\n$/,
+      /kproxy: synced ipvs \(scheduler rr, iptables \w+, dual-stack IPv4\+IPv6, simulated kernel\) on node node-a in \d+ ms: IPv4: 11 services \(14 ports\), 29 endpoints, \d+ rules \(virtual-servers \d+, real-servers \d+, ipset-entries \d+, nat \d+, filter \d+\); IPv6: 2 services \(2 ports\), 4 endpoints, \d+ rules \(virtual-servers \d+, real-servers \d+, ipset-entries \d+, nat \d+, filter \d+\)\n$/,
     );
     // A dry run reads the host but never changes it.
     expect(inNs(ns, 'ipset', ['list', '-n']).stdout).toBe('');

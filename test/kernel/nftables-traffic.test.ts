@@ -50,7 +50,7 @@ describe.skipIf(!tiers().kernel.ok)('nftables mode with real packets', () => {
   beforeAll(async () => {
     cluster = await TestCluster.create();
     const m = cluster.manifests;
-    m.write('nodes', [nodeObject(NODE_A.name, NODE_A.ip, NODE_A.podCIDR, 'zone-a'), nodeObject(NODE_B.name, NODE_B.ip, NODE_B.podCIDR, 'zone-b')]);
+    m.write('nodes', [nodeObject(NODE_A.name, NODE_A.ip, NODE_A.podCIDR, { zone: 'zone-a' }), nodeObject(NODE_B.name, NODE_B.ip, NODE_B.podCIDR, { zone: 'zone-b' })]);
     m.write('service-cidr', [serviceCIDRObject('kubernetes', ['10.96.0.0/16'])]);
     m.writeService(spread, ready(a0, a1, a2, b0));
     m.writeService(empty, null);

@@ -3,7 +3,7 @@ import type { IptablesRunner } from '../../kernel/iptables.ts';
 import { silentLogger, type Logger } from '../../log.ts';
 import { ruleComment, splitArgs } from '../../kernel/iptables-save-parser.ts';
 import type { BackendSyncResult } from '../../proxy/backend.ts';
-import type { Endpoint } from '../../proxy/endpoint.ts';
+import { endpointKey, type Endpoint } from '../../proxy/endpoint.ts';
 import { ChainNames, isServiceChainName, KUBE_EXTERNAL_SERVICES, KUBE_NODEPORTS, KUBE_PROXY_FIREWALL, KUBE_SERVICES, servicePortChains } from '../../proxy/iptables/chain-names.ts';
 import { JUMP_RULES } from '../../proxy/iptables/jump-chains.ts';
 import type { ServicePort } from '../../proxy/service-port.ts';
@@ -158,17 +158,17 @@ export class IptablesView implements KernelViewProvider {
     };
 
     const internalPolicy = sp.internalPolicyLocal ? 'Local' : 'Cluster';
-    const clusterAddress = `${sp.clusterIP}:${sp.port}/${proto}`;
+    const clusterAddress = `${endpointKey(sp.clusterIP, sp.port)}/${proto}`;
     if (!hasAny) flows.push({ kind: 'clusterIP', address: clusterAddress, path: [KUBE_SERVICES], policy: internalPolicy, outcome: 'reject', note: noEndpoints });
     else if (!hasInternal) flows.push({ kind: 'clusterIP', address: clusterAddress, path: [KUBE_SERVICES], policy: internalPolicy, outcome: 'drop', note: noLocal('internalTrafficPolicy') });
     else flows.push({ kind: 'clusterIP', address: clusterAddress, path: [KUBE_SERVICES, internalChain], policy: internalPolicy, outcome: 'endpoints' });
     if (sp.nodePort) external('nodePort', `node:${sp.nodePort}/${proto}`, [KUBE_SERVICES, KUBE_NODEPORTS]);
-    for (const ip of sp.externalIPs) external('externalIP', `${ip}:${sp.port}/${proto}`, [KUBE_SERVICES]);
+    for (const ip of sp.externalIPs) external('externalIP', `${endpointKey(ip, sp.port)}/${proto}`, [KUBE_SERVICES]);
     for (const ip of sp.loadBalancerVIPs) {
       const ranges = sp.loadBalancerSourceRanges.join(', ');
       external(
         'loadBalancerIP',
-        `${ip}:${sp.port}/${proto}`,
+        `${endpointKey(ip, sp.port)}/${proto}`,
         usesFW ? [KUBE_SERVICES, chains.firewall] : [KUBE_SERVICES],
         usesFW ? `only from ${ranges}; other sources are dropped by KUBE-PROXY-FIREWALL` : undefined,
       );

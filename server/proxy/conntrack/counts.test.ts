@@ -12,7 +12,7 @@ function setup(opts: Partial<ConntrackCountsOptions> = {}) {
   table.add(natFlow({ protocol: 'tcp', client: '10.0.0.2', clientPort: 2000, vip: '10.96.0.10', port: 53, endpoint: '10.244.1.5' }));
   table.add(natFlow({ client: '10.0.0.2', clientPort: 3000, vip: '10.96.0.10', port: 54, endpoint: '10.244.1.5' }));
   const sysctl = new SimulatedSysctl({ 'net/netfilter/nf_conntrack_count': '7', 'net/netfilter/nf_conntrack_max': '262144' });
-  const counts = new ConntrackCounts({ conntrack: new Conntrack(table), sysctl, clock, family: 'IPv4', ...opts });
+  const counts = new ConntrackCounts({ conntrack: new Conntrack(table), sysctl, clock, ...opts });
   const listings = () => table.calls.filter((c) => c[0] === '-L').length;
   return { clock, table, sysctl, counts, listings };
 }
@@ -60,10 +60,16 @@ describe('ConntrackCounts', () => {
     expect(listings()).toBe(4);
   });
 
-  it('refuses frontends that are not of its family or not valid, before running anything', async () => {
+  it('counts an IPv6 frontend in the IPv6 conntrack table, by its canonical address', async () => {
+    const { counts, table } = setup();
+    expect(await counts.countForService('FD00:0::A', 53, 'UDP')).toMatchObject({ vip: 'fd00::a', count: 0 });
+    expect(table.calls[0]).toEqual(['-L', '-f', 'ipv6', '-p', 'udp', '--orig-dst', 'fd00::a', '--orig-port-dst', '53']);
+  });
+
+  it('refuses frontends that are not valid, before running anything', async () => {
     const { counts, table } = setup();
     for (const [vip, port, proto] of [
-      ['fd00::1', 53, 'UDP'],
+      ['fd00::1::2', 53, 'UDP'],
       ['10.96.0.10; rm -rf /', 53, 'UDP'],
       ['10.96.0.10', 0, 'UDP'],
       ['10.96.0.10', 53, 'ICMP'],
@@ -93,7 +99,7 @@ describe('ConntrackCounts', () => {
     expect((await counts.node()).entries).toBe(7);
     clock.advance(1);
     expect((await counts.node()).entries).toBe(8);
-    const none = new ConntrackCounts({ conntrack: new Conntrack(new SimulatedConntrack()), sysctl: new SimulatedSysctl(), clock, family: 'IPv4' });
+    const none = new ConntrackCounts({ conntrack: new Conntrack(new SimulatedConntrack()), sysctl: new SimulatedSysctl(), clock });
     const unreadable = await none.node();
     expect(unreadable).toMatchObject({ entries: null, max: null });
     // The reason travels with the nulls: the dashboard shows it.

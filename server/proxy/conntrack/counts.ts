@@ -31,7 +31,6 @@ export interface ConntrackCountsOptions {
   /** sysctl: /proc/sys of the node's network namespace (nf_conntrack_count and nf_conntrack_max). */
   sysctl: Sysctl;
   clock: Clock;
-  family: IPFamily;
   /** serviceIntervalMs: a frontend is listed at most this often; callers in between get the cached count (default 5 s). */
   serviceIntervalMs?: number;
   /** nodeIntervalMs: the node counts are read at most this often (default 1 s). */
@@ -99,13 +98,15 @@ export class ConntrackCounts {
 
   /**
    * countForService counts the flows to vip:port over protocol. It throws
-   * ConntrackError for a bad frontend (not an address of the family, port out
+   * ConntrackError for a bad frontend (not an IP address, port out
    * of range, unknown protocol), RateLimitedError when too many listings wait,
    * and the listing's error when conntrack fails.
    */
   async countForService(vip: string, port: number, protocol: string): Promise<ServiceConntrackCount> {
+    // The flows of an IPv6 VIP are in conntrack's ipv6 table (conntrack -L -f ipv6).
     const ip = canonicalIP(vip);
-    if (!ip || ipFamilyOf(ip) !== this.#o.family) throw new ConntrackError(`conntrack count: ${JSON.stringify(vip)} is not an ${this.#o.family} address`);
+    const family = ipFamilyOf(ip);
+    if (!ip || !family) throw new ConntrackError(`conntrack count: ${JSON.stringify(vip)} is not an IP address`);
     if (!Number.isInteger(port) || port < 1 || port > 65535) throw new ConntrackError(`conntrack count: port ${JSON.stringify(port)} is out of range`);
     const proto = PROTOCOLS[String(protocol).toUpperCase()];
     if (!proto) throw new ConntrackError(`conntrack count: protocol ${JSON.stringify(protocol)} is not TCP, UDP or SCTP`);
@@ -119,7 +120,7 @@ export class ConntrackCounts {
     if (this.#queued >= this.#o.maxQueued) throw new RateLimitedError(`conntrack count for ${key}: ${this.#queued} listings are already waiting; try again shortly`);
     this.#queued++;
     const job = this.#chain.then(async (): Promise<ServiceConntrackCount> => {
-      const count = await this.#o.conntrack.count({ family: this.#o.family, protocol: proto, origDst: ip, origDstPort: port });
+      const count = await this.#o.conntrack.count({ family, protocol: proto, origDst: ip, origDstPort: port });
       const entry = { count, at: clock.now(), atMono: clock.monotonic() };
       this.#cache.delete(key);
       this.#cache.set(key, entry);

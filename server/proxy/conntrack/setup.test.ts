@@ -23,7 +23,7 @@ function setup(over: { sysfs?: SimulatedSysctl } = {}) {
   const config = toProxyConfig(setDefaults({}));
   const ct = new ConntrackSetup({
     config,
-    family: 'IPv4',
+    families: ['IPv4'],
     nodeName: 'node-a',
     dryRun: false,
     clock,
@@ -111,7 +111,7 @@ describe('ConntrackSetup', () => {
     const host = procSysctl();
     const before = await host.read('net/netfilter/nf_conntrack_max').catch(() => null);
     const log = new MemoryLog();
-    const ct = new ConntrackSetup({ config: toProxyConfig(setDefaults({})), family: 'IPv4', nodeName: 'node-a', dryRun: true, clock: new FakeClock(), logger: log.logger, cpuCount: 64 });
+    const ct = new ConntrackSetup({ config: toProxyConfig(setDefaults({})), families: ['IPv4'], nodeName: 'node-a', dryRun: true, clock: new FakeClock(), logger: log.logger, cpuCount: 64 });
     const r = await ct.applySysctls();
     expect(ct.simulated).toBe(true);
     // 64 × 32768 = 2Mi, capped at 1Mi; compared with what the host holds, changed in memory only.

@@ -14,13 +14,14 @@ import { applyConntrackSysctls, HASHSIZE, type ConntrackSysctlsReport } from './
 
 /** ConntrackMetricsSink is the part of ProxyMetrics the conntrack parts feed (server/proxy/metrics/metrics.ts). */
 export interface ConntrackMetricsSink {
-  conntrackReconciled(seconds: number, deleted: number): void;
+  conntrackReconciled(seconds: number, deleted: number, family: IPFamily): void;
   attachConntrack(view: () => Promise<ConntrackView | null>): void;
 }
 
 export interface ConntrackSetupOptions {
   config: ProxyConfig;
-  family: IPFamily;
+  /** families: one stale-entry cleaner per proxied family (conntrack -f ipv4 / -f ipv6). */
+  families: readonly IPFamily[];
   nodeName: string;
   /** dryRun: a simulated table and /proc (nothing on the host is read for cleanup or written). */
   dryRun: boolean;
@@ -53,14 +54,15 @@ const SEEDED = [
  * and the counts for the metrics and the dashboard.
  */
 export class ConntrackSetup {
-  readonly cleaner: ConntrackCleaner;
   readonly counts: ConntrackCounts;
   /** simulated: a dry run's in-memory table and /proc. */
   readonly simulated: boolean;
   readonly #o: ConntrackSetupOptions;
   readonly #sysctl: Sysctl;
   readonly #sysfs: Sysctl;
-  readonly #runListeners: ((r: CleanupRun) => void)[] = [];
+  readonly #runListeners: ((r: CleanupRun, family: IPFamily) => void)[] = [];
+  /** cleaners: the stale-entry cleaner of each family, a sync observer of that family's loop. */
+  readonly cleaners: ReadonlyMap<IPFamily, ConntrackCleaner>;
 
   constructor(o: ConntrackSetupOptions) {
     this.#o = o;
@@ -69,17 +71,22 @@ export class ConntrackSetup {
     this.#sysfs = o.sysfs ?? (o.dryRun ? new SimulatedSysctl() : procSysctl('/sys'));
     const conntrack = new Conntrack(o.runner ?? (o.dryRun ? new SimulatedConntrack() : execConntrack()));
     const logger = o.logger;
-    this.cleaner = new ConntrackCleaner({
-      ...o.cleaner,
-      conntrack,
-      family: o.family,
-      clock: o.clock,
-      logger,
-      onRun: (r) => {
-        for (const l of this.#runListeners) l(r);
-      },
-    });
-    this.counts = new ConntrackCounts({ conntrack, sysctl: this.#sysctl, clock: o.clock, family: o.family });
+    this.cleaners = new Map(
+      o.families.map((family) => [
+        family,
+        new ConntrackCleaner({
+          ...o.cleaner,
+          conntrack,
+          family,
+          clock: o.clock,
+          logger: o.families.length > 1 ? logger.child(family) : logger,
+          onRun: (r) => {
+            for (const l of this.#runListeners) l(r, family);
+          },
+        }),
+      ]),
+    );
+    this.counts = new ConntrackCounts({ conntrack, sysctl: this.#sysctl, clock: o.clock });
   }
 
   /**
@@ -112,18 +119,30 @@ export class ConntrackSetup {
   /** view is what the conntrack gauges and the dashboard read. */
   async view(): Promise<ConntrackView> {
     const node = await this.counts.node();
-    const s = this.cleaner.status();
-    return { entries: node.entries, max: node.max, cleanupEnabled: s.enabled, cleanupPending: s.pending, cleanupErrorsTotal: s.errorsTotal, countErrorsTotal: this.counts.listingErrorsTotal };
+    const all = [...this.cleaners.values()].map((c) => c.status());
+    return {
+      entries: node.entries,
+      max: node.max,
+      cleanupEnabled: all.every((s) => s.enabled),
+      cleanupPending: all.reduce((n, s) => n + s.pending, 0),
+      cleanupErrorsTotal: all.reduce((n, s) => n + s.errorsTotal, 0),
+      countErrorsTotal: this.counts.listingErrorsTotal,
+    };
   }
 
   /** attachMetrics feeds kube-proxy's reconciler metrics from every cleanup pass and publishes the conntrack gauges. */
   attachMetrics(metrics: ConntrackMetricsSink): void {
-    this.#runListeners.push((r) => metrics.conntrackReconciled(r.seconds, r.deleted));
+    this.#runListeners.push((r, family) => metrics.conntrackReconciled(r.seconds, r.deleted, family));
     metrics.attachConntrack(() => this.view());
   }
 
+  /** cleaner is the primary family's cleaner. */
+  get cleaner(): ConntrackCleaner {
+    return this.cleaners.values().next().value!;
+  }
+
   async stop(): Promise<void> {
-    await this.cleaner.stop();
+    await Promise.all([...this.cleaners.values()].map((c) => c.stop()));
   }
 }
 

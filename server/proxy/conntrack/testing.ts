@@ -69,6 +69,7 @@ export function newState(clock = new FakeClock()): ProxyState {
 /** syncRecord is a minimal record of a sync that succeeded (or failed). */
 export function syncRecord(ok = true, seq = 1): SyncRecord {
   return {
+    family: 'IPv4',
     seq,
     trigger: 'change',
     startedAt: 0,

@@ -98,7 +98,7 @@ describe('health check bind addresses', () => {
     { ifname: 'eth1', family: 'IPv4', address: '10.0.0.5', prefixLength: 24 },
     { ifname: 'eth1', family: 'IPv6', address: 'fd00::5', prefixLength: 64 },
   ]);
-  const bind = (values: string[], nodeAddresses: string[] = [], via: NetInterfaces = netif) => healthCheckBindAddresses(new NodePortAddresses('IPv4', values, nodeAddresses), via, silentLogger);
+  const bind = (values: string[], nodeAddresses: string[] = [], via: NetInterfaces = netif) => healthCheckBindAddresses([new NodePortAddresses('IPv4', values, nodeAddresses)], via, silentLogger);
 
   it('listens on the wildcard address when node ports are accepted everywhere', async () => {
     expect(await bind([])).toEqual(['0.0.0.0']);
@@ -145,7 +145,7 @@ describe('ServiceHealthServer', () => {
     const { shs } = make();
     const state = newState();
     state.onService(null, lbLocal('web', port));
-    await shs.reconcile(state.checkout());
+    await shs.reconcile('IPv4', state.checkout());
     const empty = await probe(port, '/any/path');
     expect(empty.code).toBe(503);
     expect(empty.headers.get('content-type')).toBe('application/json');
@@ -154,7 +154,7 @@ describe('ServiceHealthServer', () => {
     expect(empty.body).toBe('{\n\t"service": {\n\t\t"namespace": "shop",\n\t\t"name": "web"\n\t},\n\t"localEndpoints": 0,\n\t"serviceProxyHealthy": true\n}');
 
     state.onEndpointSlice(null, makeSlice('shop', 'web', 'web-1', [ep('10.1.0.1', { nodeName: NODE }), ep('10.1.0.2', { nodeName: NODE })], [{ name: 'http', port: 8080, protocol: 'TCP' }]));
-    await shs.reconcile(state.checkout());
+    await shs.reconcile('IPv4', state.checkout());
     const ok = await probe(port);
     expect(ok.code).toBe(200);
     expect(ok.headers.get('x-load-balancing-endpoint-weight')).toBe('2');
@@ -162,7 +162,7 @@ describe('ServiceHealthServer', () => {
 
     // The pods go not-ready: back to 503 with weight 0.
     state.onEndpointSlice(null, makeSlice('shop', 'web', 'web-1', [ep('10.1.0.1', { nodeName: NODE, ready: false })], [{ name: 'http', port: 8080, protocol: 'TCP' }]));
-    await shs.reconcile(state.checkout());
+    await shs.reconcile('IPv4', state.checkout());
     expect((await probe(port)).code).toBe(503);
     expect(shs.entries()).toEqual([{ service: 'shop/web', port, addresses: ['127.0.0.1'], localEndpoints: 0, status: 503, simulated: false }]);
   });
@@ -172,7 +172,7 @@ describe('ServiceHealthServer', () => {
     const { shs } = make();
     const state = newState();
     state.onService(null, lbLocal('web', port));
-    await shs.reconcile(state.checkout());
+    await shs.reconcile('IPv4', state.checkout());
     const head = await fetch(`http://127.0.0.1:${port}/`, { method: 'HEAD' });
     expect(head.status).toBe(503);
     const post = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', body: 'x'.repeat(256 * 1024) });
@@ -188,7 +188,7 @@ describe('ServiceHealthServer', () => {
     const state = newState();
     state.onService(null, lbLocal('web', port));
     state.onEndpointSlice(null, makeSlice('shop', 'web', 'web-1', [ep('10.1.0.1', { nodeName: NODE })], [{ name: 'http', port: 8080, protocol: 'TCP' }]));
-    await shs.reconcile(state.checkout());
+    await shs.reconcile('IPv4', state.checkout());
     expect((await probe(port)).code).toBe(200);
     healthy = false;
     const res = await probe(port);
@@ -202,16 +202,16 @@ describe('ServiceHealthServer', () => {
     const state = newState();
     const svc = lbLocal('web', p1);
     state.onService(null, svc);
-    await shs.reconcile(state.checkout());
+    await shs.reconcile('IPv4', state.checkout());
     expect((await probe(p1)).code).toBe(503);
 
     state.onService(svc, lbLocal('web', p2));
-    await shs.reconcile(state.checkout());
+    await shs.reconcile('IPv4', state.checkout());
     await expect(probe(p1)).rejects.toThrow();
     expect((await probe(p2)).code).toBe(503);
 
     state.onService(lbLocal('web', p2), null);
-    await shs.reconcile(state.checkout());
+    await shs.reconcile('IPv4', state.checkout());
     await expect(probe(p2)).rejects.toThrow();
     expect(shs.size).toBe(0);
   });
@@ -225,7 +225,7 @@ describe('ServiceHealthServer', () => {
     const state = newState();
     state.onService(null, lbLocal('blocked', taken));
     state.onService(null, lbLocal('web', free));
-    await expect(shs.reconcile(state.checkout())).resolves.toBeUndefined();
+    await expect(shs.reconcile('IPv4', state.checkout())).resolves.toBeUndefined();
 
     expect((await probe(free)).code).toBe(503);
     expect(errors).toHaveLength(1);
@@ -239,7 +239,7 @@ describe('ServiceHealthServer', () => {
     // Freed: the next sync's reconcile opens it.
     blockers.splice(0);
     await new Promise<void>((r) => blocker.close(() => r()));
-    await shs.reconcile(state.checkout());
+    await shs.reconcile('IPv4', state.checkout());
     expect((await probe(taken)).code).toBe(503);
     expect(errors).toHaveLength(1);
   });
@@ -249,11 +249,11 @@ describe('ServiceHealthServer', () => {
     const { shs } = make();
     const state = newState();
     state.onService(null, lbLocal('web', port));
-    await shs.reconcile(state.checkout());
+    await shs.reconcile('IPv4', state.checkout());
     await shs.close();
     await expect(probe(port)).rejects.toThrow();
     // A reconcile after close opens nothing.
-    await shs.reconcile(state.checkout());
+    await shs.reconcile('IPv4', state.checkout());
     await expect(probe(port)).rejects.toThrow();
   });
 });

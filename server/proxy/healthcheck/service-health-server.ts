@@ -3,6 +3,7 @@ import { errorMessage, HealthCheckPortError, type KproxyError } from '../../erro
 import { createLimitedServer, HEALTH_LIMITS } from '../../http/limits.ts';
 import { readOnlyRefusal, sendRefusal } from '../../http/read-only.ts';
 import type { Logger } from '../../log.ts';
+import type { IPFamily } from '../../net/ip.ts';
 import type { StateCheckout } from '../proxy-state.ts';
 import { healthCheckNodePorts, localReadyEndpoints } from './local-endpoints.ts';
 
@@ -74,7 +75,8 @@ export const listenHttp: ListenFn = (host, port, handler) =>
     const server = createLimitedServer(HEALTH_LIMITS, handler);
     const onError = (err: Error) => reject(err);
     server.once('error', onError);
-    server.listen({ host, port, exclusive: true }, () => {
+    // '::' holds IPv6 only: IPv4 has its own listener on 0.0.0.0 (a dual-stack node listens on both).
+    server.listen({ host, port, exclusive: true, ipv6Only: host === '::' }, () => {
       server.off('error', onError);
       resolve({
         close: () =>
@@ -99,6 +101,8 @@ export const listenHttp: ListenFn = (host, port, handler) =>
 export class ServiceHealthServer {
   readonly #o: ServiceHealthServerOptions & { listen: ListenFn };
   readonly #services = new Map<string, Instance>();
+  /** #byFamily: each family's wanted health checks and local endpoint counts from its last sync. */
+  readonly #byFamily = new Map<IPFamily, { ports: ReadonlyMap<string, number>; counts: ReadonlyMap<string, number> }>();
   #chain: Promise<void> = Promise.resolve();
   #closed = false;
   /** portErrorsTotal counts failed attempts to open a health check port. */
@@ -113,13 +117,22 @@ export class ServiceHealthServer {
    * sync's checkout now (its maps change with the next checkout) and applies
    * them in order after any reconcile still running.
    */
-  reconcile(checkout: Pick<StateCheckout, 'services' | 'endpoints'>): Promise<void> {
+  reconcile(family: IPFamily, checkout: Pick<StateCheckout, 'services' | 'endpoints'>): Promise<void> {
     const ports = healthCheckNodePorts(checkout.services);
     // Counting walks every endpoint: skip it on nodes without any health check.
     const counts = ports.size > 0 ? localReadyEndpoints(checkout.endpoints) : new Map<string, number>();
+    this.#byFamily.set(family, { ports, counts });
+    // A dual-stack Service has a health check in each family's proxier, on the same
+    // port; one listener per address serves it, counting the family with more local endpoints.
+    const allPorts = new Map<string, number>();
+    const allCounts = new Map<string, number>();
+    for (const f of this.#byFamily.values()) {
+      for (const [svc, port] of f.ports) if (!allPorts.has(svc)) allPorts.set(svc, port);
+      for (const [svc, n] of f.counts) allCounts.set(svc, Math.max(n, allCounts.get(svc) ?? 0));
+    }
     this.#chain = this.#chain.then(async () => {
-      await this.syncServices(ports);
-      this.syncEndpoints(counts);
+      await this.syncServices(allPorts);
+      this.syncEndpoints(allCounts);
     });
     return this.#chain;
   }

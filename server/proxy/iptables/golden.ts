@@ -5,6 +5,7 @@ import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
 import { formatIptablesSave } from '../../kernel/iptables-save-parser.ts';
 import type { InterfaceAddress } from '../../kernel/netif.ts';
 import type { BackendSyncResult } from '../backend.ts';
+import type { IPFamily } from '../../net/ip.ts';
 import { harness, objectsFromYaml, stateFromObjects, testConfig, type Harness } from './testing.ts';
 
 /**
@@ -23,6 +24,11 @@ export interface GoldenOptions {
   nfacct?: boolean;
   /** conntrackTCPLiberal: nf_conntrack_tcp_be_liberal is set. */
   conntrackTCPLiberal?: boolean;
+  /**
+   * families: the proxiers to run (default [IPv4]). With more than one, each
+   * family's tables follow a "# iptables-save" / "# ip6tables-save" line.
+   */
+  families?: IPFamily[];
 }
 
 export interface GoldenRun {
@@ -32,7 +38,7 @@ export interface GoldenRun {
   rules: string;
 }
 
-/** runGoldenCase programs a case's manifests with one full sync over the simulated kernel. */
+/** runGoldenCase programs a case's manifests with one full sync per family over simulated kernels. */
 export async function runGoldenCase(inputPath: string): Promise<GoldenRun> {
   const text = readFileSync(inputPath, 'utf8');
   let opts: GoldenOptions = {};
@@ -40,12 +46,21 @@ export async function runGoldenCase(inputPath: string): Promise<GoldenRun> {
     const js = doc.toJS() as { kind?: string } & GoldenOptions;
     if (js?.kind === 'GoldenOptions') opts = js;
   }
+  const families = opts.families ?? ['IPv4'];
+  const runs: GoldenRun[] = [];
+  for (const family of families) runs.push(await runFamily(inputPath, text, opts, family));
+  if (families.length === 1) return runs[0];
+  const rules = runs.map((r, i) => `# ${families[i] === 'IPv6' ? 'ip6tables' : 'iptables'}-save\n${r.rules}`).join('');
+  return { ...runs[0], rules };
+}
+
+async function runFamily(inputPath: string, text: string, opts: GoldenOptions, family: IPFamily): Promise<GoldenRun> {
   const nodeName = opts.nodeName ?? 'node-a';
-  const kernel = new SimulatedIptables({ hasRandomFully: opts.randomFully ?? true });
+  const kernel = new SimulatedIptables({ family, hasRandomFully: opts.randomFully ?? true });
   const h = harness({ config: testConfig((opts.config ?? {}) as Partial<ProxyConfig>), nodeName, kernel, nfacct: opts.nfacct });
   if (opts.hostAddresses) {
     h.netif.list = opts.hostAddresses.map((a): InterfaceAddress => ({
-      ifname: a.startsWith('127.') ? 'lo' : 'eth0',
+      ifname: a.startsWith('127.') || a === '::1' ? 'lo' : 'eth0',
       family: a.includes(':') ? 'IPv6' : 'IPv4',
       address: a,
       prefixLength: a.includes(':') ? 64 : 24,
@@ -53,7 +68,7 @@ export async function runGoldenCase(inputPath: string): Promise<GoldenRun> {
   }
   if (opts.conntrackTCPLiberal) h.sysctl.values.set('net/netfilter/nf_conntrack_tcp_be_liberal', '1');
   await h.backend.init!();
-  const state = stateFromObjects(nodeName, objectsFromYaml(inputPath, text));
+  const state = stateFromObjects(nodeName, objectsFromYaml(inputPath, text), undefined, family);
   const result = await h.backend.sync({ state: state.checkout(), forceFull: true });
   if (result.error) throw result.error;
   return { harness: h, result, rules: formatIptablesSave(kernel.dump(), { tables: ['filter', 'nat'] }) };

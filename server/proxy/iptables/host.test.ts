@@ -4,7 +4,7 @@ import { CommandNotFoundError } from '../../errors.ts';
 import type { ExecFn } from '../../kernel/exec.ts';
 import { silentLogger } from '../../log.ts';
 import { ep, makeService, makeSlice } from '../testing.ts';
-import { cleanupIptablesHost, createHostIptablesBackend } from './host.ts';
+import { cleanupIptablesHost, createHostIptablesBackend, createHostIptablesBackends } from './host.ts';
 import { stateFromObjects, testConfig } from './testing.ts';
 
 describe('host wiring', () => {
@@ -60,5 +60,43 @@ describe('host wiring', () => {
     expect(restored).toEqual(['*nat\n:KUBE-SERVICES - [0:0]\n-D PREROUTING -j KUBE-SERVICES\n-X KUBE-SERVICES\nCOMMIT\n']);
     // Through nftables mode's own cleanup: kube-proxy's table only, someone else's stays.
     expect(nftInput).toEqual(['delete table ip kube-proxy\n']);
+  });
+
+  /** hostExec answers like a host with iptables-nft, and with or without working ip6tables. */
+  const hostExec = (ip6: boolean): { exec: ExecFn; ran: string[] } => {
+    const ran: string[] = [];
+    const exec: ExecFn = async (file, args) => {
+      ran.push([file, ...args].join(' '));
+      if (file.startsWith('ip6tables') && !ip6) throw new CommandNotFoundError(`${file} is not installed`);
+      if (args[0] === '--version') return { code: 0, stdout: `${file} v1.8.9 (nf_tables)`, stderr: '' };
+      if (args.includes('-S')) return { code: 0, stdout: '-P POSTROUTING ACCEPT\n', stderr: '' };
+      return { code: 0, stdout: '', stderr: '' };
+    };
+    return { exec, ran };
+  };
+  const opts = { nodeName: 'node-a', flavor: 'nft' as const, dryRun: false, clock: new FakeClock(), logger: silentLogger };
+
+  it('runs a proxier per family when ip6tables works, the primary first, in the same flavour', async () => {
+    const { exec, ran } = hostExec(true);
+    const host = await createHostIptablesBackends({ ...opts, config: testConfig(), families: ['IPv4', 'IPv6'], exec });
+    expect(host.unsupported).toBeNull();
+    expect(host.hosts.map((h) => `${h.family} ${h.backend.runner.family} ${h.backend.runner.flavor}`)).toEqual(['IPv4 IPv4 nft', 'IPv6 IPv6 nft']);
+    // As kube-proxy's Present(): ip6tables must list the nat table's POSTROUTING.
+    expect(ran).toContain('ip6tables-nft -w 5 -W 100000 -S POSTROUTING -t nat');
+  });
+
+  it('runs single-stack, saying why, when the host has no ip6tables', async () => {
+    const { exec } = hostExec(false);
+    const host = await createHostIptablesBackends({ ...opts, config: testConfig(), families: ['IPv4', 'IPv6'], exec });
+    expect(host.hosts.map((h) => h.family)).toEqual(['IPv4']);
+    expect(host.unsupported).toMatch(/cannot run ip6tables-nft --version/);
+  });
+
+  it('refuses an IPv6 primary family (bindAddress ::) on a host that cannot proxy IPv6, naming bindAddress', async () => {
+    const { exec } = hostExec(false);
+    await expect(createHostIptablesBackends({ ...opts, config: testConfig({ bindAddress: '::' }), families: ['IPv6', 'IPv4'], exec })).rejects.toMatchObject({
+      code: 'KPROXY_ERR_CONFIG_INVALID',
+      message: expect.stringMatching(/^bindAddress: Invalid value: "::": makes IPv6 the primary IP family, but this host cannot proxy IPv6 \(cannot run ip6tables-nft --version/),
+    });
   });
 });

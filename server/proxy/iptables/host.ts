@@ -1,6 +1,6 @@
 import type { Clock } from '../../clock.ts';
 import type { ProxyConfig } from '../../config/types.ts';
-import { errorMessage } from '../../errors.ts';
+import { ConfigInvalidError, errorMessage } from '../../errors.ts';
 import { execFile, type ExecFn } from '../../kernel/exec.ts';
 import { createIptablesRunner, type IptablesRunner } from '../../kernel/iptables.ts';
 import { DRY_RUN_LIMITS } from '../../kernel/call-log.ts';
@@ -38,6 +38,7 @@ export interface HostIptablesOptions {
 
 export interface HostIptables {
   backend: IptablesBackend;
+  family: IPFamily;
   decision: FlavorDecision;
   /** kernel is the simulated kernel in --dry-run (its save() is what would be programmed), else null. */
   kernel: SimulatedIptables | null;
@@ -99,7 +100,62 @@ export async function createHostIptablesBackend(opts: HostIptablesOptions): Prom
     // Taking over from kube-proxy's (or kproxy's) nftables mode: its tables go once this mode's rules serve.
     ...(opts.dryRun ? {} : { afterFirstSync: () => cleanupNftablesLeftovers({ runner: createNftRunner({ exec }), logger: log }) }),
   });
-  return { backend, decision, kernel, packetCounters: nfacct.read };
+  return { backend, family, decision, kernel, packetCounters: nfacct.read };
+}
+
+export interface HostIptablesFamilies {
+  /** hosts: one backend per family, the primary first. */
+  hosts: HostIptables[];
+  decision: FlavorDecision;
+  /** unsupported: why the secondary family is not proxied (its iptables is absent), or null. */
+  unsupported: string | null;
+}
+
+/**
+ * createHostIptablesBackends wires one iptables backend per IP family, the
+ * primary first: the secondary family too when its iptables works on this
+ * host (kube-proxy's platformCheckSupported: ip6tables can list the nat
+ * table), in the flavour chosen for the primary one. --dry-run simulates both.
+ */
+export async function createHostIptablesBackends(opts: Omit<HostIptablesOptions, 'family'> & { families: readonly IPFamily[] }): Promise<HostIptablesFamilies> {
+  const exec = opts.exec ?? execFile;
+  const [primary, secondary] = opts.families;
+  if (!opts.dryRun && primary === 'IPv6') await requirePrimaryFamily(primary, opts.config, exec);
+  const first = await createHostIptablesBackend({ ...opts, family: primary });
+  const hosts = [first];
+  let unsupported: string | null = null;
+  if (secondary) {
+    const flavor = first.decision.flavor === 'legacy' ? 'legacy' : 'nft';
+    unsupported = opts.dryRun ? null : await iptablesFamilyUnsupported(secondary, flavor, exec);
+    if (unsupported === null) hosts.push(await createHostIptablesBackend({ ...opts, family: secondary, flavor }));
+  }
+  return { hosts, decision: first.decision, unsupported };
+}
+
+/**
+ * requirePrimaryFamily refuses to start (exit 1, naming bindAddress) when the
+ * host cannot proxy the primary family: an IPv6 bindAddress on a host whose
+ * ip6tables does not work would leave the node's primary family unprogrammed.
+ */
+export async function requirePrimaryFamily(family: IPFamily, config: Pick<ProxyConfig, 'bindAddress'>, exec: ExecFn = execFile): Promise<void> {
+  const why = await iptablesFamilyUnsupported(family, 'nft', exec);
+  if (why !== null && (await iptablesFamilyUnsupported(family, 'legacy', exec)) !== null) {
+    throw new ConfigInvalidError(`bindAddress: Invalid value: ${JSON.stringify(config.bindAddress)}: makes ${family} the primary IP family, but this host cannot proxy ${family} (${why})`);
+  }
+}
+
+/**
+ * iptablesFamilyUnsupported says why a family's iptables cannot be used here
+ * (the binary is missing, or it cannot list the nat table: no IPv6 in this
+ * kernel), or null when it can, as kube-proxy's iptables Present() check.
+ */
+export async function iptablesFamilyUnsupported(family: IPFamily, flavor: 'legacy' | 'nft', exec: ExecFn = execFile): Promise<string | null> {
+  try {
+    const runner = await createIptablesRunner({ family, flavor, exec });
+    return (await runner.chainExists('nat', 'POSTROUTING')) ? null : `${runner.family} iptables has no nat POSTROUTING chain`;
+  } catch (err) {
+    return errorMessage(err);
+  }
 }
 
 /**

@@ -13,6 +13,7 @@ import { FirstSyncHousekeeping } from '../first-sync-housekeeping.ts';
 import type { IPFamily } from '../../net/ip.ts';
 import { localDetectorFor } from '../local-detector.ts';
 import { NodePortAddresses } from '../node-port-addresses.ts';
+import { nodeIPOf } from '../node-info.ts';
 import type { StateCheckout } from '../proxy-state.ts';
 import type { ServicePort } from '../service-port.ts';
 import { startCanaryMonitor } from './canary-monitor.ts';
@@ -137,6 +138,10 @@ export function createIptablesBackend(opts: IptablesBackendOptions): IptablesBac
  */
 class IptablesProxier implements IptablesBackend {
   readonly mode = 'iptables' as const;
+
+  get family(): IPFamily {
+    return this.#o.family;
+  }
   readonly runner: IptablesRunner;
   readonly metrics: IptablesMetrics = {
     restoreFailuresTotal: 0,
@@ -238,7 +243,7 @@ class IptablesProxier implements IptablesBackend {
       localhostNodePorts: this.#localhostNodePorts,
       nodePortsMatchAll: npa.matchAll,
       nodePortIPs,
-      nodeIP: node.addresses.find((a) => (family === 'IPv6') === a.includes(':')) ?? null,
+      nodeIP: nodeIPOf(node, family),
       conntrackTCPLiberal: this.#conntrackTCPLiberal,
       randomFully: this.runner.hasRandomFully,
       nfacct: this.#o.nfacct ?? { ctStateInvalid: false, localhostNodePorts: false },

@@ -1,3 +1,4 @@
+import type { IPFamily } from '../../net/ip.ts';
 import { testConfig } from '../../config/testing.ts';
 import { FakeClock } from '../../clock-fake.ts';
 import type { ProxyConfig } from '../../config/types.ts';
@@ -19,8 +20,8 @@ import { createIptablesBackend, SYSCTL_ROUTE_LOCALNET, SYSCTL_TCP_BE_LIBERAL, ty
 export { testConfig };
 
 /** stateFromObjects feeds objects to a fresh ProxyState and marks the sources synced. */
-export function stateFromObjects(nodeName: string, objects: readonly (Service | EndpointSlice | Node)[], clock = new FakeClock()): ProxyState {
-  const state = new ProxyState({ family: 'IPv4', nodeName, clock });
+export function stateFromObjects(nodeName: string, objects: readonly (Service | EndpointSlice | Node)[], clock = new FakeClock(), family: IPFamily = 'IPv4'): ProxyState {
+  const state = new ProxyState({ family, nodeName, clock });
   for (const o of objects) {
     if (o.kind === 'Service') state.onService(null, o as Service);
     else if (o.kind === 'EndpointSlice') state.onEndpointSlice(null, o as EndpointSlice);
@@ -50,6 +51,7 @@ export function harness(
   opts: {
     config?: ProxyConfig;
     nodeName?: string;
+    family?: IPFamily;
     kernel?: SimulatedIptables;
     logger?: Logger;
     nfacct?: boolean;
@@ -58,14 +60,15 @@ export function harness(
     afterFirstSync?: () => Promise<unknown>;
   } = {},
 ): Harness {
-  const kernel = opts.kernel ?? new SimulatedIptables();
+  const family = opts.family ?? opts.kernel?.family ?? 'IPv4';
+  const kernel = opts.kernel ?? new SimulatedIptables({ family });
   const sysctl = new SimulatedSysctl({ [SYSCTL_ROUTE_LOCALNET]: '0', [SYSCTL_TCP_BE_LIBERAL]: '0' });
   const netif = new FakeNetInterfaces();
   const clock = new FakeClock();
   const backend = createIptablesBackend({
     config: opts.config ?? testConfig(),
     nodeName: opts.nodeName ?? 'node-a',
-    family: 'IPv4',
+    family,
     runner: kernel,
     netif,
     sysctl,

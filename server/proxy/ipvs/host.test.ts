@@ -5,7 +5,7 @@ import type { ExecFn, ExecResult } from '../../kernel/exec.ts';
 import { silentLogger } from '../../log.ts';
 import { stateFromObjects } from '../iptables/testing.ts';
 import { ep, makeService, makeSlice } from '../testing.ts';
-import { cleanupIpvsHost, createHostIpvsBackend } from './host.ts';
+import { cleanupIpvsHost, createHostIpvsBackends } from './host.ts';
 import { ipvsConfig } from './testing.ts';
 
 const NO_IPVS: ExecResult = { code: 2, stdout: '', stderr: "Can't initialize ipvs: Protocol not available\nAre you sure that IP Virtual Server is built in the kernel or as module?\n" };
@@ -28,12 +28,12 @@ function scripted(answers: [string, ExecResult | ((stdin?: string) => ExecResult
   return { exec, calls };
 }
 
-const base = { nodeName: 'node-a', flavor: 'auto' as const, clock: new FakeClock(), logger: silentLogger };
+const base = { families: ['IPv4'] as const, nodeName: 'node-a', flavor: 'auto' as const, clock: new FakeClock(), logger: silentLogger };
 
 describe('IPVS mode on the host', () => {
   it('refuses a kernel without ip_vs before touching anything, naming the module and how to load it', async () => {
     const { exec, calls } = scripted([['ipvsadm -L -n', NO_IPVS]]);
-    const err = await createHostIpvsBackend({ ...base, config: ipvsConfig(), dryRun: false, exec, exists: () => false }).catch((e) => e);
+    const err = (await createHostIpvsBackends({ ...base, config: ipvsConfig(), dryRun: false, exec, exists: () => false }).catch((e: Error) => e)) as Error;
     expect(err).toBeInstanceOf(KernelModuleMissingError);
     expect(err.message).toContain('--proxy-mode ipvs needs the ip_vs kernel module');
     expect(err.message).toContain('modprobe -a ip_vs ip_vs_rr nf_conntrack dummy');
@@ -46,7 +46,7 @@ describe('IPVS mode on the host', () => {
       ['ip -j addr show', ok(LINKS)],
       ['ip -batch -', { code: 2, stdout: '', stderr: 'Error: Unknown device type.\nCommand failed -:1\n' }],
     ]);
-    const err = await createHostIpvsBackend({ ...base, config: ipvsConfig(), dryRun: false, exec, exists: () => true }).catch((e) => e);
+    const err = (await createHostIpvsBackends({ ...base, config: ipvsConfig(), dryRun: false, exec, exists: () => true }).catch((e: Error) => e)) as Error;
     expect(err).toBeInstanceOf(KernelModuleMissingError);
     expect(err.message).toContain('dummy link type for kube-ipvs0');
     expect(calls).toEqual(['ipvsadm -L -n', 'ip -j addr show', 'ip -batch -']);
@@ -66,7 +66,7 @@ describe('IPVS mode on the host', () => {
         },
       ],
     ]);
-    const err = await createHostIpvsBackend({ ...base, config: ipvsConfig({ ipvs: { scheduler: 'lc' } }), dryRun: false, exec, exists: () => true }).catch((e) => e);
+    const err = (await createHostIpvsBackends({ ...base, config: ipvsConfig({ ipvs: { scheduler: 'lc' } }), dryRun: false, exec, exists: () => true }).catch((e: Error) => e)) as Error;
     expect(probe).toBe('-A -t 198.51.100.0:20000 -s lc\n-D -t 198.51.100.0:20000\n');
     expect(err).toBeInstanceOf(KernelModuleMissingError);
     expect(err.message).toContain('no ip_vs_lc module');
@@ -74,14 +74,14 @@ describe('IPVS mode on the host', () => {
 
   it('runs a dry run on simulated kernels, showing node ports on the host addresses it read', async () => {
     const { exec, calls } = scripted([['ip -j addr show', ok(LINKS)]]);
-    const host = await createHostIpvsBackend({ ...base, config: ipvsConfig(), dryRun: true, exec });
+    const host = await createHostIpvsBackends({ ...base, config: ipvsConfig(), dryRun: true, exec });
     expect(host.kernel).not.toBeNull();
-    await host.backend.init!();
+    await host.backends[0].init!();
     const state = stateFromObjects('node-a', [
       makeService('ns1', 'a', { type: 'NodePort', clusterIP: '10.96.0.1', ports: [{ name: 'http', port: 80, protocol: 'TCP', nodePort: 30080 }] }),
       makeSlice('ns1', 'a', 'a-1', [ep('10.244.0.1', { nodeName: 'node-a' })], [{ name: 'http', port: 8080, protocol: 'TCP' }]),
     ]);
-    const r = await host.backend.sync({ state: state.checkout(), forceFull: true });
+    const r = await host.backends[0].sync({ state: state.checkout(), forceFull: true });
     expect(r.error).toBeUndefined();
     const text = await host.kernel!.describe();
     expect(text).toContain('# ipvsadm -Sn\n-A -t 10.96.0.1:80 -s rr\n-a -t 10.96.0.1:80 -r 10.244.0.1:8080 -m -w 1\n-A -t 192.168.1.20:30080 -s rr\n');

@@ -22,6 +22,7 @@ import type { CleanupResult } from '../backend.ts';
 import { parseCIDR, type CIDR, type IPFamily } from '../../net/ip.ts';
 import { cleanupIptables } from '../iptables/cleanup.ts';
 import { cleanupNftablesLeftovers } from '../nftables/cleanup.ts';
+import { iptablesFamilyUnsupported } from '../iptables/host.ts';
 import { cleanupIpvs } from './cleanup.ts';
 import { DUMMY_DEVICE } from './names.ts';
 import { createIpvsBackend, type IpvsBackend } from './proxier.ts';
@@ -30,7 +31,8 @@ import { ipvsSysctls, validateScheduler } from './sysctls.ts';
 export interface HostIpvsOptions {
   config: ProxyConfig;
   nodeName: string;
-  family?: IPFamily;
+  /** families: the families to proxy, the primary first (the secondary only when the host supports it). */
+  families: readonly IPFamily[];
   flavor: FlavorChoice;
   /** dryRun: program in-memory IPVS, ipsets, links and iptables instead of the host. */
   dryRun: boolean;
@@ -45,14 +47,18 @@ export interface DryRunIpvsKernel {
   readonly ipvs: SimulatedIpvs;
   readonly ipset: SimulatedIpset;
   readonly netlink: SimulatedNetlink;
-  readonly iptables: SimulatedIptables;
+  /** iptables: one simulated iptables per family (IPv4, IPv6). */
+  readonly iptables: ReadonlyMap<IPFamily, SimulatedIptables>;
   describe(): Promise<string>;
 }
 
 export interface HostIpvs {
-  backend: IpvsBackend;
+  /** backends: one per family, the primary first; they share IPVS, the ipsets and kube-ipvs0. */
+  backends: readonly IpvsBackend[];
   decision: FlavorDecision;
   kernel: DryRunIpvsKernel | null;
+  /** unsupported: why the secondary family is not proxied, or null. */
+  unsupported: string | null;
 }
 
 /** The TEST-NET-2 address kube-proxy probes schedulers with (RFC 5737: never a real service). */
@@ -66,23 +72,24 @@ const PROBE_VS = { protocol: 'TCP', address: '198.51.100.0', port: 20000 } as co
  * CanUseIPVSProxier probe). With --dry-run everything is simulated and the
  * host is only read (its addresses, for node ports).
  */
-export async function createHostIpvsBackend(opts: HostIpvsOptions): Promise<HostIpvs> {
+export async function createHostIpvsBackends(opts: HostIpvsOptions): Promise<HostIpvs> {
   const exec = opts.exec ?? execFile;
-  const family = opts.family ?? 'IPv4';
   const log = opts.logger.child('ipvs');
   const scheduler = validateScheduler(opts.config.ipvs.scheduler);
   let ipvs: IpvsRunner;
   let ipset: IpsetRunner;
   let netlink: Netlink;
-  let iptables: IptablesRunner;
+  const iptables = new Map<IPFamily, IptablesRunner>();
   let sysctl: Sysctl;
   let decision: FlavorDecision;
   let kernel: DryRunIpvsKernel | null = null;
+  let unsupported: string | null = null;
   if (opts.dryRun) {
     const fake = await dryRunKernel(opts, exec, log);
     kernel = fake;
-    ({ ipvs, ipset, netlink, iptables } = fake);
-    decision = { flavor: fake.iptables.flavor, reason: '--dry-run: simulated kernel' };
+    ({ ipvs, ipset, netlink } = fake);
+    for (const [family, runner] of fake.iptables) iptables.set(family, runner);
+    decision = { flavor: fake.iptables.get(opts.families[0])!.flavor, reason: '--dry-run: simulated kernel' };
     sysctl = await seededSysctl(opts.config.ipvs.strictARP, log);
   } else {
     await checkIpvsSupport({ exec, exists: opts.exists, scheduler });
@@ -92,33 +99,41 @@ export async function createHostIpvsBackend(opts: HostIpvsOptions): Promise<Host
     await ensureDummyLink(netlink, scheduler);
     await probeScheduler(ipvs, scheduler, log);
     decision = await resolveIptablesFlavor(opts.flavor, { exec });
-    iptables = await createIptablesRunner({ family, flavor: decision.flavor, exec });
+    const flavor = decision.flavor === 'legacy' ? 'legacy' : 'nft';
+    const [primary, secondary] = opts.families;
+    iptables.set(primary, await createIptablesRunner({ family: primary, flavor: decision.flavor, exec }));
+    if (secondary) {
+      unsupported = await iptablesFamilyUnsupported(secondary, flavor, exec);
+      if (unsupported === null) iptables.set(secondary, await createIptablesRunner({ family: secondary, flavor: decision.flavor, exec }));
+    }
     sysctl = procSysctl();
   }
-  log.info('using IPVS', { scheduler, iptables: decision.flavor, why: decision.reason });
-  const excludeCIDRs = excludeCIDRsOf(opts.config, family);
-  const backend = createIpvsBackend({
-    config: opts.config,
-    nodeName: opts.nodeName,
-    family,
-    ipvs,
-    ipset,
-    netlink,
-    iptables,
-    sysctl,
-    clock: opts.clock,
-    logger: opts.logger,
-    simulated: opts.dryRun,
-    // The dashboard's cleanup action: this mode's iptables rules first (they match the sets), then IPVS objects.
-    cleanup: async () => {
-      const a = await cleanupIptables({ runners: [iptables], logger: log });
-      const b = await cleanupIpvs({ ipvs, ipset, netlink, logger: log, excludeCIDRs });
-      return mergeCleanup(a, b);
-    },
-    // Taking over from kube-proxy's (or kproxy's) nftables mode: its tables go once this mode's objects serve.
-    ...(opts.dryRun ? {} : { afterFirstSync: () => cleanupNftablesLeftovers({ runner: createNftRunner({ exec }), logger: log }) }),
+  log.info('using IPVS', { scheduler, iptables: decision.flavor, families: [...iptables.keys()].join(','), why: decision.reason });
+  const backends = [...iptables].map(([family, runner]) => {
+    const excludeCIDRs = excludeCIDRsOf(opts.config, family);
+    return createIpvsBackend({
+      config: opts.config,
+      nodeName: opts.nodeName,
+      family,
+      ipvs,
+      ipset,
+      netlink,
+      iptables: runner,
+      sysctl,
+      clock: opts.clock,
+      logger: opts.logger,
+      simulated: opts.dryRun,
+      // The dashboard's cleanup action: this mode's iptables rules first (they match the sets), then IPVS objects.
+      cleanup: async () => {
+        const a = await cleanupIptables({ runners: [runner], logger: log });
+        const b = await cleanupIpvs({ ipvs, ipset, netlink, logger: log, excludeCIDRs });
+        return mergeCleanup(a, b);
+      },
+      // Taking over from kube-proxy's (or kproxy's) nftables mode: its tables (both families) go once the primary family's objects serve.
+      ...(opts.dryRun || family !== opts.families[0] ? {} : { afterFirstSync: () => cleanupNftablesLeftovers({ runner: createNftRunner({ exec }), logger: log }) }),
+    });
   });
-  return { backend, decision, kernel };
+  return { backends, decision, kernel, unsupported };
 }
 
 function excludeCIDRsOf(config: ProxyConfig, family: IPFamily): CIDR[] {
@@ -172,7 +187,8 @@ async function probeScheduler(ipvs: IpvsRunner, scheduler: string, log: Logger):
 }
 
 async function dryRunKernel(opts: HostIpvsOptions, exec: ExecFn, log: Logger): Promise<DryRunIpvsKernel> {
-  const iptables = new SimulatedIptables({ family: opts.family ?? 'IPv4', flavor: opts.flavor === 'legacy' ? 'legacy' : 'nft', callLog: DRY_RUN_LIMITS });
+  const flavor = opts.flavor === 'legacy' ? 'legacy' : 'nft';
+  const iptables = new Map(opts.families.map((family) => [family, new SimulatedIptables({ family, flavor, callLog: DRY_RUN_LIMITS })]));
   const ipvs = new SimulatedIpvs();
   ipvs.callLogLimits = DRY_RUN_LIMITS;
   let links: Record<string, string[]> | undefined;
@@ -192,7 +208,7 @@ async function dryRunKernel(opts: HostIpvsOptions, exec: ExecFn, log: Logger): P
   const ipset = new SimulatedIpset({
     references: (name) => {
       let n = 0;
-      for (const t of iptables.dump().tables.values()) for (const c of t.chains.values()) for (const r of c.rules) if (matchSet.exec(r.spec)?.[1] === name) n++;
+      for (const ipt of iptables.values()) for (const t of ipt.dump().tables.values()) for (const c of t.chains.values()) for (const r of c.rules) if (matchSet.exec(r.spec)?.[1] === name) n++;
       return n;
     },
   });
@@ -210,9 +226,11 @@ async function dryRunKernel(opts: HostIpvsOptions, exec: ExecFn, log: Logger): P
         '# ipset save',
         ipset.saveText().trimEnd(),
         `# ip addr show ${DUMMY_DEVICE}`,
-        ...bound.map((a) => `inet ${a}/${a.includes(':') ? 128 : 32} scope global ${DUMMY_DEVICE}`),
-        '# iptables-save -t nat -t filter',
-        formatIptablesSave(iptables.dump(), { tables: ['nat', 'filter'] }).trimEnd(),
+        ...bound.map((a) => (a.includes(':') ? `inet6 ${a}/128 scope global ${DUMMY_DEVICE}` : `inet ${a}/32 scope global ${DUMMY_DEVICE}`)),
+        ...[...iptables].flatMap(([family, ipt]) => [
+          `# ${family === 'IPv6' ? 'ip6tables' : 'iptables'}-save -t nat -t filter`,
+          formatIptablesSave(ipt.dump(), { tables: ['nat', 'filter'] }).trimEnd(),
+        ]),
         '',
       ].join('\n');
     },

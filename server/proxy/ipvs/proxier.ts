@@ -20,6 +20,7 @@ import { extractLines } from '../iptables/restore-writer.ts';
 import { masqueradeMark } from '../iptables/rules.ts';
 import { localDetectorFor } from '../local-detector.ts';
 import { NodePortAddresses } from '../node-port-addresses.ts';
+import { nodeIPOf } from '../node-info.ts';
 import type { StateCheckout } from '../proxy-state.ts';
 import type { ServicePort } from '../service-port.ts';
 import { buildServicePortObjects, ipvsContextKey, type IpvsContext, type OutFilterEntry, type ServicePortObjects, type WantedVirtualServer } from './builder.ts';
@@ -138,6 +139,10 @@ const RESTORE_HEADERS = { netlink: '# ip -batch -', ipset: '# ipset restore', ip
  */
 class IpvsProxier implements IpvsBackend {
   readonly mode = 'ipvs' as const;
+
+  get family(): IPFamily {
+    return this.#o.family;
+  }
   readonly metrics: IpvsMetrics = {
     iptablesRestoreFailuresTotal: 0,
     failuresByRunner: {},
@@ -256,7 +261,7 @@ class IpvsProxier implements IpvsBackend {
       scheduler: this.#scheduler,
       nodePortIPs: nodePortIPs.sort(),
       nodeAddresses: [...nodeAddresses].sort(),
-      nodeIP: state.node.addresses.find((a) => (family === 'IPv6') === a.includes(':')) ?? null,
+      nodeIP: nodeIPOf(state.node, family),
     };
   }
 
@@ -305,7 +310,10 @@ class IpvsProxier implements IpvsBackend {
       const deletions = sweepDue ? this.#graceful.sweep(current) : [];
       for (const d of deletions)
         this.#log.info('deleting a drained real server', { virtualServer: `${d.vs.address}:${d.vs.port}/${d.vs.protocol}`, realServer: `${d.rs.address}:${d.rs.port}`, reason: d.reason });
-      const netlinkBatch = planAddresses(built.wanted.binds, bindList !== undefined, new Set((bindList ?? []).map((a) => a.address)), scope);
+      // Each family's proxier owns its family's addresses on kube-ipvs0; the kernel's own
+      // IPv6 link-local address on the link is nobody's service address and stays.
+      const bound = (bindList ?? []).filter((a) => a.family === ctx.family && !/^fe[89ab]/i.test(a.address)).map((a) => a.address);
+      const netlinkBatch = planAddresses(built.wanted.binds, bindList !== undefined, new Set(bound), scope);
       const ipsetBatch = planIpsets(built.wanted.sets, sets, ctx.family, scope);
       const ipvsPlan = planIpvs({ wanted: built.wanted.virtualServers, current, scope, family: ctx.family, excludeCIDRs: this.#excludeCIDRs, draining: this.#graceful, deletions });
       const nonEmpty = new Set<SetKey>([...built.wanted.sets].filter(([, s]) => s.size > 0).map(([k]) => k));

@@ -1,6 +1,6 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { SourceStatus } from '../../sources/source.ts';
-import type { ObjectKind } from '../proxy-state.ts';
+import type { ObjectKind, StateCheckout } from '../proxy-state.ts';
 import type { SyncRecord } from '../sync-loop.ts';
 
 /** KproxyMetricsState is what kproxy's own point-in-time metrics read (ProxyState satisfies it). */
@@ -92,8 +92,9 @@ export function sourceCounters(counters: Readonly<Record<string, number>>): Sour
  * be opened). Values owned elsewhere are read at scrape time.
  */
 export class KproxyMetrics {
-  readonly syncs: Counter<'trigger' | 'result'>;
-  readonly #consecutiveFailures: Gauge;
+  readonly syncs: Counter<'ip_family' | 'trigger' | 'result'>;
+  readonly #consecutiveFailures: Gauge<'ip_family'>;
+  readonly #withoutNodeIP: Gauge<'ip_family'>;
   readonly #readyzTotal: Counter<'code'>;
 
   constructor(o: KproxyMetricsOptions) {
@@ -106,13 +107,20 @@ export class KproxyMetrics {
     }).set({ mode: o.mode, node_version: process.version, version: o.version }, 1);
     this.syncs = new Counter({
       name: 'kproxy_syncs_total',
-      help: 'Syncs of the proxy rules, by what triggered them and whether they succeeded',
-      labelNames: ['result', 'trigger'] as const,
+      help: 'Syncs of the proxy rules, by IP family, what triggered them and whether they succeeded',
+      labelNames: ['ip_family', 'result', 'trigger'] as const,
       registers,
     });
     this.#consecutiveFailures = new Gauge({
       name: 'kproxy_sync_consecutive_failures',
-      help: 'Syncs that failed in a row since the last successful one',
+      help: 'Syncs of an IP family that failed in a row since its last successful one',
+      labelNames: ['ip_family'] as const,
+      registers,
+    });
+    this.#withoutNodeIP = new Gauge({
+      name: 'kproxy_service_ports_skipped_no_node_ip',
+      help: 'Service ports of an IP family left unprogrammed because the Node lists no IP of that family',
+      labelNames: ['ip_family'] as const,
       registers,
     });
     this.#readyzTotal = new Counter({ name: 'kproxy_proxy_readyz_total', help: 'Cumulative proxy readyz HTTP status', labelNames: ['code'] as const, registers });
@@ -161,10 +169,12 @@ export class KproxyMetrics {
     this.#readyzTotal.inc({ code: String(code) });
   }
 
-  /** syncDone counts a sync by trigger and result. */
-  syncDone(record: SyncRecord): void {
-    this.syncs.inc({ result: record.ok ? 'success' : 'failure', trigger: record.trigger });
-    this.#consecutiveFailures.set(record.consecutiveFailures);
+  /** syncDone counts a sync by family, trigger and result. */
+  syncDone(record: SyncRecord, checkout?: Pick<StateCheckout, 'withoutNodeIP'>): void {
+    const ip_family = record.family;
+    this.syncs.inc({ ip_family, result: record.ok ? 'success' : 'failure', trigger: record.trigger });
+    this.#consecutiveFailures.set({ ip_family }, record.consecutiveFailures);
+    if (checkout) this.#withoutNodeIP.set({ ip_family }, checkout.withoutNodeIP);
   }
 
   #sourceMetrics(registers: Registry[], source: () => SourceStatus): void {

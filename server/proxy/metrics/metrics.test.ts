@@ -46,7 +46,7 @@ const NETPROG_LE = [
 ];
 
 interface FakeState {
-  family: 'IPv4';
+  families: 'IPv4'[];
   ready: boolean;
   servicesPending: number;
   endpointsPending: number;
@@ -58,7 +58,7 @@ interface FakeState {
 
 function fakeState(): FakeState {
   return {
-    family: 'IPv4',
+    families: ['IPv4'],
     ready: true,
     servicesPending: 0,
     endpointsPending: 0,
@@ -79,6 +79,7 @@ const EMPTY_CHECKOUT: StateCheckout = {
   staleEndpoints: [],
   newlyActiveUDPServices: new Set(),
   triggerTimes: [],
+  withoutNodeIP: 0,
 };
 
 let seq = 0;
@@ -86,6 +87,7 @@ function record(over: Partial<SyncRecord> = {}): SyncRecord {
   const startedAt = over.startedAt ?? T0;
   const durationMs = over.durationMs ?? 4;
   return {
+    family: 'IPv4',
     seq: ++seq,
     trigger: 'change',
     startedAt,
@@ -211,12 +213,12 @@ describe('kube-proxy metrics on /metrics', () => {
 
   it('declares every iptables-mode family with kube-proxy names, types, help and labels', async () => {
     const { sync, scrape, metrics } = setup('iptables');
-    metrics.observer.onStart!(T0);
+    metrics.observer.onStart!(T0, 'IPv4');
     sync(record({ full: true, rulesByTable: { filter: 4, nat: 20 } }));
     sync(record({ full: false, ok: false, error: { code: RestoreFailedError.code, message: 'x' } }));
     metrics.probeServed('healthz', 200);
     metrics.probeServed('livez', 200);
-    metrics.conntrackReconciled(0.01, 2);
+    metrics.conntrackReconciled(0.01, 2, 'IPv4');
     const { families } = await scrape();
     const declared = [...families.entries()].filter(([n]) => n.startsWith('kubeproxy_')).map(([name, f]) => [name, f.type, f.help, labelNames(f)]);
     expect(declared).toEqual([
@@ -260,7 +262,7 @@ describe('kube-proxy metrics on /metrics', () => {
       sync(record({ full: true, rulesByTable: { nat: 3 } }));
       sync(record({ full: false }));
       sync(record({ ok: false, full: true, error: { code: RestoreFailedError.code, message: 'x' } }));
-      metrics.nftablesCleanupFailed();
+      metrics.nftablesCleanupFailed('IPv4');
       const { families, text } = await scrape();
       for (const name of only) expect(families.has(name), `${mode}: ${name}`).toBe(true);
       for (const name of absent) expect(families.has(name), `${mode}: ${name}`).toBe(false);
@@ -358,11 +360,11 @@ describe('kube-proxy metrics on /metrics', () => {
     const state = fakeState();
     state.ready = false;
     const { sync, scrape, metrics } = setup('iptables', state);
-    metrics.observer.onQueued!(T0 - 5_000);
+    metrics.observer.onQueued!(T0 - 5_000, 'IPv4');
     expect((await scrape()).families.has('kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds')).toBe(false);
-    metrics.observer.onStart!(T0);
+    metrics.observer.onStart!(T0, 'IPv4');
     state.ready = true;
-    metrics.observer.onQueued!(T0 + 1_500);
+    metrics.observer.onQueued!(T0 + 1_500, 'IPv4');
     sync(record({ startedAt: T0 + 2_000, durationMs: 250 }));
     const { families } = await scrape();
     expect(block(families, 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds')).toBe(
@@ -447,8 +449,8 @@ describe('kube-proxy metrics on /metrics', () => {
     metrics.probeServed('healthz', 200);
     metrics.probeServed('healthz', 503);
     metrics.probeServed('healthz', 200);
-    metrics.conntrackReconciled(0.02, 3);
-    metrics.conntrackReconciled(0.001, 0);
+    metrics.conntrackReconciled(0.02, 3, 'IPv4');
+    metrics.conntrackReconciled(0.001, 0, 'IPv4');
     const { families } = await scrape();
     expect(block(families, 'kubeproxy_proxy_healthz_total')).toBe(
       '# HELP kubeproxy_proxy_healthz_total [ALPHA] Cumulative proxy healthz HTTP status\n' +
@@ -500,9 +502,9 @@ describe('kproxy metrics and process defaults', () => {
     );
     expect(text).toContain('kproxy_invalid_objects{kind="Service"} 1\n');
     expect(text).toContain('kproxy_invalid_objects{kind="EndpointSlice"} 1\n');
-    expect(text).toContain('kproxy_syncs_total{result="success",trigger="startup"} 1\n');
-    expect(text).toContain('kproxy_syncs_total{result="failure",trigger="change"} 1\n');
-    expect(text).toContain('kproxy_sync_consecutive_failures 1\n');
+    expect(text).toContain('kproxy_syncs_total{ip_family="IPv4",result="success",trigger="startup"} 1\n');
+    expect(text).toContain('kproxy_syncs_total{ip_family="IPv4",result="failure",trigger="change"} 1\n');
+    expect(text).toContain('kproxy_sync_consecutive_failures{ip_family="IPv4"} 1\n');
     expect(text).toContain('kproxy_source_events_total{event="reloads",resource="",source="file"} 3\n');
     expect(text).toContain('kproxy_source_events_total{event="parse_errors",resource="",source="file"} 1\n');
     expect(text).toContain('kproxy_source_synced{source="file"} 1\n');

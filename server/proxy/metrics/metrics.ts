@@ -11,11 +11,16 @@ import { KproxyMetrics, type ConntrackView, type DashboardView, type KproxyMetri
 import { KubeProxyMetrics, type KubeProxyMetricsState, type NftablesCleanupReport, type PacketCounters, type RulesWrittenReport } from './kube-proxy-metrics.ts';
 import { countNoLocalEndpoints } from './no-local-endpoints.ts';
 
-/** MetricsState is the part of ProxyState the metrics read (ProxyState satisfies it). */
+/**
+ * MetricsState is the part of the proxy state the metrics read: the meta
+ * proxier (change counts summed over the families) satisfies it, as does one
+ * family's ProxyState. The family of a sync comes with its record.
+ */
 export interface MetricsState extends KubeProxyMetricsState, KproxyMetricsState {
-  readonly family: IPFamily;
   /** ready: the sources have listed; kube-proxy queues nothing before that. */
   readonly ready: boolean;
+  /** families: the IP families proxied (their failure counters start at 0). */
+  readonly families: readonly IPFamily[];
 }
 
 export interface ProxyMetricsOptions {
@@ -46,7 +51,7 @@ export class ProxyMetrics {
 
   constructor(opts: ProxyMetricsOptions) {
     this.#o = opts;
-    this.kubeProxy = new KubeProxyMetrics(this.registry, opts.mode, opts.state, [opts.state.family]);
+    this.kubeProxy = new KubeProxyMetrics(this.registry, opts.mode, opts.state, opts.state.families);
     this.kproxy = new KproxyMetrics({
       registry: this.registry,
       state: opts.state,
@@ -67,15 +72,15 @@ export class ProxyMetrics {
   /** observer feeds the metrics from the sync loop. */
   readonly observer: SyncObserver = {
     // kube-proxy's SyncLoop stamps the last-queued time when it starts, while the informers sync.
-    onStart: (at) => this.kubeProxy.syncQueued(this.#o.state.family, at),
-    onQueued: (at) => {
+    onStart: (at, family) => this.kubeProxy.syncQueued(family, at),
+    onQueued: (at, family) => {
       // kube-proxy only queues (and stamps) changes once its informers have synced.
-      if (this.#o.state.ready) this.kubeProxy.syncQueued(this.#o.state.family, at);
+      if (this.#o.state.ready) this.kubeProxy.syncQueued(family, at);
     },
     onSync: (record, checkout, result) => {
       const noLocal = record.ok ? countNoLocalEndpoints(checkout) : null;
-      this.kubeProxy.syncDone(this.#o.state.family, record, result as typeof result & RulesWrittenReport & NftablesCleanupReport, noLocal);
-      this.kproxy.syncDone(record);
+      this.kubeProxy.syncDone(record.family, record, result as typeof result & RulesWrittenReport & NftablesCleanupReport, noLocal);
+      this.kproxy.syncDone(record, checkout);
     },
   };
 
@@ -91,12 +96,12 @@ export class ProxyMetrics {
   }
 
   /** conntrackReconciled is the conntrack cleaner's hook: one pass, its duration and the flows it deleted. */
-  conntrackReconciled(seconds: number, deleted: number, family: IPFamily = this.#o.state.family): void {
+  conntrackReconciled(seconds: number, deleted: number, family: IPFamily): void {
     this.kubeProxy.conntrackReconciled(family, seconds, deleted);
   }
 
   /** nftablesCleanupFailed is the nftables backend's hook for a failed deferred stale-chain cleanup. */
-  nftablesCleanupFailed(family: IPFamily = this.#o.state.family): void {
+  nftablesCleanupFailed(family: IPFamily): void {
     this.kubeProxy.nftablesCleanupFailed(family);
   }
 

@@ -4,7 +4,7 @@
  * own name and the client address it saw, so a test can tell which endpoint a
  * connection reached and whether its source was rewritten on the way.
  *
- *   backend-server.ts NAME --tcp 8080,8081 --udp 9053
+ *   backend-server.ts NAME --tcp 8080,8081 --udp 9053 [--ipv6]
  *
  * TCP: on connect it writes `{"name","peer","port"}\n`, then answers each line
  * it receives with `{"name","echo"}\n` (long-lived connections). UDP: each
@@ -25,6 +25,9 @@ const ports = (flag: string): number[] => {
   return i >= 0 && rest[i + 1] ? rest[i + 1].split(',').map(Number) : [];
 };
 const plain = (addr: string | undefined) => (addr ?? '').replace(/^::ffff:/, '');
+/** --ipv6: listen on :: (both families, a dual-stack pod) instead of 0.0.0.0. */
+const ipv6 = rest.includes('--ipv6');
+const any = ipv6 ? '::' : '0.0.0.0';
 
 function tcp(port: number): Promise<Server> {
   const server = createServer((socket) => {
@@ -45,18 +48,18 @@ function tcp(port: number): Promise<Server> {
   });
   return new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, '0.0.0.0', () => resolve(server));
+    server.listen({ port, host: any, ipv6Only: false }, () => resolve(server));
   });
 }
 
 function udp(port: number): Promise<void> {
-  const sock = createSocket('udp4');
+  const sock = createSocket({ type: ipv6 ? 'udp6' : 'udp4', ipv6Only: false });
   sock.on('message', (_msg, rinfo) => {
-    sock.send(JSON.stringify({ name, peer: rinfo.address, port }), rinfo.port, rinfo.address);
+    sock.send(JSON.stringify({ name, peer: plain(rinfo.address), port }), rinfo.port, rinfo.address);
   });
   return new Promise((resolve, reject) => {
     sock.once('error', reject);
-    sock.bind(port, '0.0.0.0', () => resolve());
+    sock.bind(port, any, () => resolve());
   });
 }
 

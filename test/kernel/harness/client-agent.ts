@@ -135,7 +135,7 @@ async function tcpOnce(t: Target, keep: boolean): Promise<Attempt & { conn?: num
 
 function udpOnce(t: Target): Promise<Attempt> {
   const started = performance.now();
-  const sock = createSocket('udp4');
+  const sock = createSocket(t.host.includes(':') ? 'udp6' : 'udp4');
   return new Promise<Attempt>((resolve) => {
     const done = (a: Attempt) => {
       clearTimeout(timer);

@@ -25,6 +25,9 @@ export interface ServiceSpec {
   name: string;
   type?: 'ClusterIP' | 'NodePort' | 'LoadBalancer';
   clusterIP: string;
+  /** clusterIPs: a dual-stack Service's two cluster IPs, clusterIP first (default [clusterIP]). */
+  clusterIPs?: string[];
+  ipFamilyPolicy?: 'SingleStack' | 'PreferDualStack' | 'RequireDualStack';
   ports: PortSpec[];
   externalIPs?: string[];
   /** loadBalancerIP: the ingress IP a cloud controller would have written into status. */
@@ -59,8 +62,9 @@ export function serviceObject(s: ServiceSpec): KubeObject {
   const spec: Record<string, unknown> = {
     type: s.type ?? 'ClusterIP',
     clusterIP: s.clusterIP,
-    clusterIPs: [s.clusterIP],
-    ipFamilies: ['IPv4'],
+    clusterIPs: clusterIPsOf(s),
+    ipFamilies: clusterIPsOf(s).map(familyOf),
+    ipFamilyPolicy: s.ipFamilyPolicy ?? (clusterIPsOf(s).length > 1 ? 'PreferDualStack' : 'SingleStack'),
     selector: { app: s.name },
     ports: s.ports.map((p) => ({ name: p.name, protocol: p.protocol ?? 'TCP', port: p.port, targetPort: p.targetPort, ...(p.nodePort ? { nodePort: p.nodePort } : {}) })),
   };
@@ -82,19 +86,23 @@ export function serviceObject(s: ServiceSpec): KubeObject {
   };
 }
 
-export function endpointSliceObject(s: ServiceSpec, endpoints: readonly EndpointSpec[]): KubeObject {
+const clusterIPsOf = (s: ServiceSpec) => s.clusterIPs ?? [s.clusterIP];
+const familyOf = (ip: string) => (ip.includes(':') ? 'IPv6' : 'IPv4');
+
+/** endpointSliceObject is one EndpointSlice of a family (the pods' addresses of that family). */
+export function endpointSliceObject(s: ServiceSpec, endpoints: readonly EndpointSpec[], family: 'IPv4' | 'IPv6' = 'IPv4'): KubeObject {
   return {
     apiVersion: 'discovery.k8s.io/v1',
     kind: 'EndpointSlice',
     metadata: {
-      name: `${s.name}-kpt01`,
+      name: `${s.name}-kpt0${family === 'IPv6' ? 6 : 1}`,
       namespace: K8S_NAMESPACE,
       labels: { 'kubernetes.io/service-name': s.name, 'endpointslice.kubernetes.io/managed-by': 'endpointslice-controller.k8s.io' },
     },
-    addressType: 'IPv4',
+    addressType: family,
     ports: s.ports.map((p) => ({ name: p.name, protocol: p.protocol ?? 'TCP', port: p.targetPort })),
     endpoints: endpoints.map((e) => ({
-      addresses: [e.pod.ip],
+      addresses: [family === 'IPv6' ? e.pod.ip6 : e.pod.ip],
       conditions: { ready: e.ready ?? true, serving: e.serving ?? e.ready ?? true, terminating: e.terminating ?? false },
       nodeName: e.pod.node,
       ...(e.zone ? { zone: e.zone } : {}),
@@ -104,22 +112,21 @@ export function endpointSliceObject(s: ServiceSpec, endpoints: readonly Endpoint
   };
 }
 
-/** serviceObjects is a Service and, unless endpoints is null, its one EndpointSlice. */
+/** serviceObjects is a Service and, unless endpoints is null, one EndpointSlice per family of its cluster IPs. */
 export function serviceObjects(s: ServiceSpec, endpoints: readonly EndpointSpec[] | null): KubeObject[] {
-  return endpoints === null ? [serviceObject(s)] : [serviceObject(s), endpointSliceObject(s, endpoints)];
+  if (endpoints === null) return [serviceObject(s)];
+  return [serviceObject(s), ...clusterIPsOf(s).map((ip) => endpointSliceObject(s, endpoints, familyOf(ip)))];
 }
 
-export function nodeObject(name: string, internalIP: string, podCIDR: string, zone?: string): KubeObject {
+export function nodeObject(name: string, internalIP: string, podCIDR: string, opts: { zone?: string; ipv6?: { ip: string; podCIDR: string } } = {}): KubeObject {
+  const { zone, ipv6 } = opts;
   return {
     apiVersion: 'v1',
     kind: 'Node',
     metadata: { name, labels: { 'kubernetes.io/hostname': name, 'kubernetes.io/os': 'linux', ...(zone ? { 'topology.kubernetes.io/zone': zone } : {}) } },
-    spec: { podCIDR, podCIDRs: [podCIDR] },
+    spec: { podCIDR, podCIDRs: ipv6 ? [podCIDR, ipv6.podCIDR] : [podCIDR] },
     status: {
-      addresses: [
-        { type: 'InternalIP', address: internalIP },
-        { type: 'Hostname', address: name },
-      ],
+      addresses: [{ type: 'InternalIP', address: internalIP }, ...(ipv6 ? [{ type: 'InternalIP', address: ipv6.ip }] : []), { type: 'Hostname', address: name }],
     },
   };
 }

@@ -6,6 +6,8 @@
 export interface Pod {
   readonly name: string;
   readonly ip: string;
+  /** ip6: the pod's IPv6 address (a dual-stack cluster gives every pod both). */
+  readonly ip6: string;
   /** node: the Kubernetes node name the pod runs on. */
   readonly node: string;
 }
@@ -20,14 +22,28 @@ export const NODE_A_TO_B = '10.0.1.10';
 export const EXTERNAL_IP = '10.0.0.20';
 export const LB_IP = '10.0.0.21';
 export const CLUSTER_CIDR = '10.244.0.0/16';
+
+/**
+ * The IPv6 half of a dual-stack test cluster (TestCluster.create({ ipv6: true })):
+ * the same links carry ULA addresses (fd00::/8), added with nodad so they work
+ * at once instead of after duplicate address detection.
+ */
+export const CLIENT_IP6 = 'fd00::2';
+export const OTHER_CLIENT_IP6 = 'fd00::3';
+export const NODE_A6 = { ip: 'fd00::10', podCIDR: 'fd00:10:244::/64', podGateway: 'fd00:10:244::1' } as const;
+export const NODE_B6 = { ip: 'fd00:1::11', podCIDR: 'fd00:10:244:1::/64', podGateway: 'fd00:10:244:1::1' } as const;
+export const NODE_A_TO_B6 = 'fd00:1::10';
+export const EXTERNAL_IP6 = 'fd00::20';
+export const LB_IP6 = 'fd00::21';
+export const CLUSTER_CIDR6 = 'fd00:10:244::/56';
 export const POD_TCP_PORT = 8080;
 export const POD_UDP_PORT = 9053;
 
 export const PODS = {
-  a0: { name: 'a0', ip: '10.244.0.11', node: NODE_A.name },
-  a1: { name: 'a1', ip: '10.244.0.12', node: NODE_A.name },
-  a2: { name: 'a2', ip: '10.244.0.13', node: NODE_A.name },
-  b0: { name: 'b0', ip: '10.244.1.11', node: NODE_B.name },
-  b1: { name: 'b1', ip: '10.244.1.12', node: NODE_B.name },
+  a0: { name: 'a0', ip: '10.244.0.11', ip6: 'fd00:10:244::11', node: NODE_A.name },
+  a1: { name: 'a1', ip: '10.244.0.12', ip6: 'fd00:10:244::12', node: NODE_A.name },
+  a2: { name: 'a2', ip: '10.244.0.13', ip6: 'fd00:10:244::13', node: NODE_A.name },
+  b0: { name: 'b0', ip: '10.244.1.11', ip6: 'fd00:10:244:1::11', node: NODE_B.name },
+  b1: { name: 'b1', ip: '10.244.1.12', ip6: 'fd00:10:244:1::12', node: NODE_B.name },
 } as const satisfies Record<string, Pod>;
 export type PodName = keyof typeof PODS;

@@ -3,7 +3,28 @@ import { NsClient } from './client.ts';
 import { Kproxy, type Flavor, type KproxyOptions } from './kproxy.ts';
 import { ManifestDir, nodeObject } from './manifests.ts';
 import { addNamespace, deleteNamespace, HARNESS_PREFIX, ipBatch, listNamespaces, nsExec, nsSysctl } from './netns.ts';
-import { CLIENT_IP, EXTERNAL_IP, LB_IP, NODE_A, NODE_A_TO_B, NODE_B, OTHER_CLIENT_IP, PODS, POD_TCP_PORT, POD_UDP_PORT, CLUSTER_CIDR, type PodName } from './plan.ts';
+import {
+  CLIENT_IP,
+  CLIENT_IP6,
+  CLUSTER_CIDR,
+  CLUSTER_CIDR6,
+  EXTERNAL_IP,
+  EXTERNAL_IP6,
+  LB_IP,
+  LB_IP6,
+  NODE_A,
+  NODE_A6,
+  NODE_A_TO_B,
+  NODE_A_TO_B6,
+  NODE_B,
+  NODE_B6,
+  OTHER_CLIENT_IP,
+  OTHER_CLIENT_IP6,
+  PODS,
+  POD_TCP_PORT,
+  POD_UDP_PORT,
+  type PodName,
+} from './plan.ts';
 import { ProcessTracker } from './processes.ts';
 
 /**
@@ -23,6 +44,10 @@ import { ProcessTracker } from './processes.ts';
  * br_netfilter, which is global to the machine). Node-a forwards between the
  * client, its pods and node-b; node-b routes node-a's traffic to its pods.
  * Every pod runs backend-server.ts on TCP 8080 and UDP 9053.
+ *
+ * A dual-stack cluster (create({ ipv6: true })) puts the IPv6 addresses of
+ * plan.ts on the same links (nodad, so they are usable at once), with the same
+ * routes, forwarding on both nodes and the backends listening on both families.
  */
 
 const SERVER = join(import.meta.dirname, 'backend-server.ts');
@@ -40,10 +65,13 @@ export class TestCluster {
   readonly manifests = new ManifestDir();
   readonly processes = new ProcessTracker();
   readonly kproxy: Kproxy;
+  /** ipv6: the cluster is dual-stack (IPv6 addresses, routes and node objects besides the IPv4 ones). */
+  readonly ipv6: boolean;
   readonly #created: string[] = [];
   readonly #clients = new Map<string, NsClient>();
 
-  private constructor() {
+  private constructor(opts: { ipv6?: boolean }) {
+    this.ipv6 = opts.ipv6 ?? false;
     this.prefix = `${HARNESS_PREFIX}${++clusters}-`;
     const n = (s: string) => this.prefix + s;
     this.ns = {
@@ -53,11 +81,14 @@ export class TestCluster {
       pods: Object.fromEntries(Object.keys(PODS).map((p) => [p, n(`pod-${p}`)])) as Record<PodName, string>,
     };
     this.kproxy = new Kproxy(this.ns.nodeA, this.processes);
-    this.manifests.write('nodes', [nodeObject(NODE_A.name, NODE_A.ip, NODE_A.podCIDR), nodeObject(NODE_B.name, NODE_B.ip, NODE_B.podCIDR)]);
+    this.manifests.write('nodes', [
+      nodeObject(NODE_A.name, NODE_A.ip, NODE_A.podCIDR, { ipv6: this.ipv6 ? NODE_A6 : undefined }),
+      nodeObject(NODE_B.name, NODE_B.ip, NODE_B.podCIDR, { ipv6: this.ipv6 ? NODE_B6 : undefined }),
+    ]);
   }
 
-  static async create(): Promise<TestCluster> {
-    const c = new TestCluster();
+  static async create(opts: { ipv6?: boolean } = {}): Promise<TestCluster> {
+    const c = new TestCluster(opts);
     try {
       await c.#build();
     } catch (err) {
@@ -110,6 +141,7 @@ export class TestCluster {
         return ipBatch(pods[p], ['link set lo up', `addr add ${PODS[p].ip}/32 dev eth0`, 'link set eth0 up', `route add ${gw} dev eth0 scope link`, `route add default via ${gw} dev eth0`]);
       }),
     );
+    if (this.ipv6) await this.#buildIPv6();
     for (const node of [nodeA, nodeB]) await nsSysctl(node, 'net.ipv4.ip_forward', '1');
     // The per-destination ICMP error limit must be off on node-a because on recent kernels
     // (seen on 6.18: IcmpOutRateLimitHost counts the very first error to a new peer) it
@@ -119,8 +151,38 @@ export class TestCluster {
     await Promise.all((Object.keys(PODS) as PodName[]).map((p) => this.#startServer(p)));
   }
 
+  /** #buildIPv6 adds the IPv6 half of plan.ts to the links #build made. */
+  async #buildIPv6(): Promise<void> {
+    const { client, nodeA, nodeB, pods } = this.ns;
+    const podsOn = (node: string) => (Object.keys(PODS) as PodName[]).filter((p) => PODS[p].node === node);
+    await ipBatch(nodeA, [
+      `addr add ${NODE_A6.ip}/64 dev cli0 nodad`,
+      `addr add ${EXTERNAL_IP6}/128 dev cli0 nodad`,
+      `addr add ${LB_IP6}/128 dev cli0 nodad`,
+      `addr add ${NODE_A_TO_B6}/64 dev nb0 nodad`,
+      ...podsOn(NODE_A.name).flatMap((p) => [`addr add ${NODE_A6.podGateway}/128 dev ${p} nodad`, `route add ${PODS[p].ip6}/128 dev ${p}`]),
+      `route add ${NODE_B6.podCIDR} via ${NODE_B6.ip}`,
+      `route add default via ${CLIENT_IP6}`,
+    ]);
+    await ipBatch(nodeB, [
+      `addr add ${NODE_B6.ip}/64 dev eth0 nodad`,
+      `route add default via ${NODE_A_TO_B6}`,
+      ...podsOn(NODE_B.name).flatMap((p) => [`addr add ${NODE_B6.podGateway}/128 dev ${p} nodad`, `route add ${PODS[p].ip6}/128 dev ${p}`]),
+    ]);
+    await ipBatch(client, [`addr add ${CLIENT_IP6}/64 dev eth0 nodad`, `addr add ${OTHER_CLIENT_IP6}/64 dev eth0 nodad`, `route add default via ${NODE_A6.ip}`]);
+    await Promise.all(
+      (Object.keys(PODS) as PodName[]).map((p) => {
+        const gw = PODS[p].node === NODE_A.name ? NODE_A6.podGateway : NODE_B6.podGateway;
+        return ipBatch(pods[p], [`addr add ${PODS[p].ip6}/128 dev eth0 nodad`, `route add ${gw} dev eth0`, `route add default via ${gw} dev eth0`]);
+      }),
+    );
+    for (const node of [nodeA, nodeB]) await nsSysctl(node, 'net.ipv6.conf.all.forwarding', '1');
+    // As for IPv4: the ICMPv6 error rate limit would swallow REJECT's port-unreachable.
+    await nsSysctl(nodeA, 'net.ipv6.icmp.ratelimit', '0');
+  }
+
   async #startServer(p: PodName): Promise<void> {
-    const proc = this.processes.start(`backend ${p}`, this.ns.pods[p], [process.execPath, SERVER, p, '--tcp', String(POD_TCP_PORT), '--udp', String(POD_UDP_PORT)]);
+    const proc = this.processes.start(`backend ${p}`, this.ns.pods[p], [process.execPath, SERVER, p, '--tcp', String(POD_TCP_PORT), '--udp', String(POD_UDP_PORT), ...(this.ipv6 ? ['--ipv6'] : [])]);
     await new Promise<void>((resolve, reject) => {
       const stop = proc.log.onLine((line) => {
         if (line === 'ready') {
@@ -149,13 +211,14 @@ export class TestCluster {
   }
 
   kproxyOptions(flavor: Flavor, extraArgs: readonly string[] = []): KproxyOptions {
-    return { manifests: this.manifests.path, flavor, nodeName: NODE_A.name, clusterCIDR: CLUSTER_CIDR, extraArgs };
+    return { manifests: this.manifests.path, flavor, nodeName: NODE_A.name, clusterCIDR: this.ipv6 ? `${CLUSTER_CIDR},${CLUSTER_CIDR6}` : CLUSTER_CIDR, extraArgs };
   }
 
   /** iptablesSave lists node-a's rules in one flavour (what a failure report shows). */
-  async iptablesSave(flavor: Flavor): Promise<string> {
-    const r = await nsExec(this.ns.nodeA, [`iptables-${flavor}-save`]);
-    return r.code === 0 ? r.stdout : `iptables-${flavor}-save failed (${r.code}): ${r.stderr}`;
+  async iptablesSave(flavor: Flavor, family: 'IPv4' | 'IPv6' = 'IPv4'): Promise<string> {
+    const bin = `${family === 'IPv6' ? 'ip6tables' : 'iptables'}-${flavor}-save`;
+    const r = await nsExec(this.ns.nodeA, [bin]);
+    return r.code === 0 ? r.stdout : `${bin} failed (${r.code}): ${r.stderr}`;
   }
 
   /** nftTable lists node-a's kube-proxy nftables table (what nftables mode programs). */
@@ -167,6 +230,7 @@ export class TestCluster {
   /** diagnostics is what a failing test attaches: node-a's rules in both iptables flavours and nftables, and kproxy's log tail. */
   async diagnostics(): Promise<string> {
     const [nft, legacy, table] = await Promise.all([this.iptablesSave('nft'), this.iptablesSave('legacy'), this.nftTable()]);
+    const v6 = this.ipv6 ? await Promise.all([this.iptablesSave('nft', 'IPv6'), this.iptablesSave('legacy', 'IPv6')]) : null;
     return [
       `--- iptables-nft-save in ${this.ns.nodeA} ---`,
       nft.trim(),
@@ -174,6 +238,7 @@ export class TestCluster {
       legacy.trim() || '(empty)',
       `--- nft list table ip kube-proxy in ${this.ns.nodeA} ---`,
       table.trim(),
+      ...(v6 ? [`--- ip6tables-nft-save in ${this.ns.nodeA} ---`, v6[0].trim(), `--- ip6tables-legacy-save in ${this.ns.nodeA} ---`, v6[1].trim() || '(empty)'] : []),
       '--- kproxy log (last 80 lines) ---',
       this.kproxy.log.tail(80),
     ].join('\n');

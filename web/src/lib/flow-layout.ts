@@ -90,7 +90,8 @@ function ipvsSub(name: string, chains: readonly ChainView[]): string {
   if (vs) return vs.ipvs ? `virtual server · ${vs.ipvs.scheduler}${vs.ipvs.persistence ? ' · persistent' : ''}` : 'virtual server';
   const isSet = chains.some((c) => c.table === 'ipsets' && c.name === name);
   // A chain the page lists, or one its rules jump to (KUBE-SERVICES' set match jumps to the KUBE-LOAD-BALANCER chain).
-  const iptables = chains.filter((c) => c.table === 'nat' || c.table === 'filter');
+  // ip6-nat and ip6-filter are the IPv6 family's tables (ip6tables).
+  const iptables = chains.filter((c) => /^(ip6-)?(nat|filter)$/.test(c.table));
   const table = (iptables.find((c) => c.name === name) ?? iptables.find((c) => c.rules.some((r) => r.target === name)))?.table;
   if (isSet && table) return `ipset match → ${table} chain`;
   if (isSet) return 'ipset match';

@@ -7,18 +7,32 @@ const list = [
   summary('shop/api', { type: 'NodePort', clusterIP: '10.96.10.20', ports: ['80/TCP:30080'] }),
   summary('shop/web', { type: 'LoadBalancer', ips: ['192.0.2.10'], ports: ['443/TCP:30443'] }),
   summary('shop/payments', { warnings: ['no-endpoints'] }),
+  summary('shop/catalog', { clusterIPs: ['10.96.10.80', 'fd00:10:96::80'] }),
+  summary('shop/search', { clusterIPs: ['fd00:10:96::90'], ports: ['80/TCP:30180'] }),
 ];
 const keys = (q: string, f?: Parameters<typeof searchServices>[2]) => searchServices(list, q, f).map((s) => s.key);
 
 describe('searchServices', () => {
   it('matches every word anywhere: name, namespace, type, IPs, ports, ignoring case', () => {
-    expect(keys('')).toHaveLength(4);
-    expect(keys('SHOP')).toEqual(['shop/api', 'shop/web', 'shop/payments']);
+    expect(keys('')).toHaveLength(6);
+    expect(keys('SHOP')).toEqual(['shop/api', 'shop/web', 'shop/payments', 'shop/catalog', 'shop/search']);
     expect(keys('shop 443')).toEqual(['shop/web']);
     expect(keys('nodeport')).toEqual(['shop/api']);
     expect(keys('192.0.2')).toEqual(['shop/web']);
     expect(keys('53/udp')).toEqual(['kube-system/kube-dns']);
     expect(keys('shop nothing')).toEqual([]);
+  });
+
+  it('finds a Service by either of its cluster IPs, IPv6 ones by any part of their text', () => {
+    expect(keys('fd00:10:96::80')).toEqual(['shop/catalog']);
+    expect(keys('10.96.10.80')).toEqual(['shop/catalog']);
+    expect(keys('fd00:10:96')).toEqual(['shop/catalog', 'shop/search']);
+  });
+
+  it('filters by IP family: a dual-stack Service is in both', () => {
+    const fam = (f: 'IPv4' | 'IPv6') => searchServices(list, '', 'all', f).map((s) => s.key);
+    expect(fam('IPv6')).toEqual(['shop/catalog', 'shop/search']);
+    expect(fam('IPv4')).toEqual(['kube-system/kube-dns', 'shop/api', 'shop/web', 'shop/payments', 'shop/catalog']);
   });
 
   it('filters to services with warnings', () => {

@@ -4,12 +4,16 @@ import type { Overview, PortDetail, RealServerFacts, RuleView, ServiceDetail, Se
 
 export function summary(key: string, over: Partial<ServiceSummary> = {}): ServiceSummary {
   const [namespace, name] = key.split('/');
+  const clusterIP = over.clusterIP ?? over.clusterIPs?.[0] ?? '10.96.0.10';
+  const clusterIPs = over.clusterIPs ?? [clusterIP];
   return {
     key,
     namespace,
     name,
     type: 'ClusterIP',
-    clusterIP: '10.96.0.10',
+    clusterIP,
+    clusterIPs,
+    families: clusterIPs.map((ip) => (ip.includes(':') ? 'IPv6' : 'IPv4')),
     ports: ['80/TCP'],
     ips: [],
     endpoints: { total: 2, ready: 2, serving: 2, terminating: 0, local: 1 },
@@ -21,6 +25,7 @@ export function summary(key: string, over: Partial<ServiceSummary> = {}): Servic
 export function sync(seq: number, over: Partial<SyncEntry> = {}): SyncEntry {
   return {
     seq,
+    family: 'IPv4',
     trigger: 'change',
     startedAt: 1_000_000 + seq * 1000,
     finishedAt: 1_000_000 + seq * 1000 + 20,
