@@ -149,12 +149,12 @@ export class FamilyKernelView implements KernelViewProvider {
     };
   }
 
-  lastInput(): RestoreInput | null {
-    return latest(this.#parts.map((p) => p.provider.lastInput()));
+  lastInput(family?: IPFamily): RestoreInput | null {
+    return latest(this.#parts.filter((p) => !family || p.family === family).map((p) => p.provider.lastInput()));
   }
 
-  lastFailedInput(): RestoreInput | null {
-    return latest(this.#parts.map((p) => p.provider.lastFailedInput()));
+  lastFailedInput(family?: IPFamily): RestoreInput | null {
+    return latest(this.#parts.filter((p) => !family || p.family === family).map((p) => p.provider.lastFailedInput()));
   }
 
   async formatIntended(tables: KernelTables): Promise<string[]> {

@@ -1,3 +1,4 @@
+import type { IPFamily } from '../net/ip.ts';
 import type { BackendSyncResult } from '../proxy/backend.ts';
 import type { Endpoint } from '../proxy/endpoint.ts';
 import type { ServicePort } from '../proxy/service-port.ts';
@@ -132,9 +133,9 @@ export interface KernelViewProvider {
   settingsKey?(table: string, chain: KernelChain): string | null;
   /** servicePort describes one service port's objects and flows. */
   servicePort(sp: ServicePort, endpoints: readonly Endpoint[], categorized: CategorizedEndpoints): ServicePortObjects;
-  /** lastInput / lastFailedInput: the last input the kernel accepted, and the last it refused. */
-  lastInput(): RestoreInput | null;
-  lastFailedInput(): RestoreInput | null;
+  /** lastInput / lastFailedInput: the last input the kernel accepted, and the last it refused (of one IP family, where the view has several). */
+  lastInput(family?: IPFamily): RestoreInput | null;
+  lastFailedInput(family?: IPFamily): RestoreInput | null;
   /**
    * formatIntended renders intended() as a downloadable file (iptables-restore
    * text…), yielding as it goes; the file is the pieces in order, sent one by one.

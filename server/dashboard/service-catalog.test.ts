@@ -62,6 +62,8 @@ describe('ServiceCatalog', () => {
       name: 'web',
       type: 'ClusterIP',
       clusterIP: '10.96.0.10',
+      clusterIPs: ['10.96.0.10'],
+      families: ['IPv4'],
       ports: ['80/TCP', '443/TCP'],
       ips: [],
       endpoints: { total: 2, ready: 1, serving: 2, terminating: 1, local: 1 },

@@ -30,6 +30,23 @@ export interface ClusterSpec {
   /** nodeIP: the node's InternalIP (LB source ranges that contain it also admit LB IPs as source). */
   nodeIP: string;
   seed?: number;
+  /**
+   * dualStack: every Service is PreferDualStack with an IPv4 and an IPv6 cluster
+   * IP, and has an IPv6 slice beside its IPv4 one (the same number of endpoints).
+   */
+  dualStack?: boolean;
+}
+
+/** IPv6 counterparts of the address plan: cluster IPs, pod IPs, LB IPs, the pod CIDR and the node IP. */
+export const CLUSTER_IP6_PREFIX = 'fd00:96::';
+export const POD_IP6_PREFIX = 'fd00:64::';
+export const LB_IP6_PREFIX = 'fd00:100::';
+export const POD_CIDR6 = 'fd00:64::/64';
+export const NODE_IP6 = 'fd00:250::2';
+
+/** ip6Text puts n (below 2^32) into the last two groups of a /96 prefix such as "fd00:96::". */
+export function ip6Text(prefix: string, n: number): string {
+  return `${prefix}${(n >>> 16).toString(16)}:${(n & 0xffff).toString(16)}`;
 }
 
 /** ServiceShape is what the mix decided for one service (kept for tests and the churn driver). */
@@ -47,8 +64,10 @@ export interface SyntheticCluster {
   readonly spec: ClusterSpec;
   readonly shapes: readonly ServiceShape[];
   readonly services: readonly Service[];
-  /** slices[i] is the one EndpointSlice of services[i]. */
+  /** slices[i] is the one EndpointSlice of services[i] (its IPv4 one in a dual-stack cluster). */
   readonly slices: readonly EndpointSlice[];
+  /** slices6[i] is the IPv6 EndpointSlice of services[i] (dual-stack clusters; empty otherwise). */
+  readonly slices6: readonly EndpointSlice[];
   readonly node: Node;
 }
 
@@ -121,6 +140,7 @@ export function generateCluster(spec: ClusterSpec): SyntheticCluster {
   const shapes: ServiceShape[] = [];
   const services: Service[] = [];
   const slices: EndpointSlice[] = [];
+  const slices6: EndpointSlice[] = [];
   let nextNodePort = NODE_PORT_BASE;
   let lbs = 0;
   for (let i = 0; i < spec.services; i++) {
@@ -143,17 +163,33 @@ export function generateCluster(spec: ClusterSpec): SyntheticCluster {
       if (s.local) svc.spec!.healthCheckNodePort = nextNodePort++;
       svc.status = { loadBalancer: { ingress: [{ ip: ipText(LB_IP_BASE + lbs++) }] } };
     }
+    if (spec.dualStack) {
+      Object.assign(svc.spec!, { clusterIPs: [svc.spec!.clusterIP, ip6Text(CLUSTER_IP6_PREFIX, i)], ipFamilies: ['IPv4', 'IPv6'], ipFamilyPolicy: 'PreferDualStack' });
+      if (s.type === 'LoadBalancer') svc.status!.loadBalancer!.ingress!.push({ ip: ip6Text(LB_IP6_PREFIX, lbs) });
+    }
     services.push(svc);
-    slices.push(sliceOf(s, spec.endpointsPerService, rng, spec.nodeName));
+    const slice = sliceOf(s, spec.endpointsPerService, rng, spec.nodeName);
+    slices.push(slice);
+    if (spec.dualStack) slices6.push(ipv6Slice(slice, i, spec.endpointsPerService));
   }
   const node: Node = {
     apiVersion: 'v1',
     kind: 'Node',
     metadata: { name: spec.nodeName, labels: { 'kubernetes.io/hostname': spec.nodeName } },
-    spec: { podCIDR: '10.64.0.0/24', podCIDRs: ['10.64.0.0/24'] },
-    status: { addresses: [{ type: 'InternalIP', address: spec.nodeIP }] },
+    spec: { podCIDR: '10.64.0.0/24', podCIDRs: spec.dualStack ? ['10.64.0.0/24', POD_CIDR6] : ['10.64.0.0/24'] },
+    status: { addresses: [{ type: 'InternalIP', address: spec.nodeIP }, ...(spec.dualStack ? [{ type: 'InternalIP', address: NODE_IP6 }] : [])] },
   };
-  return { spec, shapes, services, slices, node };
+  return { spec, shapes, services, slices, slices6, node };
+}
+
+/** ipv6Slice is the IPv6 twin of a Service's slice: the same pods, nodes and ports at IPv6 pod IPs. */
+function ipv6Slice(slice: EndpointSlice, service: number, m: number): EndpointSlice {
+  return {
+    ...slice,
+    metadata: { ...slice.metadata, name: `${slice.metadata!.name}-v6` },
+    addressType: 'IPv6',
+    endpoints: slice.endpoints!.map((e, k) => ({ ...e, addresses: [ip6Text(POD_IP6_PREFIX, service * m + k)] })),
+  };
 }
 
 /** mixOf counts the features of a cluster (the report shows the mix it measured). */

@@ -25,6 +25,8 @@ export interface LogLine {
 
 /** SyncLog is the daemon's own account of one sync (its "synced fully/partially" line). */
 export interface SyncLog {
+  /** family: the IP family whose proxier synced (a dual-stack daemon has one loop per family). */
+  family: 'IPv4' | 'IPv6';
   seq: number;
   full: boolean;
   trigger: string;
@@ -67,7 +69,8 @@ export function track(c: ChildProcess): ChildProcess {
 
 /** isSyncLine: the sync loop's line at the end of every sync, successful or not. */
 function isSyncLine(l: LogLine): boolean {
-  return l.component.endsWith('sync') && (l.msg === 'synced fully' || l.msg === 'synced partially' || l.msg.startsWith('sync failed'));
+  // kproxy/sync is the primary family's loop, kproxy/sync6 the IPv6 one of a dual-stack daemon.
+  return /sync6?$/.test(l.component) && (l.msg === 'synced fully' || l.msg === 'synced partially' || l.msg.startsWith('sync failed'));
 }
 
 export function procStats(pid: number): ProcStats {
@@ -206,6 +209,7 @@ export class Daemon {
       this.syncs.push({
         ok,
         ...(ok ? {} : { error: `${String(l.code)}: ${String(l.err)}` }),
+        family: l.family === 'IPv6' ? 'IPv6' : 'IPv4',
         seq: l.seq as number,
         full: l.msg === 'synced fully' || !ok,
         trigger: l.trigger as string,
@@ -245,12 +249,17 @@ export class Daemon {
     });
   }
 
-  /** nextSync waits for the next sync after seq (any kind) and returns it. */
-  async nextSync(afterSeq: number, timeoutMs: number): Promise<SyncLog> {
-    const have = this.syncs.find((s) => s.seq > afterSeq);
+  /**
+   * nextSync waits for the next sync of a family after seq (any kind) and
+   * returns it. The daemon syncs each IP family on its own (the synthetic
+   * clusters are IPv4 unless dual-stack), so the family is part of the wait.
+   */
+  async nextSync(afterSeq: number, timeoutMs: number, family: SyncLog['family'] = 'IPv4'): Promise<SyncLog> {
+    const match = (s: SyncLog) => s.seq > afterSeq && s.family === family;
+    const have = this.syncs.find(match);
     if (have) return have;
-    await this.waitFor((l) => isSyncLine(l) && (l.seq as number) > afterSeq, timeoutMs, `sync after ${afterSeq}`);
-    return this.syncs.find((s) => s.seq > afterSeq)!;
+    await this.waitFor((l) => isSyncLine(l) && (l.seq as number) > afterSeq && (l.family ?? 'IPv4') === family, timeoutMs, `${family} sync after ${afterSeq}`);
+    return this.syncs.find(match)!;
   }
 
   get lastSeq(): number {

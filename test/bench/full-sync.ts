@@ -112,9 +112,12 @@ export async function fullSyncRun(o: FullSyncOptions): Promise<FullSyncRun> {
     const atSync = d.stats();
     if (!first.ok || !first.full) throw new Error(`first sync ${first.ok ? 'was not full' : `failed: ${first.error}`}`);
     agent = new Agent(ns);
-    const input = await agent.get(`${METRICS}/api/v1/restore-input/last`);
+    const input = await agent.get(`${METRICS}/api/v1/restore-input/last?family=IPv4`);
     const status = JSON.parse(await agent.get(`${METRICS}/api/v1/status`)) as { overview: { counts: { rulesByTable: Record<string, number> } } };
-    const rules = Object.values(status.overview.counts.rulesByTable).reduce((a, b) => a + b, 0);
+    // The IPv4 family's rules (the daemon is dual-stack: ip6tables holds its base chains, shown as ip6-…).
+    const rules = Object.entries(status.overview.counts.rulesByTable)
+      .filter(([t]) => !t.startsWith('ip6-'))
+      .reduce((a, [, b]) => a + b, 0);
     const bare = replayFresh(o.flavor, input);
     const { before: steady, heapBefore, afterGc, heapAfterGc } = await memorySample(d, o.settleMs ?? 5000, agent);
     const run: FullSyncRun = {

@@ -52,6 +52,7 @@ export function writeManifests(c: SyntheticCluster, dir: string, churnCount: num
     for (let i = start; i < Math.min(start + SHARD, c.services.length); i++) {
       items.push(c.services[i]);
       if (!churn.has(i)) items.push(c.slices[i]);
+      if (c.slices6[i]) items.push(c.slices6[i]);
     }
     put(`cluster-${String(shard).padStart(4, '0')}.json`, list(items));
   }

@@ -11,21 +11,22 @@ export type Flavor = 'nft' | 'legacy';
 /** restoreFlags: kproxy's (server/kernel/iptables.ts WAIT_FLAGS + --noflush --counters). */
 export const RESTORE_FLAGS = ['-w', '5', '-W', '100000', '--noflush', '--counters'];
 
-/** timeRestore runs iptables-<flavor>-restore on input inside ns and returns wall ms (throws on failure). */
-export function timeRestore(ns: string, flavor: Flavor, input: string, timeoutMs = 600_000): number {
+/** timeRestore runs iptables-<flavor>-restore (ip6tables-… for IPv6) on input inside ns and returns wall ms (throws on failure). */
+export function timeRestore(ns: string, flavor: Flavor, input: string, timeoutMs = 600_000, family: 'IPv4' | 'IPv6' = 'IPv4'): number {
+  const bin = `${family === 'IPv6' ? 'ip6tables' : 'iptables'}-${flavor}-restore`;
   const t0 = performance.now();
-  const r = spawnSync('ip', ['netns', 'exec', ns, `iptables-${flavor}-restore`, ...RESTORE_FLAGS], { input, encoding: 'utf8', timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 });
+  const r = spawnSync('ip', ['netns', 'exec', ns, bin, ...RESTORE_FLAGS], { input, encoding: 'utf8', timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 });
   const ms = performance.now() - t0;
-  if (r.error) throw new Error(`iptables-${flavor}-restore: ${r.error.message}`);
-  if (r.status !== 0) throw new Error(`iptables-${flavor}-restore failed (exit ${r.status}): ${r.stderr.slice(0, 500)}`);
+  if (r.error) throw new Error(`${bin}: ${r.error.message}`);
+  if (r.status !== 0) throw new Error(`${bin} failed (exit ${r.status}): ${r.stderr.slice(0, 500)}`);
   return ms;
 }
 
 /** replayFresh restores input into a namespace made for it, then removes the namespace. */
-export function replayFresh(flavor: Flavor, input: string): number {
+export function replayFresh(flavor: Flavor, input: string, family: 'IPv4' | 'IPv6' = 'IPv4'): number {
   const ns = createNetns('replay');
   try {
-    return timeRestore(ns, flavor, input);
+    return timeRestore(ns, flavor, input, 600_000, family);
   } finally {
     deleteNetns(ns);
   }

@@ -1,3 +1,4 @@
+import { renderDualStack } from './dual-stack.ts';
 /**
  * report turns a run's results into the targets' verdicts and a markdown
  * report (tables per measurement). Run it alone to re-render a saved run:
@@ -99,6 +100,14 @@ export function evaluateTargets(r: Results): TargetResult[] {
       measured: `live heap ${sign(g.heap)} MiB, of which restore inputs kept by the dashboard ${sign(g.inputsKept)} MiB; RSS ${sign(g.rss)} MiB, of which V8's young generation ${sign(g.newSpace ?? 0)} MiB; from sync ${g.from} to ${g.to}`,
       met: g.heap - g.inputsKept < 1 && g.rss - (g.newSpace ?? 0) < 16,
       note: 'after warm-up. Two bounded growths are counted apart: the dashboard keeps partial restore inputs as text (up to 16 MiB) before folding them into its model of the tables, and V8 may double its young generation (up to --max-semi-space-size)',
+    });
+  }
+  for (const d of r.dualStack ?? []) {
+    out.push({
+      name: `Dual-stack full sync, ${d.services.toLocaleString('en-US')} × ${d.endpointsPerFamily} per family (${d.flavor}): both families' syncs / bare restores of the same inputs`,
+      target: '≤ 1.3',
+      measured: `${d.ratio.toFixed(2)} (${d.families.map((f) => `${f.family} ${f.totalMs.toFixed(0)} / ${f.bareRestoreMs.toFixed(0)} ms`).join(', ')}; both programmed ${d.wallMs.toFixed(0)} ms after the first began)`,
+      met: d.ratio <= 1.3,
     });
   }
   return out;
@@ -335,6 +344,7 @@ export function renderMarkdown(r: Results): string {
     );
   }
   if (r.notes.length) parts.push('#### Notes\n' + r.notes.map((n) => `- ${n}`).join('\n'));
+  if (r.dualStack?.length) parts.push(renderDualStack(r.dualStack));
   return parts.join('\n\n') + '\n';
 }
 

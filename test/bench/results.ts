@@ -1,3 +1,4 @@
+import type { DualStackRun } from './dual-stack.ts';
 /**
  * results: the shape of a benchmark run's JSON (test/bench/results/*.json),
  * what run.ts fills in and report.ts renders.
@@ -96,6 +97,8 @@ export interface Results {
   leak: LeakResult | null;
   /** memoryVariants: the daemon's memory with parts switched off, at the RSS target's size. */
   readonly memoryVariants: (MemoryOnly & { size: Size; flavor: Flavor })[];
+  /** dualStack: a dual-stack cluster, both families' full syncs and a partial sync per family (optional in older results). */
+  dualStack?: DualStackRun[];
   targets: TargetResult[];
   readonly notes: string[];
   /** only: the parts measured when the run was limited to some (run.ts --only). */

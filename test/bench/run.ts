@@ -6,7 +6,7 @@
  *   npm run bench -- --quick        a few minutes: 1k/10k services, both flavours for full syncs
  *   npm run bench                   the full size: 1k/10k/30k × 2/10 endpoints, 3 runs each
  *   options: --flavor nft|legacy|both  --runs N  --out DIR  --docs (rewrite docs/performance.md's table)
- *            --only full,partial,churn,dashboard,dataplane,memory,leak (some parts; daemons are
+ *            --only full,partial,churn,dashboard,dataplane,memory,leak,dualstack (some parts; daemons are
  *            still started at the sizes those parts need, one full-sync run each unless `full` is listed)
  *
  * Writes results/<date>-<mode>.json and .md (test/bench/results/ by default).
@@ -22,6 +22,7 @@ import { killAll } from './daemon.ts';
 import { measureConnects, wireDataPlane, writeProbe, type ConnectTimes, type DataPlane } from './dataplane.ts';
 import { fullSyncRun, memoryVariant, METRICS, NODE_NAME, type RunContext } from './full-sync.ts';
 import { describeMachine } from './machine.ts';
+import { dualStackRun } from './dual-stack.ts';
 import { writeManifests, type ManifestDir } from './manifests.ts';
 import { removeAll } from './netns.ts';
 import { kernelFloorMs, measurePartial } from './partial-sync.ts';
@@ -39,7 +40,7 @@ const { values: opts } = parseArgs({
     only: { type: 'string' },
   },
 });
-const PARTS = ['full', 'partial', 'churn', 'dashboard', 'dataplane', 'memory', 'leak'] as const;
+const PARTS = ['full', 'partial', 'churn', 'dashboard', 'dataplane', 'memory', 'leak', 'dualstack'] as const;
 type Part = (typeof PARTS)[number];
 const only = opts.only ? new Set(opts.only.split(',').map((x) => x.trim())) : null;
 for (const x of only ?? []) if (!PARTS.includes(x as Part)) throw new Error(`--only: unknown part "${x}" (parts: ${PARTS.join(', ')})`);
@@ -54,6 +55,8 @@ const NODE_IP = '10.250.0.2';
 const CHURN_TARGETS = 100;
 
 const S = (services: number, endpoints: number): Size => ({ services, endpoints });
+/** DUAL_STACK_SIZE: the dual-stack cluster, per family (every Service has both families). */
+const DUAL_STACK_SIZE = S(10_000, 2);
 const same = (a: Size, b: Size) => a.services === b.services && a.endpoints === b.endpoints;
 
 /** Plan: which sizes get which measurement. The first flavour listed is the node default (auto picks nft). */
@@ -288,6 +291,20 @@ async function main(): Promise<Results> {
       });
     } catch (err) {
       results.notes.push(`memory (${v.what}) failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+
+  // A dual-stack cluster: 10,000 Services × 2 endpoints per family, both families' first syncs and a partial sync each.
+  for (const flavor of want('dualstack') ? flavors : []) {
+    log(`dual-stack ${sizeName(DUAL_STACK_SIZE)} per family, ${flavor}`);
+    try {
+      const r = await dualStackRun({ services: DUAL_STACK_SIZE.services, endpoints: DUAL_STACK_SIZE.endpoints, flavor, workDir: scratch, partialReps: quick ? 3 : 5 });
+      (results.dualStack ??= []).push(r);
+      log(`  ${r.families.map((f) => `${f.family} ${Math.round(f.totalMs)} ms (bare ${Math.round(f.bareRestoreMs)})`).join(', ')}; ratio ${r.ratio.toFixed(2)}; wall ${Math.round(r.wallMs)} ms`);
+    } catch (err) {
+      const msg = err instanceof Error ? err.message : String(err);
+      log(`  FAILED: ${msg}`);
+      results.notes.push(`dual-stack ${sizeName(DUAL_STACK_SIZE)} ${flavor} failed: ${msg}`);
     }
   }
 

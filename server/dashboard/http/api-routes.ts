@@ -1,5 +1,6 @@
 import { Readable } from 'node:stream';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { IPFamily } from '../../net/ip.ts';
 import { NotFoundError, RateLimitedError } from '../../errors.ts';
 import { configzDocument } from '../../http/configz.ts';
 import type { DashboardActions } from '../actions.ts';
@@ -221,11 +222,14 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
     {
       schema: {
         params: { type: 'object', properties: { which: { type: 'string', enum: ['last', 'failed', 'intended'] } }, required: ['which'] },
+        // family: one family's input on a dual-stack node (default: the latest of any family).
+        querystring: { type: 'object', properties: { family: { type: 'string', enum: ['IPv4', 'IPv6'] } }, additionalProperties: false },
         response: { 200: { type: 'string' }, 404: anyObject },
       },
     },
     async (req, reply) => {
       const { which } = req.params as { which: 'last' | 'failed' | 'intended' };
+      const { family } = req.query as { family?: IPFamily };
       const node = dashboard.daemon.nodeName.replace(/[^A-Za-z0-9._-]/g, '_');
       let body: string | Readable | null = null;
       let file = '';
@@ -236,7 +240,7 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
         if (pieces) body = Readable.from(pieces);
         file = `kproxy-${node}-intended.rules`;
       } else {
-        const input = which === 'last' ? dashboard.provider.lastInput() : dashboard.provider.lastFailedInput();
+        const input = which === 'last' ? dashboard.provider.lastInput(family) : dashboard.provider.lastFailedInput(family);
         if (input) {
           body = input.error ? `# sync ${input.seq} failed: ${input.error.replace(/\n/g, '\n# ')}\n${input.text}` : input.text;
           file = `kproxy-${node}-sync-${input.seq}${which === 'failed' ? '-failed' : ''}.rules`;

@@ -89,8 +89,11 @@ export class Kproxy {
     });
   }
 
-  /** waitForFirstSync resolves once the running daemon has synced successfully. */
-  async waitForFirstSync(timeoutMs = 20_000): Promise<void> {
+  /**
+   * waitForFirstSync resolves once the running daemon has synced successfully. A dual-stack
+   * daemon starts a proxier per family; on a loaded 2-core machine its start once took over 20 s.
+   */
+  async waitForFirstSync(timeoutMs = 60_000): Promise<void> {
     await waitFor(
       async () => {
         if (!this.#daemon) throw new Error('the daemon exited');
