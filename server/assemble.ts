@@ -19,7 +19,7 @@ import type { Backend } from './proxy/backend.ts';
 import type { PacketCounters } from './proxy/metrics/kube-proxy-metrics.ts';
 import { createHostIptablesBackends } from './proxy/iptables/host.ts';
 import { createHostIpvsBackends } from './proxy/ipvs/host.ts';
-import { createHostNftablesBackend } from './proxy/nftables/host.ts';
+import { createHostNftablesBackends } from './proxy/nftables/host.ts';
 import { ConntrackSetup } from './proxy/conntrack/setup.ts';
 import { FileSource } from './sources/file/file-source.ts';
 import { KubeSource } from './sources/k8s/kube-source.ts';
@@ -114,9 +114,11 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
     }
     case 'nftables': {
       // Checks nft and nf_tables first: a host without them fails here, before anything is programmed.
-      const host = await createHostNftablesBackend({ config, nodeName, dryRun: run.dryRun, clock, logger });
-      backends = [host.backend];
-      backendDescription = `nftables (table ip kube-proxy${host.support ? `, nft ${host.support.nftVersion}` : ''}${run.dryRun ? ', simulated kernel' : ''})`;
+      const host = await createHostNftablesBackends({ config, nodeName, families, dryRun: run.dryRun, clock, logger });
+      if (host.unsupported) logger.info(`no ${families[1]} support on this host: proxying ${primary} only`, { why: host.unsupported });
+      backends = host.backends;
+      const tables = backends.map((b) => `${b.family === 'IPv6' ? 'ip6' : 'ip'} kube-proxy`).join(', ');
+      backendDescription = `nftables (table${backends.length > 1 ? 's' : ''} ${tables}${host.support ? `, nft ${host.support.nftVersion}` : ''}, ${stack(backends.length)}${run.dryRun ? ', simulated kernel' : ''})`;
       const kernel = host.kernel;
       if (kernel) dryRunKernel = { describe: () => kernel.describe() };
       // The dashboard's nftables view is not there yet (its own issue): the daemon runs with the dashboard off.

@@ -66,7 +66,7 @@ describe('FamilyKernelView', () => {
     const intended = (await view.intended())!;
     expect(intended.tables.get('ip6-nat')!.chains.has('KUBE-SERVICES')).toBe(true);
     // What kproxy wrote is split back by family for the download.
-    const text = view.formatIntended(intended);
+    const text = (await view.formatIntended(intended)).join('');
     expect(text).toMatch(/^# IPv4\n\*mangle\n/);
     expect(text).toContain('\n# IPv6\n*mangle\n');
   });

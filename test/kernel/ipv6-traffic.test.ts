@@ -9,10 +9,11 @@ import { CLIENT_IP6, NODE_A, NODE_A6, NODE_A_TO_B6, PODS, POD_UDP_PORT } from '.
 import { TestCluster } from './harness/topology.ts';
 
 /**
- * IPv6 and dual-stack with real packets, in both iptables flavours: a
+ * IPv6 and dual-stack with real packets, in both iptables flavours and in
+ * nftables mode: a
  * dual-stack cluster (every link, pod and node has an IPv4 and an IPv6
  * address, see harness/plan.ts) where kproxy runs one proxier per family,
- * writing iptables and ip6tables. Every case connects over IPv6; the
+ * writing iptables and ip6tables (or the ip and ip6 kube-proxy tables). Every case connects over IPv6; the
  * dual-stack ones over both families at once.
  */
 const { a0, a1, a2, b0, b1 } = PODS;
@@ -29,15 +30,37 @@ const shrink: ServiceSpec = { name: 'shrink', clusterIP: '10.96.0.41', clusterIP
 /** DROP_WAIT_MS: how long a connection is given before it counts as not answered. */
 const DROP_WAIT_MS = 900;
 
-/** ruleLines: the rules of a table naming a service, without counters (what a resync must not change). */
-function ruleLines(save: string, service: string): string[] {
-  return save
+/**
+ * ruleLines: the rules and map elements of a family naming a service, without
+ * counters, sorted. Chain headers are left out: nftables mode flushes a stale
+ * chain at once and deletes it in a later sync (as kube-proxy), and a flushed
+ * chain that nothing jumps to any more carries no traffic.
+ */
+function ruleLines(rules: string, service: string): string[] {
+  return rules
     .split('\n')
-    .filter((l) => l.startsWith('-A ') && l.includes(service))
+    .map((l) => l.trim().replace(/ counter packets \d+ bytes \d+/g, ''))
+    .filter((l) => l.includes(service) && !l.startsWith('chain '))
     .sort();
 }
 
-describe.skipIf(!tiers().kernel.ok).each(['nft', 'legacy'] as Flavor[])('IPv6 and dual-stack in iptables mode (%s) with real packets', (flavor) => {
+/** Mode is one way kproxy programs the node: iptables in either flavour, or nftables (tables ip and ip6 kube-proxy). */
+interface Mode {
+  readonly name: string;
+  readonly flavor: Flavor;
+  readonly args: readonly string[];
+  /** rules lists what the node holds for one family (iptables-save, or the family's nftables table). */
+  rules(c: TestCluster, family: 'IPv4' | 'IPv6'): Promise<string>;
+}
+const iptablesMode = (flavor: Flavor): Mode => ({ name: `iptables mode (${flavor})`, flavor, args: [], rules: (c, family) => c.iptablesSave(flavor, family) });
+const nftablesMode: Mode = {
+  name: 'nftables mode',
+  flavor: 'nft',
+  args: ['--proxy-mode', 'nftables'],
+  rules: async (c, family) => (await nsExec(c.ns.nodeA, ['nft', 'list', 'table', family === 'IPv6' ? 'ip6' : 'ip', 'kube-proxy'])).stdout,
+};
+
+describe.skipIf(!tiers().kernel.ok).each([iptablesMode('nft'), iptablesMode('legacy'), nftablesMode])('IPv6 and dual-stack in $name with real packets', (mode) => {
   let cluster: TestCluster | undefined;
   const spec = (body: (c: TestCluster) => Promise<void>) => () => diagnosed(cluster, () => body(cluster!));
 
@@ -52,7 +75,7 @@ describe.skipIf(!tiers().kernel.ok).each(['nft', 'legacy'] as Flavor[])('IPv6 an
     m.writeService(sticky, ready(a0, a1, a2));
     m.writeService(dns, ready(a1, a2));
     m.writeService(shrink, ready(a0, a1));
-    await cluster.startKproxy(flavor);
+    await cluster.startKproxy(mode.flavor, mode.args);
   });
 
   afterAll(async () => {
@@ -60,18 +83,20 @@ describe.skipIf(!tiers().kernel.ok).each(['nft', 'legacy'] as Flavor[])('IPv6 an
   });
 
   it(
-    'runs one proxier per family: healthz reports both, ip6tables holds the IPv6 services',
+    'runs one proxier per family: healthz reports both, the IPv6 tables hold the IPv6 services',
     spec(async (c) => {
       const h = await c.kproxy.curl(`http://${NODE_A.ip}:${HEALTHZ_PORT}/healthz`);
       expect(h.status).toBe(200);
       const body = JSON.parse(h.body) as { status: Record<string, { healthy: boolean }> };
       expect(Object.keys(body.status).sort()).toEqual(['IPv4', 'IPv6']);
       expect(body.status.IPv6.healthy).toBe(true);
-      const v6 = await c.iptablesSave(flavor, 'IPv6');
-      expect(v6.split('\n').find((l) => l.includes('"kpt/spread6:tcp cluster IP"') && l.startsWith('-A KUBE-SERVICES'))).toContain(`-d ${spread.clusterIP}/128`);
-      const v4 = await c.iptablesSave(flavor);
+      const v6 = await mode.rules(c, 'IPv6');
+      expect(v6).toContain(spread.clusterIP);
+      expect(v6).toContain('kpt/spread6');
+      const v4 = await mode.rules(c, 'IPv4');
       expect(v4).not.toContain('spread6');
-      expect(v4).toContain('kpt/dual:tcp cluster IP');
+      expect(v4).toContain('kpt/dual');
+      expect(v4).toContain('10.96.0.40');
     }),
   );
 
@@ -154,13 +179,13 @@ describe.skipIf(!tiers().kernel.ok).each(['nft', 'legacy'] as Flavor[])('IPv6 an
   it(
     'removing the IPv6 family from a Service removes its IPv6 rules and leaves its IPv4 rules untouched',
     spec(async (c) => {
-      const before4 = ruleLines(await c.iptablesSave(flavor), 'kpt/shrink:');
+      const before4 = ruleLines(await mode.rules(c, 'IPv4'), 'kpt/shrink');
       expect(before4.length).toBeGreaterThan(0);
-      expect(ruleLines(await c.iptablesSave(flavor, 'IPv6'), 'kpt/shrink:').length).toBeGreaterThan(0);
+      expect(ruleLines(await mode.rules(c, 'IPv6'), 'kpt/shrink').length).toBeGreaterThan(0);
       expect((await c.client().tcp({ host: 'fd00:10:96::41', port: 80 }, 3)).outcomes).toEqual({ ok: 3 });
       c.manifests.writeService({ ...shrink, clusterIPs: ['10.96.0.41'], ipFamilyPolicy: 'SingleStack' }, ready(a0, a1));
-      await waitFor(async () => ruleLines(await c.iptablesSave(flavor, 'IPv6'), 'kpt/shrink:').length === 0, { timeoutMs: 10_000, intervalMs: 100, what: 'the IPv6 rules of kpt/shrink to go' });
-      expect(ruleLines(await c.iptablesSave(flavor), 'kpt/shrink:')).toEqual(before4);
+      await waitFor(async () => ruleLines(await mode.rules(c, 'IPv6'), 'kpt/shrink').length === 0, { timeoutMs: 10_000, intervalMs: 100, what: 'the IPv6 rules of kpt/shrink to go' });
+      expect(ruleLines(await mode.rules(c, 'IPv4'), 'kpt/shrink')).toEqual(before4);
       const v6 = await c.client().tcp({ host: 'fd00:10:96::41', port: 80, timeoutMs: DROP_WAIT_MS }, 1);
       expect(v6.outcomes.ok).toBeUndefined();
       expect((await c.client('a2').tcp({ host: '10.96.0.41', port: 80 }, 5)).outcomes).toEqual({ ok: 5 });
@@ -177,6 +202,7 @@ describe.skipIf(!tiers().kernel.ok).each(['nft', 'legacy'] as Flavor[])('IPv6 an
         const save = await nsExec(c.ns.nodeA, [bin]);
         expect(save.stdout, bin).not.toMatch(/KUBE-/);
       }
+      expect((await nsExec(c.ns.nodeA, ['nft', 'list', 'tables'])).stdout).not.toContain('kube-proxy');
     }),
   );
 });

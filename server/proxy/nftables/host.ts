@@ -73,6 +73,55 @@ export async function createHostNftablesBackend(opts: HostNftablesOptions): Prom
   return { backend, kernel, support };
 }
 
+export interface HostNftablesFamilies {
+  /** backends: one per family (the ip and ip6 kube-proxy tables), the primary first; one runner (or simulated kernel) for both. */
+  backends: NftablesBackend[];
+  kernel: SimulatedNft | null;
+  support: NftSupport | null;
+  /** unsupported: why the secondary family is not proxied, or null. */
+  unsupported: string | null;
+}
+
+/**
+ * createHostNftablesBackends wires nftables mode for each family: the primary
+ * family's table as createHostNftablesBackend does, and the other family's
+ * (table ip6 kube-proxy for IPv6) when the host's nft can make it, with the
+ * same runner; only the primary cleans up the other modes after its first sync.
+ */
+export async function createHostNftablesBackends(opts: Omit<HostNftablesOptions, 'family'> & { families: readonly IPFamily[] }): Promise<HostNftablesFamilies> {
+  const exec = opts.exec ?? execFile;
+  const [primary, secondary] = opts.families;
+  const first = await createHostNftablesBackend({ ...opts, family: primary });
+  const backends = [first.backend];
+  let unsupported: string | null = null;
+  if (secondary) {
+    if (!opts.dryRun) {
+      try {
+        await checkNftSupport({ exec, family: nftFamilyOf(secondary) });
+      } catch (err) {
+        unsupported = errorMessage(err);
+      }
+    }
+    if (unsupported === null) {
+      const runner = first.kernel ?? createNftRunner({ exec });
+      const log = opts.logger.child('nftables');
+      backends.push(
+        createNftablesBackend({
+          config: opts.config,
+          nodeName: opts.nodeName,
+          family: secondary,
+          runner,
+          netif: hostInterfaces(exec),
+          clock: opts.clock,
+          logger: opts.logger,
+          cleanup: () => cleanupNftables({ runner, families: [nftFamilyOf(secondary)], logger: log }),
+        }),
+      );
+    }
+  }
+  return { backends, kernel: first.kernel, support: first.support, unsupported };
+}
+
 /**
  * cleanupOtherModes removes the iptables chains (every flavour and family)
  * and the IPVS objects of the other modes. It never fails the daemon: what
