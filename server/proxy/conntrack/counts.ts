@@ -2,7 +2,7 @@ import type { Clock } from '../../clock.ts';
 import { ConntrackError, errorMessage, RateLimitedError } from '../../errors.ts';
 import type { Conntrack, ConntrackProtocol } from '../../kernel/conntrack.ts';
 import type { Sysctl } from '../../kernel/sysctl.ts';
-import { canonicalIP, ipFamilyOf, type IPFamily } from '../../net/ip.ts';
+import { canonicalIP, ipFamilyOf } from '../../net/ip.ts';
 
 /** NodeConntrackCounts is the node's table fill: entries and limit (null when unreadable, e.g. no nf_conntrack). */
 export interface NodeConntrackCounts {
