@@ -72,7 +72,7 @@ export function createSyncObservers(opts: SyncObserversOptions): SyncObservers {
   const logger = daemon.logger.child('healthcheck');
 
   const health = new ProxyHealth({ clock, healthTimeoutMs: 2 * modeSettings(config).syncPeriodMs, node: () => primary.node });
-  const readiness = new ProxyReadiness({ health, source: () => daemon.source.status(), node: () => primary.node });
+  const readiness = new ProxyReadiness({ health, families: proxy.families, source: () => daemon.source.status(), node: () => primary.node });
   const metrics = new ProxyMetrics({
     mode: config.mode,
     state: proxy,

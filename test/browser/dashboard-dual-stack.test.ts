@@ -12,7 +12,7 @@ import { openDashboard, SCREENSHOTS, type DashboardSession } from './harness.ts'
  * flow picture, the ip6tables tables on the Rules page, and in IPVS mode the
  * IPv6 virtual servers. Screenshots: test-results/screenshots/dashboard-dual-stack-*.png.
  */
-const TOKEN = 'e2e-dual-stack-token-0123456789';
+const TOKEN = 'e2e-dual-stack-token-0123456789abcdef';
 
 async function signIn(session: DashboardSession): Promise<Page> {
   const { page, daemon } = session;

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { FakeClock } from '../../clock-fake.ts';
+import type { IPFamily } from '../../net/ip.ts';
 import type { SourceStatus } from '../../sources/source.ts';
 import { unknownNode, type NodeInfo } from '../node-info.ts';
 import type { SyncRecord } from '../sync-loop.ts';
@@ -10,7 +11,7 @@ import { ProxyReadiness } from './readiness.ts';
 const T0 = Date.UTC(2026, 0, 1, 12, 0, 0);
 const known = (extra: Partial<NodeInfo> = {}): NodeInfo => ({ ...unknownNode('node-a'), known: true, ...extra });
 
-function setup(kind: SourceStatus['kind'] = 'file') {
+function setup(kind: SourceStatus['kind'] = 'file', families: IPFamily[] = ['IPv4']) {
   const clock = new FakeClock(T0);
   let node = known();
   let source: SourceStatus = {
@@ -22,7 +23,7 @@ function setup(kind: SourceStatus['kind'] = 'file') {
     counters: {},
   };
   const health = new ProxyHealth({ clock, healthTimeoutMs: 60_000, node: () => node });
-  const readiness = new ProxyReadiness({ health, source: () => source, node: () => node });
+  const readiness = new ProxyReadiness({ health, families, source: () => source, node: () => node });
   const served: [HealthProbe, number][] = [];
   const app = buildProxyHealthApp({ health, readiness, onServed: (p, c) => served.push([p, c]) });
   const get = async (url: string) => {
@@ -30,10 +31,10 @@ function setup(kind: SourceStatus['kind'] = 'file') {
     return { code: res.statusCode, json: res.json() as Record<string, unknown> };
   };
   let seq = 0;
-  const sync = (ok: boolean) => {
-    const rec = { seq: ++seq, ok, finishedAt: clock.now(), ...(ok ? {} : { error: { code: 'KPROXY_ERR_RESTORE_FAILED', message: 'iptables-restore failed: line 7' } }) } as SyncRecord;
+  const sync = (ok: boolean, family: IPFamily = 'IPv4') => {
+    const rec = { seq: ++seq, family, ok, finishedAt: clock.now(), ...(ok ? {} : { error: { code: 'KPROXY_ERR_RESTORE_FAILED', message: 'iptables-restore failed: line 7' } }) } as SyncRecord;
     readiness.observe(rec);
-    if (ok) health.updated('IPv4');
+    if (ok) health.updated(family);
   };
   return {
     clock,
@@ -114,5 +115,18 @@ describe('/readyz: ready means "has synced"', () => {
     t.setSource({ synced: true, waitingFor: undefined });
     t.sync(true);
     expect(t.readiness.readiness()).toMatchObject({ ready: true, reason: null });
+  });
+
+  it('on a dual-stack node, is 503 until both families have synced, naming the one still pending', async () => {
+    const t = setup('file', ['IPv4', 'IPv6']);
+    t.setSource({ synced: true, waitingFor: undefined });
+    t.sync(true, 'IPv6');
+    expect(t.readiness.readiness()).toEqual({ ready: false, reason: 'the first sync (IPv4) is running', firstSyncAt: null });
+    t.sync(false, 'IPv4');
+    expect(t.readiness.readiness().reason).toBe('the first sync (IPv4) failed and is retried: iptables-restore failed: line 7 [KPROXY_ERR_RESTORE_FAILED]');
+    expect((await t.get('/readyz')).code).toBe(503);
+    t.clock.advance(2000);
+    t.sync(true, 'IPv4');
+    expect(await t.get('/readyz')).toMatchObject({ code: 200, json: { ready: true, firstSync: '2026-01-01T12:00:02Z' } });
   });
 });

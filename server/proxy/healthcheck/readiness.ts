@@ -1,3 +1,4 @@
+import type { IPFamily } from '../../net/ip.ts';
 import type { SourceStatus } from '../../sources/source.ts';
 import { nodeNotFound, type NodeInfo } from '../node-info.ts';
 import type { SyncRecord } from '../sync-loop.ts';
@@ -8,12 +9,14 @@ export interface Readiness {
   readonly ready: boolean;
   /** reason: why not ready (null when ready). */
   readonly reason: string | null;
-  /** firstSyncAt: epoch ms of the first successful sync, null before it. */
+  /** firstSyncAt: epoch ms at which the last family to sync had its first successful sync, null before every family has. */
   readonly firstSyncAt: number | null;
 }
 
 export interface ProxyReadinessOptions {
   health: ProxyHealth;
+  /** families: every IP family the daemon proxies (dual-stack: both); each must have synced. */
+  families: readonly IPFamily[];
   source: () => SourceStatus;
   node: () => NodeInfo;
 }
@@ -29,8 +32,9 @@ export interface ProxyReadinessOptions {
  */
 export class ProxyReadiness {
   readonly #o: ProxyReadinessOptions;
-  #firstSyncAt: number | null = null;
-  #failure: SyncRecord['error'] | null = null;
+  /** #synced: the first successful sync of each family. */
+  readonly #synced = new Map<IPFamily, number>();
+  readonly #failure = new Map<IPFamily, NonNullable<SyncRecord['error']>>();
 
   constructor(opts: ProxyReadinessOptions) {
     this.#o = opts;
@@ -39,25 +43,37 @@ export class ProxyReadiness {
   /** observe takes every finished sync (the health observer passes them on). */
   observe(record: SyncRecord): void {
     if (record.ok) {
-      this.#firstSyncAt ??= record.finishedAt;
-      this.#failure = null;
+      if (!this.#synced.has(record.family)) this.#synced.set(record.family, record.finishedAt);
+      this.#failure.delete(record.family);
     } else {
-      this.#failure = record.error ?? { code: 'KPROXY_ERR_SYNC_FAILED', message: 'unknown error' };
+      this.#failure.set(record.family, record.error ?? { code: 'KPROXY_ERR_SYNC_FAILED', message: 'unknown error' });
     }
   }
 
   readiness(): Readiness {
     const reason = this.#reason();
-    return { ready: reason === null, reason, firstSyncAt: this.#firstSyncAt };
+    return { ready: reason === null, reason, firstSyncAt: this.#firstSyncAt() };
+  }
+
+  #firstSyncAt(): number | null {
+    if (this.#o.families.some((f) => !this.#synced.has(f))) return null;
+    return Math.max(...this.#o.families.map((f) => this.#synced.get(f) ?? 0));
   }
 
   #reason(): string | null {
     const src = this.#o.source();
     const waiting = `waiting for ${src.description} to sync: ${src.waitingFor ?? 'its initial lists'}`;
-    if (this.#firstSyncAt === null) {
+    const pending = this.#o.families.filter((f) => !this.#synced.has(f));
+    if (pending.length > 0) {
       if (!src.synced) return `nothing synced yet, ${waiting}`;
-      if (this.#failure) return `the first sync failed and is retried: ${this.#failure.message} [${this.#failure.code}]`;
-      return 'the first sync is running';
+      // A dual-stack node is ready once each family's proxier has programmed its rules.
+      const which = this.#o.families.length > 1 ? ` (${pending.join(', ')})` : '';
+      const failed = pending.find((f) => this.#failure.has(f));
+      if (failed) {
+        const e = this.#failure.get(failed)!;
+        return `the first sync${which} failed and is retried: ${e.message} [${e.code}]`;
+      }
+      return `the first sync${which} is running`;
     }
     const node = this.#o.node();
     if (src.kind === 'kubernetes' && !node.known) {

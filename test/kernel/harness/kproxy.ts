@@ -90,14 +90,15 @@ export class Kproxy {
   }
 
   /**
-   * waitForFirstSync resolves once the running daemon has synced successfully. A dual-stack
-   * daemon starts a proxier per family; on a loaded 2-core machine its start once took over 20 s.
+   * waitForFirstSync resolves once the running daemon is ready: /readyz answers 200 once every
+   * IP family's first sync has succeeded (the sync metric would be set by whichever family of a
+   * dual-stack daemon synced first). On a loaded 2-core machine a dual-stack start once took over 20 s.
    */
   async waitForFirstSync(timeoutMs = 60_000): Promise<void> {
     await waitFor(
       async () => {
         if (!this.#daemon) throw new Error('the daemon exited');
-        return (await this.lastSyncTimestamp()) > 0;
+        return (await this.curl(`http://127.0.0.1:${HEALTHZ_PORT}/readyz`)).status === 200;
       },
       { timeoutMs, intervalMs: 100, what: `kproxy's first sync in ${this.ns}` },
     ).catch((err: Error) => {
