@@ -43,13 +43,14 @@ describe.skipIf(!tiers().kernel.ok)('--dry-run on a real network namespace', () 
         .filter(Boolean)
         .map((l) => l.trim().split(/\s+/)[4]);
       expect(listening.sort()).toEqual([`0.0.0.0:${HEALTHZ_PORT}`, METRICS_ADDRESS].sort());
-      for (const save of ['iptables-nft-save', 'iptables-legacy-save']) expect(await nsRun(ns, [save])).not.toMatch(/KUBE-/);
+      for (const save of ['iptables-nft-save', 'iptables-legacy-save', 'ip6tables-nft-save', 'ip6tables-legacy-save']) expect(await nsRun(ns, [save])).not.toMatch(/KUBE-/);
       expect((await nsRun(ns, ['nft', 'list', 'ruleset'])).trim()).not.toMatch(/KUBE-|kube-proxy/);
       expect((await nsRun(ns, ['cat', '/proc/sys/net/ipv4/conf/all/route_localnet'])).trim()).toBe(routeLocalnet);
 
+      // The example cluster is dual-stack: the simulated listener stands for the one that would serve both families.
       const page = await curlIn(ns, `http://${METRICS_ADDRESS}/api/v1/services/shop/ingress`);
       expect(page.status).toBe(200);
-      expect(JSON.parse(page.body).healthCheck).toEqual({ port: 32100, open: true, simulated: true, addresses: ['0.0.0.0'], localEndpoints: 1, status: 200 });
+      expect(JSON.parse(page.body).healthCheck).toEqual({ port: 32100, open: true, simulated: true, addresses: ['0.0.0.0', '::'], localEndpoints: 1, status: 200 });
     } finally {
       await processes.stopAll();
       await deleteNamespace(ns);
