@@ -46,7 +46,7 @@ describe.skipIf(!CLI_BUILT)("kproxy --once and this node's Node (needs npm run b
     expect(server.listRequests('nodes').length).toBeGreaterThanOrEqual(3);
     // --detect-local-mode NodeCIDR: pod traffic is told by the Node's podCIDR, which only the Node says.
     expect(r.stdout).toMatch(/^-A KUBE-SVC-\S+ .*! -s 10\.244\.0\.0\/24 .*-j KUBE-MARK-MASQ$/m);
-    expect(r.stdout).toMatch(/^kproxy: synced .* on node node-a in \d+ ms: 1 services/m);
+    expect(r.stdout).toMatch(/^kproxy: synced .* on node node-a in \d+ ms: IPv4: 1 services/m);
   }, 60_000);
 
   it('exits 1 naming the Node when none has this node name, with nothing programmed', async () => {
