@@ -6,6 +6,7 @@ import type { LoadedConfiguration } from './config/load.ts';
 import { Daemon } from './daemon.ts';
 import { IptablesView } from './dashboard/iptables/view.ts';
 import { IpvsView } from './dashboard/ipvs/view.ts';
+import { NftablesView } from './dashboard/nftables/view.ts';
 import { ADDRESSES_TABLE, IPVS_TABLE, SETS_TABLE } from './dashboard/ipvs/tables.ts';
 import { FamilyKernelView } from './dashboard/family-view.ts';
 import type { KernelViewProvider } from './dashboard/kernel-view.ts';
@@ -121,8 +122,8 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
       backendDescription = `nftables (table${backends.length > 1 ? 's' : ''} ${tables}${host.support ? `, nft ${host.support.nftVersion}` : ''}, ${stack(backends.length)}${run.dryRun ? ', simulated kernel' : ''})`;
       const kernel = host.kernel;
       if (kernel) dryRunKernel = { describe: () => kernel.describe() };
-      // The dashboard's nftables view is not there yet (its own issue): the daemon runs with the dashboard off.
-      kernelView = null;
+      // One view per family's table; the ip6 kube-proxy table shows as ip6-kube-proxy.
+      kernelView = () => new FamilyKernelView(host.backends.map((b) => ({ family: b.family, provider: new NftablesView({ backend: b, simulated: run.dryRun }) })));
       break;
     }
     default:

@@ -98,7 +98,7 @@ describe('kproxy CLI with the dashboard', () => {
     expect(stderr).toMatch(/code=KPROXY_ERR_INSECURE_BIND/);
   }, 30_000);
 
-  it('in nftables mode starts with the dashboard enabled, says its nftables view is not there yet, and serves the node ports', async () => {
+  it("in nftables mode starts with the dashboard on: its nftables view of the ip kube-proxy table, beside kube-proxy's routes", async () => {
     const port = await freePort();
     const child = spawn(process.execPath, ['server/cli.ts', ...common, '--proxy-mode', 'nftables', '--metrics-bind-address', `127.0.0.1:${port}`], {
       cwd: new URL('../..', import.meta.url).pathname,
@@ -116,9 +116,15 @@ describe('kproxy CLI with the dashboard', () => {
         if (mode !== 'nftables') await new Promise((r) => setTimeout(r, 100));
       }
       expect(mode, stderr).toBe('nftables');
-      expect(stderr).toMatch(/the dashboard has no view of the nftables mode yet; it is off/);
+      expect(stderr).not.toMatch(/no view of the nftables mode/);
       expect((await fetch(`http://127.0.0.1:${port}/metrics`)).status).toBe(200);
-      expect((await fetch(`http://127.0.0.1:${port}/api/v1/status`)).status).toBe(404);
+      const status = await fetch(`http://127.0.0.1:${port}/api/v1/status`);
+      expect(status.status).toBe(200);
+      expect((await status.json()).overview).toMatchObject({ mode: 'nftables', kernel: { kind: 'nftables', simulated: true } });
+      await waitFor(async () => ((await (await fetch(`http://127.0.0.1:${port}/api/v1/tables`)).json()) as { tables: { name: string }[] }).tables.some((t) => t.name === 'kube-proxy'), {
+        what: `the kube-proxy table on the Rules page's API (${stderr})`,
+        timeoutMs: 30_000,
+      });
       expect(child.exitCode).toBeNull();
     } finally {
       child.kill('SIGTERM');

@@ -115,6 +115,9 @@ export function renderStatement(s: Json, family: NftFamily): string {
       return `${renderExpr(o.key)} vmap ${renderExpr(o.data)}`;
     case 'set':
       return `${o.op} ${o.set} { ${renderExpr(o.elem)} }`;
+    case 'counter':
+      // kproxy writes no counters (as kube-proxy); one added by hand reads as nft prints it, and the dashboard shows its figures.
+      return `counter packets ${Number(o.packets ?? 0)} bytes ${Number(o.bytes ?? 0)}`;
     default:
       if (VERDICTS.includes(k)) return k;
       return `<${JSON.stringify(s)}>`;

@@ -287,8 +287,11 @@ class NftablesProxier implements NftablesBackend {
     } catch (err) {
       // This sync's changes were consumed: only a full sync (with a fresh listing) can bring the table in line.
       this.#needFull = true;
-      // The element index was updated while planning; a full sync rebuilds it.
-      this.#index = new ElementIndex();
+      // The element index was updated while planning: back to what the last successful sync wrote, which
+      // wanted() (the dashboard's intent) reads until the next full sync rebuilds it.
+      const index = new ElementIndex();
+      for (const [id, e] of this.#cache) index.replace(id, [], e.objects?.elements ?? []);
+      this.#index = index;
       const error = this.#describeFailure(err, text);
       if (err instanceof NftTransactionFailure && text !== undefined) {
         this.metrics.syncFailuresTotal++;
