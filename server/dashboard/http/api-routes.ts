@@ -231,6 +231,8 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
       const { which } = req.params as { which: 'last' | 'failed' | 'intended' };
       const { family } = req.query as { family?: IPFamily };
       const node = dashboard.daemon.nodeName.replace(/[^A-Za-z0-9._-]/g, '_');
+      // nftables mode's files are nft -f input; the other modes' iptables-restore (or ipvsadm) text.
+      const ext = dashboard.provider.kind === 'nftables' ? 'nft' : 'rules';
       let body: string | Readable | null = null;
       let file = '';
       if (which === 'intended') {
@@ -238,12 +240,12 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
         const pieces = await heavily(reply, 'the intended rules', intendedText);
         // Piece by piece: tens of MB encoded for the socket in one go would hold the event loop.
         if (pieces) body = Readable.from(pieces);
-        file = `kproxy-${node}-intended.rules`;
+        file = `kproxy-${node}-intended.${ext}`;
       } else {
         const input = which === 'last' ? dashboard.provider.lastInput(family) : dashboard.provider.lastFailedInput(family);
         if (input) {
           body = input.error ? `# sync ${input.seq} failed: ${input.error.replace(/\n/g, '\n# ')}\n${input.text}` : input.text;
-          file = `kproxy-${node}-sync-${input.seq}${which === 'failed' ? '-failed' : ''}.rules`;
+          file = `kproxy-${node}-sync-${input.seq}${which === 'failed' ? '-failed' : ''}.${ext}`;
         }
       }
       if (body === null) throw new NotFoundError(`no ${which} restore input yet`);

@@ -30,7 +30,7 @@ const VERDICT_TARGET = /(?:^| )(?:goto|jump) (\S+)/g;
 
 /**
  * ruleTarget is where a rule (or a map element) leads, for links: the one
- * chain it goes to or jumps to, else the set or map it looks up ("@name"),
+ * chain it goes to or jumps to, else the verdict map (or else the set) it looks up ("@name"),
  * else its final verdict word. null when it leads to several chains (a
  * numgen vmap: the endpoint chains are each named in its text).
  */
@@ -39,7 +39,8 @@ export function ruleTarget(spec: string): string | null {
   for (const m of spec.matchAll(VERDICT_TARGET)) chains.add(m[1]);
   if (chains.size === 1) return [...chains][0];
   if (chains.size > 1) return null;
-  const set = /(?:^| )@([^\s{}]+)/.exec(spec);
+  // A verdict map decides where the packet goes; a set it also matches ("ip daddr @nodeport-ips") only filters.
+  const set = / vmap @([^\s{}]+)/.exec(spec) ?? /(?:^| )@([^\s{}]+)/.exec(spec);
   if (set) return setKey(set[1]);
   const last = /(accept|drop|reject|return|masquerade(?: \S+)?|dnat to \S+)(?: comment "[^"]*")?$/.exec(spec);
   return last ? last[1].split(' ')[0] : null;

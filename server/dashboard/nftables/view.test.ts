@@ -128,6 +128,7 @@ describe('nftables kernel view: the table as the kernel lists it', () => {
     expect(ruleTarget('update @affinity-x { ip saddr }')).toBe('@affinity-x');
     expect(ruleTarget('ip daddr @cluster-ips reject comment "Reject traffic to invalid ports of ClusterIPs"')).toBe('@cluster-ips');
     expect(ruleTarget('meta l4proto tcp dnat to 10.244.0.1:8080')).toBe('dnat');
+    expect(ruleTarget('ip daddr @nodeport-ips meta l4proto . th dport vmap @service-nodeports')).toBe('@service-nodeports');
   });
 
   it('shows the figures of a rule with a counter (read from nft -j JSON), and does not count them as drift', async () => {

@@ -1,5 +1,6 @@
 import { fmtPercent } from './format.ts';
 import { realServers } from './ipvs-view.ts';
+import { nftSub } from './nft-view.ts';
 import type { ChainView, EndpointRow, EntryKind, KernelKind, PortDetail } from './protocol.ts';
 
 export type NodeKind = 'entry' | 'chain' | 'endpoint' | 'refuse' | 'more';
@@ -106,7 +107,9 @@ function ipvsSub(name: string, chains: readonly ChainView[]): string {
  * Columns are the longest-path layers of that graph; the result is plain
  * boxes and curves for an SVG. In IPVS mode (kind "ipvs") the path ends at a
  * virtual server and the right column holds its real servers, each with its
- * weight's share, draining ones (weight 0) included.
+ * weight's share, draining ones (weight 0) included. In nftables mode the path
+ * starts at the verdict map element the port has ("@service-ips") and each box
+ * says what the map or chain does (numgen, affinity sets, source ranges).
  */
 export function flowLayout(port: PortDetail, kind: KernelKind = 'iptables'): FlowPicture {
   const nodes = new Map<string, Pending>();
@@ -134,7 +137,7 @@ export function flowLayout(port: PortDetail, kind: KernelKind = 'iptables'): Flo
     f.path.forEach((chain, j) => {
       const terminal = f.outcome === 'endpoints' && j === f.path.length - 1;
       const role = roleOf.get(chain);
-      const sub = kind === 'ipvs' ? ipvsSub(chain, port.chains) : role ? (ROLE_LABEL[role] ?? role) : '';
+      const sub = kind === 'ipvs' ? ipvsSub(chain, port.chains) : kind === 'nftables' ? nftSub(chain, role, port.chains) : role ? (ROLE_LABEL[role] ?? role) : '';
       const id = add({ id: `chain:${chain}`, kind: 'chain', label: chain, sub, tone: 'none', layer: terminal ? maxPath : j + 1, chain });
       edge(prev, id);
       prev = id;
