@@ -13,13 +13,13 @@ import { KPROXY_VERSION } from '../version.ts';
 import type { DashboardAuth } from './auth/auth.ts';
 import { HeavyReads } from './heavy-reads.ts';
 import { KernelReader } from './kernel-reader.ts';
-import { MessageBudget } from './message-budget.ts';
+import { LiveStream } from './live-stream.ts';
 import type { KernelViewProvider } from './kernel-view.ts';
 import type { ActionResult, ConntrackInfo, Counts, EventEntry, Health, Overview, ServerMessage, ServiceConntrack, ServiceDetail, ServiceSummary, SyncEntry, Viewer } from './protocol.ts';
 import { ServiceCatalog, type ServiceModel } from './service-catalog.ts';
 import { conntrackInfo, countServiceConntrack, type DashboardConntrack } from './service-conntrack.ts';
-import { detailShape, serviceDetail, watchedCounters } from './service-detail.ts';
-import { CLOSE_POLICY, StreamHub, type HubSocket, type StreamClient, type StreamHubOptions } from './stream-hub.ts';
+import { serviceDetail } from './service-detail.ts';
+import type { StreamHubOptions } from './stream-hub.ts';
 import { SyncHistory } from './sync-history.ts';
 import { familyTable } from './family-view.ts';
 import { joinFamilies, splitPortId } from './family-model.ts';
@@ -97,30 +97,19 @@ export function eventEntry(e: RecordedEvent): EventEntry {
   return { seq: e.seq, time: e.time, type: e.type, reason: e.reason, action: e.action, object: describeRef(e.regarding), note: e.note };
 }
 
-/** SNAPSHOT_INTERVAL_MS: a client gets at most one snapshot this often; requests meanwhile become one, sent when it is due. */
-export const SNAPSHOT_INTERVAL_MS = 1000;
-/** MAX_DROPPED_MESSAGES: a client whose messages were dropped this often (MessageBudget) is disconnected. */
-export const MAX_DROPPED_MESSAGES = 100;
-
-/** Pacing is what one client may still ask (its message budget) and its pending snapshot. */
-interface Pacing {
-  readonly budget: MessageBudget;
-  lastSnapshotAt: number;
-  /** timer: a snapshot is owed and will be sent when it fires. */
-  timer: TimerHandle | null;
-}
-
 interface PendingSync {
   entry: SyncEntry;
   changed: ReadonlySet<string> | 'all';
 }
 
 /**
- * Dashboard is the state behind the dashboard and its live stream. It hears
- * every sync as an observer but does only bookkeeping there (a history row,
- * references to the restore input); summaries, deltas and messages are made
- * on the next turn of the event loop, off the sync's path. Counters and the
- * kernel are read only while someone is watching.
+ * Dashboard is the state behind the dashboard and the queries on it (overview,
+ * counts, snapshot, a Service's page, conntrack); its live stream (the
+ * WebSocket sessions) is the LiveStream it owns. It hears every sync as an
+ * observer but does only bookkeeping there (a history row, references to the
+ * restore input); summaries, deltas and messages are made on the next turn of
+ * the event loop, off the sync's path. Counters and the kernel are read only
+ * while someone is watching.
  */
 export class Dashboard {
   readonly daemon: DashboardDaemon;
@@ -128,12 +117,10 @@ export class Dashboard {
   readonly reader: KernelReader;
   readonly catalog = new ServiceCatalog();
   readonly history = new SyncHistory();
-  readonly hub: StreamHub;
+  /** stream: the live WebSocket sessions (connect, receive, pacing, counters while watched). */
+  readonly stream: LiveStream;
   readonly heavy: HeavyReads;
   readonly startedAt: number;
-  /** messagesDropped / connectionsRefused: client messages over their budget, stream connections over the caps. */
-  messagesDropped = 0;
-  connectionsRefused = 0;
   readonly #o: DashboardOptions;
   readonly #log: Logger;
   readonly #pause: Yield;
@@ -141,25 +128,16 @@ export class Dashboard {
   #catalogReady = false;
   #pending: PendingSync[] = [];
   #flushing = false;
-  #timer: TimerHandle | null = null;
   #idleTimer: TimerHandle | null = null;
   #lastUse = 0;
   #stopped = false;
   #unsubscribe: (() => void)[] = [];
   #lastAction: ActionResult | null = null;
-  #lastSnapshot = { bytes: 0, ms: 0 };
   #conntrack: ConntrackInfo | null = null;
   /** #skipped: per family, the service ports its last successful sync could not program, with why. */
   readonly #skipped = new Map<IPFamily, ReadonlyMap<string, string>>();
   /** #lastRules: per family, the objects per table after its last sync that counted them. */
   readonly #lastRules = new Map<IPFamily, Readonly<Record<string, number>>>();
-  /** #shapes: per watching client, the shape of the page it was last sent (see detailShape). */
-  readonly #shapes = new WeakMap<StreamClient, string>();
-  readonly #pacing = new WeakMap<StreamClient, Pacing>();
-  /** #snapshotBody: the viewer-independent part of the last snapshot, shared by clients asking within the interval. */
-  #snapshotBody: { json: string; version: number; at: number } | null = null;
-  /** #version changes whenever a snapshot would say something new (a sync, an Event, an action, a kernel read). */
-  #version = 0;
 
   constructor(opts: DashboardOptions) {
     this.#o = opts;
@@ -168,9 +146,9 @@ export class Dashboard {
     this.#log = opts.daemon.logger.child('dashboard');
     this.#pause = opts.pause ?? yieldToEventLoop;
     this.startedAt = opts.daemon.clock.now();
-    this.hub = new StreamHub({ logger: this.#log, ...opts.hub });
     this.heavy = opts.heavy ?? new HeavyReads();
     this.reader = new KernelReader({ provider: opts.provider, clock: opts.daemon.clock, logger: this.#log, pause: this.#pause, minIntervalMs: opts.kernelMinIntervalMs });
+    this.stream = new LiveStream({ queries: this, clock: opts.daemon.clock, logger: this.#log, hub: opts.hub, countersIntervalMs: opts.countersIntervalMs });
     const states = opts.daemon.states;
     // Every family's service ports in one model (IPv6 ones keyed "…@IPv6", family-model.ts).
     const joined = joinFamilies(() => states);
@@ -191,15 +169,15 @@ export class Dashboard {
     if (opts.events) {
       this.#unsubscribe.push(
         opts.events.onEvent((e) => {
-          this.#version++;
-          this.hub.broadcast({ type: 'event', event: eventEntry(e) }, 'droppable');
+          this.stream.changed();
+          this.stream.broadcast({ type: 'event', event: eventEntry(e) }, 'droppable');
         }),
       );
     }
     this.#unsubscribe.push(
       this.reader.onRead(() => {
-        this.#version++;
-        this.#sendCounters();
+        this.stream.changed();
+        this.stream.sendCounters();
       }),
     );
   }
@@ -224,7 +202,7 @@ export class Dashboard {
     const pending = this.#pending;
     this.#pending = [];
     if (this.#stopped || pending.length === 0) return;
-    this.#version++;
+    this.stream.changed();
     let upserts: ReturnType<ServiceCatalog['refresh']>['upserts'] = [];
     let removed: readonly string[] = [];
     const changedKeys = new Set<string>();
@@ -240,13 +218,13 @@ export class Dashboard {
       upserts = r.upserts;
       removed = r.removed;
     }
-    if (this.hub.size === 0) return;
+    if (this.stream.hub.size === 0) return;
     const overview = this.overview();
     pending.forEach((p, i) => {
       const last = i === pending.length - 1;
-      this.hub.broadcast({ type: 'sync', sync: p.entry, overview, services: last ? upserts : [], removed: last ? removed : [] }, 'droppable');
+      this.stream.broadcast({ type: 'sync', sync: p.entry, overview, services: last ? upserts : [], removed: last ? removed : [] }, 'droppable');
     });
-    for (const c of this.hub.clients()) if (c.watch && (changedKeys.has(c.watch) || removed.includes(c.watch))) void this.sendDetail(c);
+    for (const c of this.stream.watchers()) if (c.watch && (changedKeys.has(c.watch) || removed.includes(c.watch))) void this.stream.sendDetail(c);
   }
 
   /** services makes sure the catalog holds every service (the first time someone asks). */
@@ -335,13 +313,7 @@ export class Dashboard {
       counts: this.counts(),
       conntrack: this.#conntrack,
       kernel: this.reader.status(),
-      stream: {
-        clients: this.hub.size,
-        slowClientsDropped: this.hub.slowDropped,
-        lastSnapshotBytes: this.#lastSnapshot.bytes,
-        lastSnapshotMs: this.#lastSnapshot.ms,
-        ...this.#accessStats(),
-      },
+      stream: { ...this.stream.stats(), ...this.#accessStats() },
       syncPeriodMs: modeSettings(config).syncPeriodMs,
     };
   }
@@ -424,75 +396,6 @@ export class Dashboard {
     return this.#conntrack;
   }
 
-  // ------------------------------------------------------------ live stream
-
-  /** connect registers a WebSocket and sends it the snapshot; null when the hub is full. */
-  connect(socket: HubSocket, viewer: Viewer, remote: string): StreamClient | null {
-    const c = this.hub.add(socket, viewer, remote);
-    if (!c) return null;
-    this.#pacing.set(c, { budget: new MessageBudget(this.daemon.clock.monotonic()), lastSnapshotAt: -Infinity, timer: null });
-    this.touch();
-    this.#sendSnapshot(c);
-    this.#startTimer();
-    // Conntrack's two files read in microseconds; then the kernel, whose counters message carries both.
-    void this.readConntrack().then(() => this.#refreshKernel());
-    return c;
-  }
-
-  /**
-   * #sendSnapshot sends a full snapshot and notes its size and cost (the
-   * Overview shows them). Everything but the viewer is serialised once and
-   * shared by the clients that ask within SNAPSHOT_INTERVAL_MS while nothing
-   * changed: at 10,000 Services that is ~2 MB of JSON and tens of ms each.
-   */
-  #sendSnapshot(c: StreamClient): void {
-    const clock = this.daemon.clock;
-    const now = clock.monotonic();
-    const pacing = this.#pacing.get(c);
-    if (pacing) pacing.lastSnapshotAt = now;
-    let body = this.#snapshotBody;
-    if (!body || body.version !== this.#version || now - body.at >= SNAPSHOT_INTERVAL_MS) {
-      const { type: _type, viewer: _viewer, ...rest } = this.snapshot(c.viewer);
-      body = { json: JSON.stringify(rest), version: this.#version, at: now };
-      this.#snapshotBody = body;
-    }
-    const json = `{"type":"snapshot","viewer":${JSON.stringify(c.viewer)},${body.json.slice(1)}`;
-    this.hub.sendText(c, json, 'essential');
-    this.#lastSnapshot = { bytes: Buffer.byteLength(json), ms: clock.monotonic() - now };
-  }
-
-  /**
-   * #requestSnapshot answers a client's snapshot request: now, if its last
-   * snapshot was at least SNAPSHOT_INTERVAL_MS ago and has left the server's
-   * buffers; otherwise once, when that is so. However often a client asks,
-   * it has one snapshot in flight and one owed at most.
-   */
-  #requestSnapshot(c: StreamClient): void {
-    const pacing = this.#pacing.get(c);
-    if (!pacing) return;
-    if (pacing.timer) return; // one is owed already: this request joins it
-    const clock = this.daemon.clock;
-    const wait = pacing.lastSnapshotAt + SNAPSHOT_INTERVAL_MS - clock.monotonic();
-    if (wait <= 0 && c.socket.bufferedAmount === 0) {
-      this.#sendSnapshot(c);
-      return;
-    }
-    pacing.timer = clock.setTimeout(
-      () => {
-        pacing.timer = null;
-        if (!c.closed && !this.#stopped) this.#requestSnapshot(c);
-      },
-      Math.max(wait, SNAPSHOT_INTERVAL_MS / 10),
-    );
-  }
-
-  disconnect(c: StreamClient): void {
-    this.hub.remove(c);
-    const timer = this.#pacing.get(c)?.timer;
-    if (timer) this.daemon.clock.clearTimeout(timer);
-    this.touch();
-  }
-
   /**
    * touch notes a look at the kernel's tables or kproxy's (a client, a Service
    * page, a REST read). Parsed, they are the dashboard's biggest holding (at
@@ -510,7 +413,7 @@ export class Dashboard {
       if (this.#stopped) return;
       const idle = clock.monotonic() - this.#lastUse;
       // Clients watching, a recent look, or a read in progress (its result would come right back): later.
-      if (this.hub.size > 0 || idle < limit || !this.reader.release()) {
+      if (this.stream.hub.size > 0 || idle < limit || !this.reader.release()) {
         this.#idleTimer = clock.setTimeout(check, idle < limit ? limit - idle : limit);
         return;
       }
@@ -519,115 +422,11 @@ export class Dashboard {
     this.#idleTimer = clock.setTimeout(check, limit);
   }
 
-  /**
-   * receive handles one client message (ClientMessage); anything else is
-   * ignored. Messages past the client's MessageBudget are dropped, and a client
-   * that keeps sending them is disconnected (CLOSE_POLICY).
-   */
-  receive(c: StreamClient, text: string): void {
-    const pacing = this.#pacing.get(c);
-    if (pacing && !pacing.budget.take(this.daemon.clock.monotonic())) {
-      this.messagesDropped++;
-      const dropped = pacing.budget.dropped;
-      if (dropped === 1) this.#log.warn('dashboard client sends messages faster than its budget; dropping them', { client: c.remote, user: c.viewer.user });
-      if (dropped >= MAX_DROPPED_MESSAGES) {
-        this.#log.warn('dashboard client disconnected: too many messages', { client: c.remote, user: c.viewer.user, dropped });
-        this.disconnect(c);
-        c.socket.close(CLOSE_POLICY, 'KPROXY_ERR_RATE_LIMITED: too many messages');
-      }
-      return;
-    }
-    let msg: { type?: unknown; service?: unknown };
-    try {
-      msg = JSON.parse(text);
-    } catch {
-      this.#log.debug('ignoring a dashboard message that is not JSON', { client: c.remote });
-      return;
-    }
-    if (msg?.type === 'snapshot') {
-      this.#requestSnapshot(c);
-    } else if (msg?.type === 'watch') {
-      c.watch = typeof msg.service === 'string' && msg.service.length <= 320 ? msg.service : null;
-      if (c.watch) {
-        void this.sendDetail(c);
-        void this.#refreshKernel();
-      }
-    }
-  }
-
-  /** sendDetail sends a watching client its service's page. */
-  async sendDetail(c: StreamClient): Promise<void> {
-    const key = c.watch;
-    if (!key) return;
-    try {
-      const detail = await this.detail(key);
-      if (c.watch !== key) return;
-      if (detail) this.#shapes.set(c, detailShape(detail));
-      this.hub.send(c, { type: 'service', key, detail }, 'essential');
-    } catch (err) {
-      this.#log.error('building a service page failed', { service: key, err: errorMessage(err) });
-    }
-  }
-
-  async #refreshKernel(): Promise<void> {
-    try {
-      await this.reader.refresh();
-    } catch (err) {
-      // refresh() records read failures itself; this only catches bugs, which must not crash the daemon.
-      this.#log.error('kernel refresh failed', { err: errorMessage(err) });
-    }
-  }
-
-  #startTimer(): void {
-    if (this.#timer || this.#stopped) return;
-    const clock = this.daemon.clock;
-    const every = this.#o.countersIntervalMs ?? 5000;
-    const tick = () => {
-      this.#timer = null;
-      if (this.#stopped || this.hub.size === 0) return;
-      this.#timer = clock.setTimeout(tick, every);
-      void this.#tick();
-    };
-    this.#timer = clock.setTimeout(tick, every);
-  }
-
-  async #tick(): Promise<void> {
-    await this.readConntrack();
-    // A read sends counters when it finishes (onRead); when the rate limit skips it, send them now.
-    if (this.reader.due) await this.#refreshKernel();
-    else this.#sendCounters();
-  }
-
-  #sendCounters(): void {
-    if (this.hub.size === 0) return;
-    const overview = this.overview();
-    const drift = this.reader.drift.report();
-    for (const c of [...this.hub.clients()]) {
-      if (!c.watch) {
-        this.hub.send(c, { type: 'counters', overview, drift }, 'droppable');
-        continue;
-      }
-      const key = c.watch;
-      void this.detail(key).then(
-        (d) => {
-          if (c.closed) return;
-          // The read changed the page's objects, not only its numbers: send the page first.
-          if (d && c.watch === key && this.#shapes.get(c) !== detailShape(d)) {
-            this.#shapes.set(c, detailShape(d));
-            this.hub.send(c, { type: 'service', key, detail: d }, 'essential');
-          }
-          this.hub.send(c, { type: 'counters', overview, drift, ...(d ? { watched: watchedCounters(d) } : {}) }, 'droppable');
-        },
-        (err) => this.#log.error('building live counters failed', { service: key, err: errorMessage(err) }),
-      );
-    }
-  }
-
   /** counters: what the dashboard refused so far (metrics read them at scrape time). */
   counters(): DashboardCounters {
     return {
       authFailures: { ...(this.#o.auth?.failures ?? {}) },
-      refused: { messages: this.messagesDropped, reads: this.heavy.refused, connections: this.connectionsRefused, 'slow-clients': this.hub.slowDropped },
+      refused: { messages: this.stream.messagesDropped, reads: this.heavy.refused, connections: this.stream.connectionsRefused, 'slow-clients': this.stream.hub.slowDropped },
       tlsReloadErrors: this.#o.tlsReloadErrors?.() ?? 0,
     };
   }
@@ -635,17 +434,15 @@ export class Dashboard {
   /** noteAction records an action's result and tells every dashboard. */
   noteAction(result: ActionResult): void {
     this.#lastAction = result;
-    this.#version++;
-    this.hub.broadcast({ type: 'action', result }, 'essential');
+    this.stream.changed();
+    this.stream.broadcast({ type: 'action', result }, 'essential');
   }
 
   stop(): void {
     this.#stopped = true;
-    if (this.#timer) this.daemon.clock.clearTimeout(this.#timer);
-    this.#timer = null;
     if (this.#idleTimer) this.daemon.clock.clearTimeout(this.#idleTimer);
     this.#idleTimer = null;
     for (const u of this.#unsubscribe) u();
-    this.hub.closeAll();
+    this.stream.stop();
   }
 }

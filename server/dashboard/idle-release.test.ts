@@ -44,14 +44,14 @@ describe('an idle dashboard drops its parsed tables', () => {
     const ws: WebSocket = await t.app.injectWS('/ws', { headers: AUTH });
     try {
       await t.app.inject({ url: '/api/v1/services/shop/frontend', headers: AUTH });
-      expect(t.dashboard.hub.size).toBe(1);
+      expect(t.dashboard.stream.hub.size).toBe(1);
       // Ten minutes in 5 s steps; the client says something in each (injected sockets do not answer pings).
       for (let i = 0; i < 120; i++) {
         ws.send('{}');
         await t.settle(5_000);
         await new Promise((r) => setTimeout(r, 1));
       }
-      expect(t.dashboard.hub.size).toBe(1);
+      expect(t.dashboard.stream.hub.size).toBe(1);
       expect(view().holdsIntended).toBe(true);
       expect(t.dashboard.reader.tables).not.toBeNull();
     } finally {

@@ -3,7 +3,7 @@ import { WebSocket } from 'ws';
 import { waitFor } from '../../../test/wait.ts';
 import { ep, makeService, makeSlice } from '../../proxy/testing.ts';
 import { WS_SUBPROTOCOL, WS_TOKEN_PREFIX, type ServerMessage } from '../protocol.ts';
-import { MAX_DROPPED_MESSAGES, SNAPSHOT_INTERVAL_MS } from '../dashboard.ts';
+import { MAX_DROPPED_MESSAGES, SNAPSHOT_INTERVAL_MS } from '../live-stream.ts';
 import { FakeAccessReviewer } from '../auth/access-review-fake.ts';
 import { CLOSE_POLICY, CLOSE_SLOW_CLIENT, CLOSE_UNAUTHORIZED } from '../stream-hub.ts';
 import { exampleObjects, testDashboard, type TestDashboard } from '../testing.ts';
@@ -121,7 +121,7 @@ describe('dashboard live stream (/ws)', () => {
     const closed = new Promise<number>((resolve) => c.ws.on('close', (code) => resolve(code)));
     for (let i = 0; i < 20 + MAX_DROPPED_MESSAGES; i++) c.ws.send(JSON.stringify({ type: 'watch', service: null }));
     expect(await closed).toBe(CLOSE_POLICY);
-    expect(t.dashboard.hub.size).toBe(0);
+    expect(t.dashboard.stream.hub.size).toBe(0);
     expect(t.log.lines('warn').join('\n')).toMatch(/dashboard client sends messages faster than its budget; dropping them client=/);
   });
 
@@ -164,12 +164,12 @@ describe('dashboard live stream (/ws)', () => {
     (c.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket.pause();
     // Essential messages (an action's result goes to everyone) queue past the soft limit, until the hard one.
     const message = 'x'.repeat(8 * 1024);
-    for (let i = 0; i < 2000 && t.dashboard.hub.size > 0; i++) {
+    for (let i = 0; i < 2000 && t.dashboard.stream.hub.size > 0; i++) {
       t.dashboard.noteAction({ action: 'resync', ok: true, at: 0, user: 'token', message, paused: false });
       await new Promise((r) => setImmediate(r));
     }
-    expect(t.dashboard.hub.size).toBe(0);
-    expect(t.dashboard.hub.slowDropped).toBe(1);
+    expect(t.dashboard.stream.hub.size).toBe(0);
+    expect(t.dashboard.stream.hub.slowDropped).toBe(1);
     expect(t.log.lines('warn').join('\n')).toMatch(/KPROXY_ERR_SLOW_CLIENT/);
     (c.ws as unknown as { _socket: { resume(): void } })._socket.resume();
     expect(await closed).toBe(CLOSE_SLOW_CLIENT);
@@ -230,7 +230,7 @@ describe('dashboard live stream auth and origin', () => {
     await (await connect(t, as('alice-token'))).next('snapshot');
     await expect(t.app.injectWS('/ws', { headers: as('alice-token') })).rejects.toThrow(/503/);
     await (await connect(t, as('bob-token'))).next('snapshot');
-    expect(t.dashboard.hub.size).toBe(3);
+    expect(t.dashboard.stream.hub.size).toBe(3);
   });
 
   it('closes a stream whose credential no longer grants viewing once the review answer it was opened with expires', async () => {
@@ -244,12 +244,12 @@ describe('dashboard live stream auth and origin', () => {
     const closed = new Promise<number>((resolve) => c.ws.on('close', (code) => resolve(code)));
     // Still allowed at the first re-check: the stream stays.
     await t.settle(t.auth.cacheTtlMs);
-    expect(t.dashboard.hub.size).toBe(1);
+    expect(t.dashboard.stream.hub.size).toBe(1);
     // The RoleBinding goes: the next re-check closes the stream.
     reviewer.allowed.delete('alice get');
     await t.settle(t.auth.cacheTtlMs);
     expect(await closed).toBe(CLOSE_UNAUTHORIZED);
-    expect(t.dashboard.hub.size).toBe(0);
+    expect(t.dashboard.stream.hub.size).toBe(0);
     expect(t.log.lines('info').join('\n')).toMatch(/closing a dashboard stream: its credential no longer grants viewing user=alice .*code=KPROXY_ERR_FORBIDDEN/);
   });
 

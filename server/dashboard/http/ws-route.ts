@@ -37,10 +37,10 @@ export const wsRoute: FastifyPluginAsync<WsRouteOptions> = async (app, opts) => 
       schema: { querystring: { type: 'object', additionalProperties: false } },
       preValidation: async (req) => {
         const viewer = await guard(req, auth, 'view', false);
-        if (dashboard.hub.full || dashboard.hub.fullFor(viewer.user)) {
-          dashboard.connectionsRefused++;
-          if (dashboard.hub.full) throw new TooManyClientsError('too many dashboard connections; close another tab and retry');
-          throw new TooManyClientsError(`user ${viewer.user} already has ${dashboard.hub.maxPerUser} dashboard connections open; close one and retry`);
+        if (dashboard.stream.hub.full || dashboard.stream.hub.fullFor(viewer.user)) {
+          dashboard.stream.connectionsRefused++;
+          if (dashboard.stream.hub.full) throw new TooManyClientsError('too many dashboard connections; close another tab and retry');
+          throw new TooManyClientsError(`user ${viewer.user} already has ${dashboard.stream.hub.maxPerUser} dashboard connections open; close one and retry`);
         }
         opened.set(req, { viewer, credential: credentialOf(req) });
       },
@@ -48,7 +48,7 @@ export const wsRoute: FastifyPluginAsync<WsRouteOptions> = async (app, opts) => 
     (socket: WebSocket, req) => {
       const { viewer, credential } = opened.get(req)!;
       const remote = remoteOf(req);
-      const client = dashboard.connect(socket, viewer, remote);
+      const client = dashboard.stream.connect(socket, viewer, remote);
       if (!client) return;
       let alive = true;
       let timer: TimerHandle | null = null;
@@ -60,7 +60,7 @@ export const wsRoute: FastifyPluginAsync<WsRouteOptions> = async (app, opts) => 
         if (client.closed) return;
         if (!outcome.ok) {
           dashboard.daemon.logger.child('dashboard').info('closing a dashboard stream: its credential no longer grants viewing', { user: viewer.user, from: remote, code: outcome.error.code });
-          dashboard.disconnect(client);
+          dashboard.stream.disconnect(client);
           socket.close(CLOSE_UNAUTHORIZED, outcome.error.code);
           return;
         }
@@ -81,12 +81,12 @@ export const wsRoute: FastifyPluginAsync<WsRouteOptions> = async (app, opts) => 
       socket.on('pong', () => (alive = true));
       socket.on('message', (data, isBinary) => {
         alive = true;
-        if (!isBinary) dashboard.receive(client, data.toString());
+        if (!isBinary) dashboard.stream.receive(client, data.toString());
       });
       socket.on('close', () => {
         if (timer) clock.clearTimeout(timer);
         if (recheck) clock.clearTimeout(recheck);
-        dashboard.disconnect(client);
+        dashboard.stream.disconnect(client);
       });
     },
   );
