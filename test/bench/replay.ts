@@ -3,7 +3,7 @@
  * namespace: the kernel's own time for exactly what kproxy wrote, with the
  * same flags kproxy passes. That is the denominator of the headline ratio.
  */
-import { spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { createNetns, deleteNetns } from './netns.ts';
 
 export type Flavor = 'nft' | 'legacy';
@@ -17,15 +17,24 @@ export function timeRestore(ns: string, flavor: Flavor, input: string, timeoutMs
   const t0 = performance.now();
   const r = spawnSync('ip', ['netns', 'exec', ns, bin, ...RESTORE_FLAGS], { input, encoding: 'utf8', timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 });
   const ms = performance.now() - t0;
-  if (r.error) throw new Error(`${bin}: ${r.error.message}`);
+  if (r.error) throw new Error(`${bin}: ${r.error.message}${r.stderr ? `: ${r.stderr.slice(0, 500)}` : ""}`);
   if (r.status !== 0) throw new Error(`${bin} failed (exit ${r.status}): ${r.stderr.slice(0, 500)}`);
   return ms;
 }
 
-/** replayFresh restores input into a namespace made for it, then removes the namespace. */
+/**
+ * nfacctObjects: the nfacct counters an input's rules name (`-m nfacct --nfacct-name X`). kproxy makes them
+ * (nfacct add) before its first restore; they are per namespace, so a fresh one needs them too, untimed.
+ */
+export function nfacctObjects(input: string): string[] {
+  return [...new Set([...input.matchAll(/--nfacct-name (\S+)/g)].map((m) => m[1]))];
+}
+
+/** replayFresh restores input into a namespace made for it (with the nfacct objects it names), then removes the namespace. */
 export function replayFresh(flavor: Flavor, input: string, family: 'IPv4' | 'IPv6' = 'IPv4'): number {
   const ns = createNetns('replay');
   try {
+    for (const name of nfacctObjects(input)) execFileSync('ip', ['netns', 'exec', ns, 'nfacct', 'add', name], { stdio: 'ignore' });
     return timeRestore(ns, flavor, input, 600_000, family);
   } finally {
     deleteNetns(ns);
