@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { ChildProcess } from 'node:child_process';
-import { measureChurnWith, type ChurnResult } from './churn.ts';
+import { measureChurnByMetrics, measureChurnWith, type ChurnResult } from './churn.ts';
 import { Agent, Daemon, track } from './daemon.ts';
 import { METRICS, NODE_NAME } from './full-sync.ts';
 import { createNetns, deleteNetns, spawnInNetns } from './netns.ts';
@@ -95,6 +95,8 @@ export interface ApiChurnOptions {
   rate: number;
   seconds: number;
   timeoutMs?: number;
+  /** mode: the proxy mode (default iptables). nftables mode has no dashboard yet: latencies come from /metrics per sync. */
+  mode?: 'iptables' | 'nftables';
 }
 
 /** ApiChurnResult is churn through the API, with the start that preceded it. */
@@ -106,6 +108,8 @@ export interface ApiChurnResult extends ChurnResult {
   /** apiLists / apiWatches: list and watch requests the server got during the churn (0 / 0 expected). */
   readonly apiLists: number;
   readonly apiWatches: number;
+  /** maxSumErrorMs: nftables mode, the attribution's largest disagreement with the histogram's sum over a sync (churn.ts). */
+  readonly maxSumErrorMs?: number;
 }
 
 /**
@@ -126,17 +130,26 @@ export async function apiChurnRun(o: ApiChurnOptions): Promise<ApiChurnResult> {
   try {
     driver = new ApiChurnDriver(ns, o.size, o.nodeIP, o.churnTargets);
     const ready = await driver.ready;
-    daemon = new Daemon({ ns, kubeconfig: ready.kubeconfig, flavor: o.flavor, nodeName: NODE_NAME, clusterCIDR: o.clusterCIDR, extraArgs: [`--dashboard-token-file=${join(tokenDir, 'token')}`] });
+    const nft = o.mode === 'nftables';
+    daemon = new Daemon({
+      ns,
+      kubeconfig: ready.kubeconfig,
+      flavor: o.flavor,
+      nodeName: NODE_NAME,
+      clusterCIDR: o.clusterCIDR,
+      extraArgs: nft ? ['--proxy-mode=nftables'] : [`--dashboard-token-file=${join(tokenDir, 'token')}`],
+    });
     const first = await daemon.nextSync(0, o.timeoutMs ?? 600_000);
     if (!first.ok || !first.full) throw new Error(`first sync with the Kubernetes source ${first.ok ? 'was not full' : `failed: ${first.error}`}`);
     agent = new Agent(ns, token);
     await agent.get(`${METRICS}/metrics`); // the listener answers before the churn starts
     let churned: Churned | null = null;
     const d = driver;
-    const result = await measureChurnWith({ ns, daemon, agent, first }, o.rate, o.seconds, async () => {
+    const drive = async () => {
       churned = await d.churn(o.rate, o.seconds);
       return churned.written;
-    });
+    };
+    const result = nft ? await measureChurnByMetrics({ daemon, agent }, o.rate, o.seconds, drive) : await measureChurnWith({ ns, daemon, agent, first }, o.rate, o.seconds, drive);
     const c = churned as Churned | null;
     return { ...result, firstSyncMs: first.ms, startToSyncedMs: first.at - daemon.startedAt, apiLists: c?.lists ?? NaN, apiWatches: c?.watches ?? NaN };
   } finally {

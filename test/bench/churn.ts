@@ -8,8 +8,15 @@
  * trigger time, the dashboard's sync history); since the changes arrive in
  * order, each sync programmed the changes from its oldest one to the next
  * sync's oldest, which gives every change's own latency.
+ *
+ * A daemon without the dashboard (nftables mode, for now) has no sync history
+ * to ask: measureChurnByMetrics reads, after each sync line, the network
+ * programming histogram of /metrics instead. The growth of its count is how
+ * many changes that sync programmed (in order, so which ones); the growth of
+ * its sum checks the attribution to the ms.
  */
 import type { SyntheticCluster } from './cluster.ts';
+import type { Agent, Daemon } from './daemon.ts';
 import { METRICS, metricValue, type RunContext } from './full-sync.ts';
 import { writeSlice, type ManifestDir } from './manifests.ts';
 import { movedSlice, syncRows } from './partial-sync.ts';
@@ -141,4 +148,106 @@ export async function measureChurn(ctx: RunContext, c: SyntheticCluster, m: Mani
       writeSlice(m, index, movedSlice(c, index, at));
     }),
   );
+}
+
+const HISTOGRAM = 'kubeproxy_network_programming_duration_seconds';
+
+/** metricTotal sums a metric's samples over all its label sets (NaN when it has none). */
+export function metricTotal(text: string, name: string): number {
+  let total = NaN;
+  for (const m of text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+-]+)$`, 'gm'))) total = (Number.isNaN(total) ? 0 : total) + Number(m[1]);
+  return total;
+}
+
+/** CountedSync is one sync seen from outside: its end (its log line's time) and the histogram's growth over it. */
+export interface CountedSync {
+  readonly seq: number;
+  readonly finishedAt: number;
+  readonly ok: boolean;
+  /** count / sumMs: observations the sync added to the network programming histogram, and their sum. */
+  readonly count: number;
+  readonly sumMs: number;
+}
+
+/**
+ * attributeByCounts gives each change (written[i], epoch ms, in order) its latency: sync k (in order)
+ * programmed the next count_k changes. maxSumErrorMs: the largest difference, over the syncs, between
+ * the latencies so attributed and the sum the daemon observed (a few ms at most when the attribution is right).
+ */
+export function attributeByCounts(written: readonly number[], syncs: readonly CountedSync[]): { latencies: number[]; maxSumErrorMs: number } {
+  const latencies: number[] = [];
+  let next = 0;
+  let maxSumErrorMs = 0;
+  for (const s of [...syncs].sort((a, b) => a.seq - b.seq)) {
+    if (!s.ok || s.count <= 0) continue;
+    const mine = written.slice(next, next + s.count).map((w) => s.finishedAt - w);
+    next += s.count;
+    latencies.push(...mine);
+    maxSumErrorMs = Math.max(maxSumErrorMs, Math.abs(mine.reduce((a, b) => a + b, 0) - s.sumMs));
+  }
+  return { latencies, maxSumErrorMs };
+}
+
+/** ByMetricsContext: a daemon and an agent that reaches its /metrics (no dashboard needed). */
+export interface ByMetricsContext {
+  readonly daemon: Daemon;
+  readonly agent: Agent;
+}
+
+/** measureChurnByMetrics is measureChurnWith for a daemon without the dashboard: latencies from the histogram's growth per sync. */
+export async function measureChurnByMetrics(ctx: ByMetricsContext, rate: number, seconds: number, drive: () => Promise<readonly number[]>): Promise<ChurnResult & { maxSumErrorMs: number }> {
+  const read = async () => {
+    const text = await ctx.agent.get(`${METRICS}/metrics`);
+    const count = metricTotal(text, `${HISTOGRAM}_count`);
+    const sum = metricTotal(text, `${HISTOGRAM}_sum`);
+    return { count: Number.isNaN(count) ? 0 : count, sumMs: Number.isNaN(sum) ? 0 : sum * 1000 };
+  };
+  const seqBefore = ctx.daemon.lastSeq;
+  let last = await read();
+  const countBefore = last.count;
+  const rows: CountedSync[] = [];
+  let watching = true;
+  let seen = seqBefore;
+  // After each sync line, before the next sync (minSyncPeriod apart): the histogram's growth is that sync's.
+  const watcher = (async () => {
+    while (watching) {
+      const s = ctx.daemon.syncs.find((x) => x.seq > seen && x.family === 'IPv4');
+      if (!s) {
+        await sleep(5);
+        continue;
+      }
+      seen = s.seq;
+      const now = await read();
+      rows.push({ seq: s.seq, finishedAt: s.finishedAt, ok: s.ok, count: now.count - last.count, sumMs: now.sumMs - last.sumMs });
+      last = now;
+    }
+  })();
+  const cpu0 = ctx.daemon.stats().cpuSelf;
+  const t0 = Date.now();
+  let written: readonly number[];
+  let wall: number;
+  let cpu1: number;
+  try {
+    written = await drive();
+    wall = (Date.now() - t0) / 1000;
+    cpu1 = ctx.daemon.stats().cpuSelf;
+    await sleep(3000); // the last changes' syncs
+  } finally {
+    watching = false;
+    await watcher;
+  }
+  const { latencies, maxSumErrorMs } = attributeByCounts(written, rows);
+  return {
+    rate,
+    seconds,
+    changes: written.length,
+    attributed: latencies.length,
+    metricCount: last.count - countBefore,
+    latencyMs: percentiles(latencies),
+    syncs: rows.length,
+    syncMs: percentiles(rows.map((r) => ctx.daemon.syncs.find((x) => x.seq === r.seq)!.ms)),
+    cpuShare: (cpu1 - cpu0) / wall,
+    failedSyncs: rows.filter((r) => !r.ok).length,
+    maxSumErrorMs,
+  };
 }

@@ -39,6 +39,8 @@ export interface SyncLog {
   error?: string;
   /** at: when the line was read (epoch ms), a few ms after the sync ended. */
   at: number;
+  /** finishedAt: the line's own timestamp (epoch ms), written as the sync ended. */
+  finishedAt: number;
 }
 
 /** ProcStats are read from /proc/PID: memory in bytes, CPU in seconds. */
@@ -219,6 +221,7 @@ export class Daemon {
         lines: (l.lines as number) ?? 0,
         servicesChanged: (l.servicesChanged as number) ?? 0,
         at: Date.now(),
+        finishedAt: Date.parse(l.ts),
       });
     }
     for (const w of [...this.#waiters]) {

@@ -1,122 +1,185 @@
 /**
- * nftables is a short bench of nftables mode on a synthetic cluster (the
- * generator of `npm run bench`), in private network namespaces (kpt-bench-*,
- * removed at the end and on interruption). Needs root and nft.
+ * nftables measures nftables mode (--proxy-mode nftables) on a synthetic
+ * cluster (the generator of `npm run bench`), in private network namespaces
+ * (kpt-bench-*, removed at the end and on interruption). Needs root and nft.
+ * It is the `nftables` part of `npm run bench` (run.ts, beside the iptables
+ * mode's figures), and runs alone too:
  *
  *   node test/bench/nftables.ts [--services 10000] [--endpoints 10] [--reps 3]
  *
  * It measures, as the daemon logs them (durationMs = buildMs, kproxy's own
- * time, + applyMs, the kernel's):
- * - the first full sync, and a bare `nft -f` of the same table in a fresh
- *   namespace (kproxy's --dry-run writes it: every command of that first
- *   transaction, in a loadable order), their ratio;
+ * time, + applyMs, the kernel's `nft -f` transaction):
+ * - the first full sync in a fresh namespace, and a bare `nft -f` of the same
+ *   table in another fresh namespace, in the same run (kproxy's --dry-run
+ *   writes that transaction: every command of the first sync, in a loadable
+ *   order); their ratio;
  * - partial syncs: one service added, one endpoint changed, one service removed;
- * - a restart over the table already right: from spawn to the first sync, and
- *   the lines it wrote (0).
+ * - a restart over the table already right: spawn → /readyz 200 polled from
+ *   outside the daemon (an agent in the namespace), the first sync's lines, and
+ *   whether the table changed at all (`nft -a list table`, rule handles
+ *   included, before the stop and after the new daemon's first sync).
+ * Network programming latency under churn through the Kubernetes source is
+ * api-churn.ts's, with `mode: 'nftables'` (run.ts runs it with this part).
  * Timings on a shared machine are noisy; the lines written are not.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, unlinkSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { generateCluster, POD_CIDR } from './cluster.ts';
-import { Daemon, killAll, type SyncLog } from './daemon.ts';
+import { Agent, Daemon, killAll, type SyncLog } from './daemon.ts';
 import { writeAtomically, writeManifests, writeSlice } from './manifests.ts';
-import { createNetns, deleteNetns, removeAll } from './netns.ts';
+import { createNetns, deleteNetns, inNetns, removeAll } from './netns.ts';
 import { movedSlice } from './partial-sync.ts';
+import type { Size } from './results.ts';
 
-const { values: opts } = parseArgs({
-  options: {
-    services: { type: 'string', default: '10000' },
-    endpoints: { type: 'string', default: '10' },
-    reps: { type: 'string', default: '3' },
-  },
-});
 const ROOT = join(import.meta.dirname, '..', '..');
 const NODE_NAME = 'bench-node';
-const NFT = ['--proxy-mode=nftables', '--metrics-bind-address='];
+const NODE_IP = '10.250.0.2';
+/** HEALTHZ: the daemon's healthz listener (daemon.ts binds it in every benchmark daemon). */
+const HEALTHZ = 'http://127.0.0.1:10256';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function onSignal(): void {
-  killAll();
-  removeAll();
-  process.exit(130);
+/** NftSync is one sync as the daemon logged it. */
+export interface NftSync {
+  readonly ms: number;
+  readonly buildMs: number;
+  readonly applyMs: number;
+  readonly lines: number;
+  readonly full: boolean;
 }
-process.on('SIGINT', onSignal);
-process.on('SIGTERM', onSignal);
 
-/** bareNft times `nft -f` of a transaction in a fresh namespace (best of 3). */
-function bareNft(text: string): number {
-  let best = Infinity;
-  for (let i = 0; i < 3; i++) {
-    const ns = createNetns('nft-bare');
-    try {
-      const t0 = performance.now();
-      execFileSync('ip', ['netns', 'exec', ns, 'nft', '-f', '-'], { input: text, maxBuffer: 1 << 30 });
-      best = Math.min(best, performance.now() - t0);
-    } finally {
-      deleteNetns(ns);
-    }
-  }
-  return best;
+export type NftChange = 'add' | 'endpoint' | 'remove';
+
+export interface NftablesRun {
+  readonly size: Size;
+  readonly first: NftSync;
+  /** spawnToSyncedMs: daemon spawn to its first sync's log line (Node start, manifests read, the sync). */
+  readonly spawnToSyncedMs: number;
+  /** bareNftMs: `nft -f` of the same transaction (bareCommands commands) in a fresh namespace, once, same run. */
+  readonly bareNftMs: number;
+  readonly bareCommands: number;
+  /** ratio: first.ms / bareNftMs. */
+  readonly ratio: number;
+  readonly partial: readonly (NftSync & { kind: NftChange })[];
+  readonly restart: {
+    /** readyMs: spawn → the first /readyz 200, polled from an agent in the namespace every ~10 ms. */
+    readonly readyMs: number;
+    readonly spawnToSyncedMs: number;
+    readonly sync: NftSync;
+    /** tableUnchanged: `nft -a list table ip kube-proxy` is the same text (rule handles included) before and after. */
+    readonly tableUnchanged: boolean;
+  };
 }
+
+const figures = (s: SyncLog): NftSync => ({ ms: s.ms, buildMs: s.buildMs, applyMs: s.applyMs, lines: s.lines, full: s.full });
 
 async function firstSync(d: Daemon): Promise<SyncLog> {
-  const s = await d.nextSync(0, 600_000);
-  if (!s.ok) throw new Error(`first sync failed: ${s.error}`);
+  const s = await d.nextSync(0, 900_000);
+  if (!s.ok) throw new Error(`nftables mode: first sync failed: ${s.error}`);
   return s;
 }
 
 async function nextChange(d: Daemon, after: number): Promise<SyncLog> {
   let s = await d.nextSync(after, 120_000);
   while (s.ok && s.servicesChanged === 0) s = await d.nextSync(s.seq, 120_000);
-  if (!s.ok) throw new Error(`sync failed: ${s.error}`);
+  if (!s.ok) throw new Error(`nftables mode: sync failed: ${s.error}`);
   return s;
 }
 
-const fmt = (s: SyncLog) => `${Math.round(s.ms)} ms (build ${Math.round(s.buildMs)}, kernel ${Math.round(s.applyMs)}), ${s.lines} lines, ${s.full ? 'full' : 'partial'}`;
-
-async function main(): Promise<void> {
-  const services = Number(opts.services);
-  const endpoints = Number(opts.endpoints);
-  const reps = Number(opts.reps);
-  const cluster = generateCluster({ services, endpointsPerService: endpoints, nodeName: NODE_NAME, nodeIP: '10.250.0.2' });
-  const dir = mkdtempSync(join(tmpdir(), 'kpt-bench-nft-'));
-  const m = writeManifests(cluster, join(dir, 'cluster'), 20);
-  const daemonOpts = { manifests: m.dir, flavor: 'auto' as const, nodeName: NODE_NAME, clusterCIDR: POD_CIDR, metrics: false, extraArgs: NFT };
-  console.log(`nftables mode at ${services} services x ${endpoints} endpoints (manifests ${(m.bytes / 1048576).toFixed(1)} MiB)`);
-  const ns = createNetns('nft');
+/**
+ * dryRunTransaction: the commands kproxy's --dry-run sends for this cluster's first sync (its simulated nft
+ * applies exactly them). Its stdout goes to a file: through a pipe, the end of tens of MB can be lost when
+ * the process exits.
+ */
+function dryRunTransaction(manifests: string, dir: string): string[] {
+  const file = join(dir, 'dry-run.out');
+  const fd = openSync(file, 'w');
   try {
-    const d = new Daemon({ ns, ...daemonOpts });
-    const first = await firstSync(d);
-    console.log(`first full sync: ${fmt(first)}`);
-    const table = execFileSync(
+    execFileSync(
       process.execPath,
       [
         join(ROOT, 'server', 'cli.ts'),
         '--once',
         '--dry-run',
-        `--source=file:${m.dir}`,
+        `--source=file:${manifests}`,
         `--hostname-override=${NODE_NAME}`,
         `--cluster-cidr=${POD_CIDR}`,
         '--proxy-mode=nftables',
         '--logging-format=json',
       ],
-      { encoding: 'utf8', maxBuffer: 1 << 30, cwd: ROOT, stdio: ['ignore', 'pipe', 'ignore'] },
-    )
-      .split('\n')
-      .filter((l) => l.startsWith('add '))
-      .join('\n');
-    const bare = bareNft(table + '\n');
-    console.log(
-      `bare nft -f of the same ${table.split('\n').length} commands: ${Math.round(bare)} ms; kproxy / bare = ${(first.ms / bare).toFixed(2)} (build+kernel / bare = ${((first.buildMs + first.applyMs) / bare).toFixed(2)})`,
+      { cwd: ROOT, stdio: ['ignore', fd, 'ignore'] },
     );
+  } finally {
+    closeSync(fd);
+  }
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => l.startsWith('add '));
+}
 
+/** bareNft times one `nft -f -` of a transaction in a fresh namespace. */
+function bareNft(text: string): number {
+  const ns = createNetns('nft-bare');
+  try {
+    const t0 = performance.now();
+    execFileSync('ip', ['netns', 'exec', ns, 'nft', '-f', '-'], { input: text, maxBuffer: 1 << 30 });
+    return performance.now() - t0;
+  } finally {
+    deleteNetns(ns);
+  }
+}
+
+const listTable = (ns: string) => inNetns(ns, 'nft', ['-a', 'list', 'table', 'ip', 'kube-proxy']);
+
+/** waitReady polls /readyz through the agent until it answers 200 and returns when it did (epoch ms). */
+async function waitReady(agent: Agent, timeoutMs: number): Promise<number> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      const r = await agent.call({ op: 'get', url: `${HEALTHZ}/readyz` }, 10_000);
+      if (r.status === 200) return Date.now();
+    } catch {
+      // Not listening yet.
+    }
+    await sleep(10);
+  }
+  throw new Error(`nftables mode: no /readyz 200 within ${timeoutMs} ms of the restart`);
+}
+
+export interface NftablesOptions {
+  size: Size;
+  workDir: string;
+  /** reps: rounds of one service added, one endpoint changed, one service removed. */
+  reps: number;
+  log?: (msg: string) => void;
+}
+
+/** nftablesRun measures nftables mode once at a size (see the file's comment). */
+export async function nftablesRun(o: NftablesOptions): Promise<NftablesRun> {
+  const log = o.log ?? (() => {});
+  const cluster = generateCluster({ services: o.size.services, endpointsPerService: o.size.endpoints, nodeName: NODE_NAME, nodeIP: NODE_IP });
+  const dir = join(o.workDir, `nft-${o.size.services}x${o.size.endpoints}`);
+  mkdirSync(dir, { recursive: true });
+  const m = writeManifests(cluster, join(dir, 'cluster'), 20);
+  const daemonOpts = { manifests: m.dir, flavor: 'auto' as const, nodeName: NODE_NAME, clusterCIDR: POD_CIDR, metrics: false, extraArgs: ['--proxy-mode=nftables'] };
+  const ns = createNetns('nft');
+  let agent: Agent | null = null;
+  const daemons: Daemon[] = [];
+  try {
+    const d = new Daemon({ ns, ...daemonOpts });
+    daemons.push(d);
+    const first = await firstSync(d);
+    if (!first.full) throw new Error('nftables mode: the first sync in a fresh namespace was not full');
+    log(`first full sync ${Math.round(first.ms)} ms (kernel ${Math.round(first.applyMs)}), ${first.lines} lines`);
+    const commands = dryRunTransaction(m.dir, dir);
+    const bare = bareNft(commands.join('\n') + '\n');
+    log(`bare nft -f of the same ${commands.length} commands: ${Math.round(bare)} ms`);
+
+    const partial: (NftSync & { kind: NftChange })[] = [];
     const targets = [...m.churn.keys()];
-    for (let rep = 0; rep < reps; rep++) {
-      await sleep(1300);
-      let after = d.lastSeq;
+    for (let rep = 0; rep < o.reps; rep++) {
       const name = `extra-${rep}.json`;
       const svc = {
         apiVersion: 'v1',
@@ -130,37 +193,79 @@ async function main(): Promise<void> {
         metadata: { name: `extra-${rep}-a1b2c`, namespace: 'bench-extra', labels: { 'kubernetes.io/service-name': `extra-${rep}` } },
         addressType: 'IPv4',
         ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-        endpoints: Array.from({ length: endpoints }, (_, e) => ({ addresses: [`10.127.${rep}.${e + 1}`], conditions: { ready: true }, nodeName: `node-${e + 1}` })),
+        endpoints: Array.from({ length: o.size.endpoints }, (_, e) => ({ addresses: [`10.127.${rep}.${e + 1}`], conditions: { ready: true }, nodeName: `node-${e + 1}` })),
       };
-      writeAtomically(m.dir, name, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [svc, slice] }));
-      console.log(`one service added: ${fmt(await nextChange(d, after))}`);
-      await sleep(1300);
-      after = d.lastSeq;
+      const change = async (kind: NftChange, make: () => void) => {
+        await sleep(1300); // beyond minSyncPeriod: each change gets a sync of its own
+        const after = d.lastSeq;
+        make();
+        const s = await nextChange(d, after);
+        partial.push({ kind, ...figures(s) });
+      };
+      await change('add', () => writeAtomically(m.dir, name, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [svc, slice] })));
       const t = targets[rep % targets.length];
-      writeSlice(m, t, movedSlice(cluster, t, Date.now()));
-      console.log(`one endpoint changed: ${fmt(await nextChange(d, after))}`);
-      await sleep(1300);
-      after = d.lastSeq;
-      unlinkSync(join(m.dir, name));
-      console.log(`one service removed: ${fmt(await nextChange(d, after))}`);
+      await change('endpoint', () => writeSlice(m, t, movedSlice(cluster, t, Date.now())));
+      await change('remove', () => unlinkSync(join(m.dir, name)));
     }
-    await sleep(1300);
+    log(`partial syncs: ${partial.map((p) => `${p.kind} ${Math.round(p.ms)} ms (kernel ${Math.round(p.applyMs)})`).join(', ')}`);
+
+    // Restart over the table already right: stale chains of the removals are gone after their delay.
+    await sleep(2500);
+    agent = new Agent(ns);
+    await agent.call({ op: 'get', url: `${HEALTHZ}/readyz` });
+    const before = listTable(ns);
     await d.stop();
-    const t0 = Date.now();
     const again = new Daemon({ ns, ...daemonOpts });
+    daemons.push(again);
+    const readyAt = await waitReady(agent, 900_000);
     const restart = await firstSync(again);
-    console.log(`restart over the right table: first sync ${Date.now() - t0} ms after spawn: ${fmt(restart)}`);
+    const after = listTable(ns);
     await again.stop();
+    const result: NftablesRun = {
+      size: o.size,
+      first: figures(first),
+      spawnToSyncedMs: first.finishedAt - d.startedAt,
+      bareNftMs: bare,
+      bareCommands: commands.length,
+      ratio: first.ms / bare,
+      partial,
+      restart: { readyMs: readyAt - again.startedAt, spawnToSyncedMs: restart.finishedAt - again.startedAt, sync: figures(restart), tableUnchanged: before === after },
+    };
+    log(`restart: /readyz 200 ${result.restart.readyMs} ms after spawn; first sync ${restart.lines} lines, table ${result.restart.tableUnchanged ? 'unchanged' : 'CHANGED'}`);
+    return result;
   } finally {
-    killAll();
+    agent?.stop();
+    for (const x of daemons) await x.stop();
     deleteNetns(ns);
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
-main().catch((err: unknown) => {
-  console.error(err);
-  killAll();
-  removeAll();
-  process.exit(1);
-});
+if (import.meta.main) {
+  const { values: opts } = parseArgs({
+    options: {
+      services: { type: 'string', default: '10000' },
+      endpoints: { type: 'string', default: '10' },
+      reps: { type: 'string', default: '3' },
+    },
+  });
+  const onSignal = () => {
+    killAll();
+    removeAll();
+    process.exit(130);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  const workDir = join(tmpdir(), `kpt-bench-nft-${process.pid}`);
+  try {
+    const r = await nftablesRun({ size: { services: Number(opts.services), endpoints: Number(opts.endpoints) }, workDir, reps: Number(opts.reps), log: (m) => console.log(m) });
+    console.log(JSON.stringify(r, null, 1));
+  } catch (err) {
+    console.error(err);
+    process.exitCode = 1;
+  } finally {
+    killAll();
+    removeAll();
+    rmSync(workDir, { recursive: true, force: true });
+  }
+}

@@ -1,4 +1,3 @@
-import type { DualStackRun } from './dual-stack.ts';
 /**
  * results: the shape of a benchmark run's JSON (test/bench/results/*.json),
  * what run.ts fills in and report.ts renders.
@@ -7,7 +6,9 @@ import type { ApiChurnResult } from './api-churn.ts';
 import type { ChurnResult } from './churn.ts';
 import type { ConnectTimes } from './dataplane.ts';
 import type { FullSyncRun, MemoryOnly } from './full-sync.ts';
+import type { DualStackRun } from './dual-stack.ts';
 import type { Machine } from './machine.ts';
+import type { NftablesRun } from './nftables.ts';
 import type { PartialSample } from './partial-sync.ts';
 import type { Flavor } from './replay.ts';
 import type { Percentiles } from './stats.ts';
@@ -40,6 +41,10 @@ export interface ChurnEntry extends ChurnResult, Partial<Pick<ApiChurnResult, 'f
   readonly minSyncPeriodMs: number;
   /** source: the path the changes took, the file source or the Kubernetes API (api-churn.ts); older results: file. */
   readonly source?: 'file' | 'api';
+  /** mode: the proxy mode the daemon ran in (older results: iptables); nftables mode's flavor field is meaningless. */
+  readonly mode?: 'iptables' | 'nftables';
+  /** maxSumErrorMs: nftables mode, the latency attribution's check against the daemon's histogram (churn.ts). */
+  readonly maxSumErrorMs?: number;
 }
 
 export interface DataPlaneResult {
@@ -99,6 +104,8 @@ export interface Results {
   readonly memoryVariants: (MemoryOnly & { size: Size; flavor: Flavor })[];
   /** dualStack: a dual-stack cluster, both families' full syncs and a partial sync per family (optional in older results). */
   dualStack?: DualStackRun[];
+  /** nftables: nftables mode's own measurements (nftables.ts; its churn is in churn with mode nftables). */
+  nftables?: NftablesRun[];
   targets: TargetResult[];
   readonly notes: string[];
   /** only: the parts measured when the run was limited to some (run.ts --only). */

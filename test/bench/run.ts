@@ -6,8 +6,10 @@
  *   npm run bench -- --quick        a few minutes: 1k/10k services, both flavours for full syncs
  *   npm run bench                   the full size: 1k/10k/30k × 2/10 endpoints, 3 runs each
  *   options: --flavor nft|legacy|both  --runs N  --out DIR  --docs (rewrite docs/performance.md's table)
- *            --only full,partial,churn,dashboard,dataplane,memory,leak,dualstack (some parts; daemons are
+ *            --only full,partial,churn,dashboard,dataplane,memory,leak,dualstack,nftables (some parts; daemons are
  *            still started at the sizes those parts need, one full-sync run each unless `full` is listed)
+ *   nftables: --proxy-mode nftables at 10,000 × 10 (nftables.ts: first full sync vs a bare nft -f, partial syncs,
+ *            restart over the right table) and its churn through the Kubernetes API, reported beside iptables mode
  *
  * Writes results/<date>-<mode>.json and .md (test/bench/results/ by default).
  */
@@ -25,6 +27,7 @@ import { describeMachine } from './machine.ts';
 import { dualStackRun } from './dual-stack.ts';
 import { writeManifests, type ManifestDir } from './manifests.ts';
 import { removeAll } from './netns.ts';
+import { nftablesRun } from './nftables.ts';
 import { kernelFloorMs, measurePartial } from './partial-sync.ts';
 import type { Flavor } from './replay.ts';
 import { evaluateTargets, renderMarkdown } from './report.ts';
@@ -40,7 +43,7 @@ const { values: opts } = parseArgs({
     only: { type: 'string' },
   },
 });
-const PARTS = ['full', 'partial', 'churn', 'dashboard', 'dataplane', 'memory', 'leak', 'dualstack'] as const;
+const PARTS = ['full', 'partial', 'churn', 'dashboard', 'dataplane', 'memory', 'leak', 'dualstack', 'nftables'] as const;
 type Part = (typeof PARTS)[number];
 const only = opts.only ? new Set(opts.only.split(',').map((x) => x.trim())) : null;
 for (const x of only ?? []) if (!PARTS.includes(x as Part)) throw new Error(`--only: unknown part "${x}" (parts: ${PARTS.join(', ')})`);
@@ -57,6 +60,8 @@ const CHURN_TARGETS = 100;
 const S = (services: number, endpoints: number): Size => ({ services, endpoints });
 /** DUAL_STACK_SIZE: the dual-stack cluster, per family (every Service has both families). */
 const DUAL_STACK_SIZE = S(10_000, 2);
+/** NFTABLES_SIZE: where nftables mode is measured (issue 12's targets), beside iptables mode's figures at that size. */
+const NFTABLES_SIZE = S(10_000, 10);
 const same = (a: Size, b: Size) => a.services === b.services && a.endpoints === b.endpoints;
 
 /** Plan: which sizes get which measurement. The first flavour listed is the node default (auto picks nft). */
@@ -291,6 +296,42 @@ async function main(): Promise<Results> {
       });
     } catch (err) {
       results.notes.push(`memory (${v.what}) failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+
+  // nftables mode: its own daemon and namespace (nftables.ts), then its churn through the Kubernetes API.
+  if (want('nftables')) {
+    log(`nftables mode at ${sizeName(NFTABLES_SIZE)}`);
+    try {
+      const r = await nftablesRun({ size: NFTABLES_SIZE, workDir: scratch, reps: plan.partialReps, log: (m) => log(`  ${m}`) });
+      (results.nftables ??= []).push(r);
+    } catch (err) {
+      const msg = err instanceof Error ? err.message : String(err);
+      log(`  FAILED: ${msg}`);
+      results.notes.push(`nftables mode at ${sizeName(NFTABLES_SIZE)} failed: ${msg}`);
+    }
+    log(`nftables mode: churn through the Kubernetes API at ${sizeName(NFTABLES_SIZE)}, 50 updates/s for ${plan.churnSeconds} s`);
+    try {
+      const r = await apiChurnRun({
+        size: NFTABLES_SIZE,
+        flavor: flavors[0],
+        mode: 'nftables',
+        clusterCIDR: POD_CIDR,
+        nodeIP: NODE_IP,
+        churnTargets: CHURN_TARGETS,
+        rate: 50,
+        seconds: plan.churnSeconds,
+        timeoutMs: 1_800_000,
+      });
+      results.churn.push({ size: NFTABLES_SIZE, flavor: flavors[0], mode: 'nftables', minSyncPeriodMs: MIN_SYNC_PERIOD_MS, source: 'api', ...r });
+      log(
+        `  latency p50 ${Math.round(r.latencyMs.p50)} / p99 ${Math.round(r.latencyMs.p99)} ms (${r.attributed}/${r.changes} changes; attribution within ${Math.round(r.maxSumErrorMs ?? NaN)} ms of the daemon's histogram sum per sync)`,
+      );
+      if (r.attributed !== r.changes) results.notes.push(`nftables churn: ${r.attributed} of ${r.changes} changes were attributed to a sync (the histogram counted ${r.metricCount})`);
+    } catch (err) {
+      const msg = err instanceof Error ? err.message : String(err);
+      log(`  FAILED: ${msg}`);
+      results.notes.push(`nftables mode churn through the API at ${sizeName(NFTABLES_SIZE)} failed: ${msg}`);
     }
   }
 
