@@ -5,7 +5,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
-import { cpus, release, totalmem } from 'node:os';
+import { cpus, release, totalmem, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { Daemon } from './daemon.ts';
 import { writeProbe } from './dataplane.ts';
@@ -23,6 +23,8 @@ export interface Machine {
   readonly node: string;
   readonly commit: string;
   readonly dirty: boolean;
+  /** loadAverage: 1, 5 and 15 minute load averages when the run started (a shared machine is rarely idle; older results: absent). */
+  readonly loadAverage?: readonly number[];
 }
 
 function version(bin: string): string {
@@ -67,5 +69,6 @@ export async function describeMachine(scratch: string): Promise<Machine> {
     node: process.version,
     commit: git(['rev-parse', '--short', 'HEAD']),
     dirty: git(['status', '--porcelain', '--', 'server']) !== '',
+    loadAverage: loadavg().map((x) => Math.round(x * 100) / 100),
   };
 }

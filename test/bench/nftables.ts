@@ -170,12 +170,24 @@ export async function nftablesRun(o: NftablesOptions): Promise<NftablesRun> {
   try {
     const d = new Daemon({ ns, ...daemonOpts });
     daemons.push(d);
-    const first = await firstSync(d);
+    const bareLoad = () => {
+      const commands = dryRunTransaction(m.dir, dir);
+      const ms = bareNft(commands.join('\n') + '\n');
+      log(`bare nft -f of the same ${commands.length} commands: ${Math.round(ms)} ms`);
+      return { commands, ms };
+    };
+    let first: SyncLog;
+    try {
+      first = await firstSync(d);
+    } catch (err) {
+      // What the kernel alone takes for that transaction says whether kproxy or nft is the slow part.
+      await d.stop();
+      const { commands, ms } = bareLoad();
+      throw new Error(`${err instanceof Error ? err.message : String(err)} (a bare nft -f of the same ${commands.length} commands took ${Math.round(ms)} ms)`, { cause: err });
+    }
     if (!first.full) throw new Error('nftables mode: the first sync in a fresh namespace was not full');
     log(`first full sync ${Math.round(first.ms)} ms (kernel ${Math.round(first.applyMs)}), ${first.lines} lines`);
-    const commands = dryRunTransaction(m.dir, dir);
-    const bare = bareNft(commands.join('\n') + '\n');
-    log(`bare nft -f of the same ${commands.length} commands: ${Math.round(bare)} ms`);
+    const { commands, ms: bare } = bareLoad();
 
     const partial: (NftSync & { kind: NftChange })[] = [];
     const targets = [...m.churn.keys()];

@@ -247,7 +247,8 @@ export function renderMarkdown(r: Results): string {
   parts.push(`### kproxy benchmark (${r.mode}${r.only ? `, only ${r.only.join(', ')}` : ''}), ${r.startedAt.slice(0, 16).replace('T', ' ')} UTC`);
   parts.push(
     `Machine: ${m.cores} cores (${m.cpu}), ${m.memoryGiB} GiB, Linux ${m.kernel}; ${m.iptables.legacy}, ${m.iptables.nft}; ` +
-      `\`--iptables-flavor auto\` in a fresh namespace: **${m.autoFlavor.flavor}** (${m.autoFlavor.why}); Node.js ${m.node}; kproxy ${m.commit}${m.dirty ? ' (with uncommitted changes)' : ''}. Run took ${Math.round(r.durationS / 60)} min.`,
+      `\`--iptables-flavor auto\` in a fresh namespace: **${m.autoFlavor.flavor}** (${m.autoFlavor.why}); Node.js ${m.node}; kproxy ${m.commit}${m.dirty ? ' (with uncommitted changes)' : ''}. Run took ${Math.round(r.durationS / 60)} min.` +
+      (m.loadAverage ? ` Load average (1/5/15 min) ${m.loadAverage.join(' / ')} at the start${r.loadAverageAtEnd ? `, ${r.loadAverageAtEnd.join(' / ')} at the end` : ''}.` : ''),
   );
 
   parts.push('#### Targets');

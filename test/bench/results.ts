@@ -94,6 +94,8 @@ export interface Results {
   readonly startedAt: string;
   durationS: number;
   readonly machine: Machine;
+  /** loadAverageAtEnd: 1, 5 and 15 minute load averages when the run ended (older results: absent). */
+  loadAverageAtEnd?: number[];
   readonly fullSync: FullSyncResult[];
   readonly partial: PartialResult[];
   readonly churn: ChurnEntry[];

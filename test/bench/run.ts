@@ -15,6 +15,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { apiChurnRun } from './api-churn.ts';
@@ -358,6 +359,7 @@ async function main(): Promise<Results> {
     }
   }
   results.durationS = (Date.now() - startedAt.getTime()) / 1000;
+  results.loadAverageAtEnd = loadavg().map((x) => Math.round(x * 100) / 100);
   results.targets = evaluateTargets(results);
   return results;
 }
