@@ -16,7 +16,7 @@ import type { CleanupResult } from '../backend.ts';
 import type { IPFamily } from '../../net/ip.ts';
 import type { PacketCounters } from '../metrics/kube-proxy-metrics.ts';
 import { mergeCleanup } from '../ipvs/host.ts';
-import { cleanupNftablesLeftovers } from '../nftables/cleanup.ts';
+import { cleanupNftablesLeftovers, takeOverTables } from '../nftables/cleanup.ts';
 import { cleanupIptables, cleanupRunners } from './cleanup.ts';
 import { NO_NFACCT, setupNfacctCounters } from './nfacct.ts';
 import { createIptablesBackend, SYSCTL_ROUTE_LOCALNET, SYSCTL_TCP_BE_LIBERAL, type IptablesBackend } from './proxier.ts';
@@ -34,6 +34,8 @@ export interface HostIptablesOptions {
   exec?: ExecFn;
   /** nfacct: the accounting objects' runner (default: the nfacct command; none in --dry-run). */
   nfacct?: NfacctRunner | null;
+  /** proxiedFamilies: every family this process proxies, read at the first sync (which nftables tables to take over; default: this family only). */
+  proxiedFamilies?: () => readonly IPFamily[];
 }
 
 export interface HostIptables {
@@ -97,8 +99,10 @@ export async function createHostIptablesBackend(opts: HostIptablesOptions): Prom
     // --cleanup (cleanupIptablesHost) sweeps every flavour and family.
     cleanup: () => cleanupIptables({ runners: [runner], logger: log }),
     nfacct: nfacct.rules,
-    // Taking over from kube-proxy's (or kproxy's) nftables mode: its tables go once this mode's rules serve.
-    ...(opts.dryRun ? {} : { afterFirstSync: () => cleanupNftablesLeftovers({ runner: createNftRunner({ exec }), logger: log }) }),
+    // Taking over from kube-proxy's (or kproxy's) nftables mode: its table goes once this family's rules serve.
+    ...(opts.dryRun
+      ? {}
+      : { afterFirstSync: () => cleanupNftablesLeftovers({ runner: createNftRunner({ exec }), logger: log, families: takeOverTables(family, opts.proxiedFamilies?.() ?? [family]) }) }),
   });
   return { backend, family, decision, kernel, packetCounters: nfacct.read };
 }
@@ -121,13 +125,15 @@ export async function createHostIptablesBackends(opts: Omit<HostIptablesOptions,
   const exec = opts.exec ?? execFile;
   const [primary, secondary] = opts.families;
   if (!opts.dryRun && primary === 'IPv6') await requirePrimaryFamily(primary, opts.config, exec);
-  const first = await createHostIptablesBackend({ ...opts, family: primary });
-  const hosts = [first];
+  const hosts: HostIptables[] = [];
+  const proxiedFamilies = () => hosts.map((h) => h.family);
+  const first = await createHostIptablesBackend({ ...opts, family: primary, proxiedFamilies });
+  hosts.push(first);
   let unsupported: string | null = null;
   if (secondary) {
     const flavor = first.decision.flavor === 'legacy' ? 'legacy' : 'nft';
     unsupported = opts.dryRun ? null : await iptablesFamilyUnsupported(secondary, flavor, exec);
-    if (unsupported === null) hosts.push(await createHostIptablesBackend({ ...opts, family: secondary, flavor }));
+    if (unsupported === null) hosts.push(await createHostIptablesBackend({ ...opts, family: secondary, flavor, proxiedFamilies }));
   }
   return { hosts, decision: first.decision, unsupported };
 }

@@ -21,7 +21,7 @@ import type { Logger } from '../../log.ts';
 import type { CleanupResult } from '../backend.ts';
 import { parseCIDR, type CIDR, type IPFamily } from '../../net/ip.ts';
 import { cleanupIptables } from '../iptables/cleanup.ts';
-import { cleanupNftablesLeftovers } from '../nftables/cleanup.ts';
+import { cleanupNftablesLeftovers, takeOverTables } from '../nftables/cleanup.ts';
 import { iptablesFamilyUnsupported } from '../iptables/host.ts';
 import { cleanupIpvs } from './cleanup.ts';
 import { DUMMY_DEVICE } from './names.ts';
@@ -129,8 +129,8 @@ export async function createHostIpvsBackends(opts: HostIpvsOptions): Promise<Hos
         const b = await cleanupIpvs({ ipvs, ipset, netlink, logger: log, excludeCIDRs });
         return mergeCleanup(a, b);
       },
-      // Taking over from kube-proxy's (or kproxy's) nftables mode: its tables (both families) go once the primary family's objects serve.
-      ...(opts.dryRun || family !== opts.families[0] ? {} : { afterFirstSync: () => cleanupNftablesLeftovers({ runner: createNftRunner({ exec }), logger: log }) }),
+      // Taking over from kube-proxy's (or kproxy's) nftables mode: its table goes once this family's objects serve.
+      ...(opts.dryRun ? {} : { afterFirstSync: () => cleanupNftablesLeftovers({ runner: createNftRunner({ exec }), logger: log, families: takeOverTables(family, [...iptables.keys()]) }) }),
     });
   });
   return { backends, decision, kernel, unsupported };

@@ -3,7 +3,7 @@ import { CommandNotFoundError } from '../../errors.ts';
 import { createNftRunner } from '../../kernel/nft.ts';
 import { SimulatedNft } from '../../kernel/nft-simulated.ts';
 import { MemoryLog } from '../../log.ts';
-import { cleanupNftablesLeftovers } from './cleanup.ts';
+import { cleanupNftablesLeftovers, takeOverTables } from './cleanup.ts';
 
 describe('cleanupNftablesLeftovers (the iptables and IPVS modes after their first sync, and --cleanup)', () => {
   it("deletes kube-proxy's table of both families, names each in the log, and leaves every other table", async () => {
@@ -36,5 +36,17 @@ describe('cleanupNftablesLeftovers (the iptables and IPVS modes after their firs
     const result = await cleanupNftablesLeftovers({ runner, logger: new MemoryLog().logger });
     expect(result.removed).toEqual({});
     expect(result.errors.map((e) => [e.code, e.message])).toEqual([['KPROXY_ERR_CLEANUP_FAILED', expect.stringMatching(/listing the nftables tables failed: .*Operation not permitted/)]]);
+  });
+});
+
+describe('takeOverTables (which nftables mode table a family removes after its first sync)', () => {
+  it('on a dual-stack node each family removes its own table only, so the other keeps serving until its rules are in', () => {
+    expect(takeOverTables('IPv4', ['IPv4', 'IPv6'])).toEqual(['ip']);
+    expect(takeOverTables('IPv6', ['IPv6', 'IPv4'])).toEqual(['ip6']);
+  });
+
+  it('a node proxying one family removes both tables (no other backend would remove the other one)', () => {
+    expect(takeOverTables('IPv4', ['IPv4'])).toEqual(['ip', 'ip6']);
+    expect(takeOverTables('IPv6', ['IPv6'])).toEqual(['ip', 'ip6']);
   });
 });

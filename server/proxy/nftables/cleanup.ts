@@ -2,6 +2,7 @@ import { CleanupFailedError, CommandNotFoundError, errorMessage, type KproxyErro
 import type { NftRunner } from '../../kernel/nft.ts';
 import type { NftFamily } from '../../kernel/nft-types.ts';
 import type { Logger } from '../../log.ts';
+import type { IPFamily } from '../../net/ip.ts';
 import type { CleanupResult } from '../backend.ts';
 import { KUBE_PROXY_TABLE } from './names.ts';
 
@@ -55,6 +56,19 @@ export const NFTABLES_MODE_FAMILIES: readonly NftFamily[] = ['ip', 'ip6'];
  * kube-proxy's nftables CleanupLeftovers does when it starts in iptables or
  * IPVS mode, and as --cleanup does. Each table removed is logged by name.
  */
-export function cleanupNftablesLeftovers(opts: { runner: NftRunner; logger: Logger }): Promise<CleanupResult> {
-  return cleanupNftables({ runner: opts.runner, families: NFTABLES_MODE_FAMILIES, logger: opts.logger });
+export function cleanupNftablesLeftovers(opts: { runner: NftRunner; logger: Logger; families?: readonly NftFamily[] }): Promise<CleanupResult> {
+  return cleanupNftables({ runner: opts.runner, families: opts.families ?? NFTABLES_MODE_FAMILIES, logger: opts.logger });
+}
+
+/**
+ * takeOverTables says whose kube-proxy table a family's backend removes after
+ * its own first sync, when the iptables or IPVS mode takes over from
+ * nftables mode: its own family's, so on a dual-stack node the ip6 table keeps
+ * serving IPv6 until the IPv6 rules are in; a node that proxies one family
+ * only also removes the other family's table (no backend of this process
+ * would).
+ */
+export function takeOverTables(family: IPFamily, proxied: readonly IPFamily[]): NftFamily[] {
+  const own: NftFamily = family === 'IPv4' ? 'ip' : 'ip6';
+  return proxied.length > 1 ? [own] : [...NFTABLES_MODE_FAMILIES];
 }
