@@ -1,6 +1,20 @@
 import { DEFAULT_PROXY_MODE, isProxyMode } from './modes.ts';
+import { parsePortRange } from './port-range.ts';
 import type { ProxyConfig } from './types.ts';
 import type { KubeProxyConfiguration } from './v1alpha1.ts';
+
+/**
+ * USERSPACE_LIMITS are the userspace mode's default limits. Each relayed TCP
+ * connection holds two file descriptors and each UDP session one, so the
+ * defaults stay well inside a 65,536 descriptor limit (RLIMIT_NOFILE; the
+ * mode warns at start when the process may open fewer).
+ */
+export const USERSPACE_LIMITS = {
+  maxConnections: 16_384,
+  maxConnectionsPerService: 4_096,
+  maxUDPSessions: 4_096,
+  drainTimeoutMs: 0,
+} as const;
 
 /**
  * toProxyConfig turns a defaulted, validated v1alpha1 document into kproxy's
@@ -46,6 +60,11 @@ export function toProxyConfig(c: KubeProxyConfiguration): ProxyConfig {
       tcpTimeoutMs: c.ipvs.tcpTimeout,
       tcpFinTimeoutMs: c.ipvs.tcpFinTimeout,
       udpTimeoutMs: c.ipvs.udpTimeout,
+    },
+    userspace: {
+      udpIdleTimeoutMs: c.udpIdleTimeout,
+      portRange: parsePortRange(c.portRange) ?? null,
+      ...USERSPACE_LIMITS,
     },
     conntrack: {
       maxPerCore: c.conntrack.maxPerCore,

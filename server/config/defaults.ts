@@ -119,6 +119,8 @@ export function setDefaults(doc: KubeProxyConfigurationDocument = {}): KubeProxy
     },
     configSyncPeriod: orZero(doc.configSyncPeriod, 15 * MINUTE),
     portRange: doc.portRange ?? '',
+    // kube-proxy 1.25's default (removed with the userspace proxy in 1.26).
+    udpIdleTimeout: orZero(doc.udpIdleTimeout, 250),
     windowsRunAsService: doc.windowsRunAsService ?? false,
   };
 }

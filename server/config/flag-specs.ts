@@ -12,7 +12,7 @@ import { LOCAL_MODES, LOG_FORMATS } from './validation.ts';
 
 export type FlagKind = 'string' | 'bool' | 'int32' | 'uint32' | 'float' | 'duration' | 'strings' | 'boolMap' | 'enum';
 
-export type FlagGroup = 'Sources and node' | 'Proxy' | 'iptables and nftables' | 'IPVS' | 'Conntrack' | 'Servers' | 'Process and logging' | 'Run modes';
+export type FlagGroup = 'Sources and node' | 'Proxy' | 'iptables and nftables' | 'IPVS' | 'Userspace' | 'Conntrack' | 'Servers' | 'Process and logging' | 'Run modes';
 
 export interface FlagSpec {
   readonly name: string;
@@ -69,7 +69,16 @@ export const FLAG_SPECS: readonly FlagSpec[] = [
   f({ name: 'kube-api-content-type', kind: 'string', arg: 'TYPE', group: 'Sources and node', fields: ['clientConnection.contentType'], help: 'content type of requests to the API server' }),
 
   // --- what gets proxied and how
-  f({ name: 'proxy-mode', kind: 'enum', values: [...PROXY_MODES, ''], arg: 'MODE', group: 'Proxy', fields: ['mode'], defaultText: 'iptables', help: 'backend: iptables, nftables or ipvs' }),
+  f({
+    name: 'proxy-mode',
+    kind: 'enum',
+    values: [...PROXY_MODES, ''],
+    arg: 'MODE',
+    group: 'Proxy',
+    fields: ['mode'],
+    defaultText: 'iptables',
+    help: 'backend: iptables, nftables, ipvs or userspace (kproxy relays every connection itself)',
+  }),
   f({
     name: 'cluster-cidr',
     kind: 'string',
@@ -120,7 +129,7 @@ export const FLAG_SPECS: readonly FlagSpec[] = [
     arg: 'IP',
     group: 'Proxy',
     fields: ['bindAddress'],
-    help: "this node's primary IP as kube-proxy sees it (its family picks IPv4 or IPv6); no socket is bound to it",
+    help: "this node's primary IP as kube-proxy sees it (its family picks IPv4 or IPv6); only the userspace mode binds to it (its proxy sockets)",
   }),
   f({ name: 'feature-gates', kind: 'boolMap', arg: 'NAME=BOOL,...', group: 'Proxy', fields: ['featureGates'], help: 'kube-proxy feature gates (accepted; kproxy implements none yet)' }),
 
@@ -169,6 +178,54 @@ export const FLAG_SPECS: readonly FlagSpec[] = [
   f({ name: 'ipvs-tcp-timeout', kind: 'duration', arg: 'DURATION', group: 'IPVS', fields: ['ipvs.tcpTimeout'], help: 'idle IPVS TCP connection timeout; 0 leaves it' }),
   f({ name: 'ipvs-tcpfin-timeout', kind: 'duration', arg: 'DURATION', group: 'IPVS', fields: ['ipvs.tcpFinTimeout'], help: 'IPVS TCP timeout after a FIN; 0 leaves it' }),
   f({ name: 'ipvs-udp-timeout', kind: 'duration', arg: 'DURATION', group: 'IPVS', fields: ['ipvs.udpTimeout'], help: 'IPVS UDP timeout; 0 leaves it' }),
+
+  // --- userspace (relay) backend: kube-proxy 1.25's two flags, then kproxy's limits
+  f({
+    name: 'proxy-port-range',
+    kind: 'string',
+    arg: 'RANGE',
+    group: 'Userspace',
+    fields: ['portRange'],
+    defaultText: 'free ports the kernel picks',
+    help: 'node ports the proxy sockets may take: BEGIN-END, BEGIN+OFFSET or one PORT (inclusive)',
+  }),
+  f({ name: 'udp-timeout', kind: 'duration', arg: 'DURATION', group: 'Userspace', fields: ['udpIdleTimeout'], help: 'an idle UDP session ends after this long; > 0' }),
+  f({
+    name: 'userspace-max-connections',
+    kind: 'uint32',
+    arg: 'N',
+    group: 'Userspace',
+    run: 'userspaceMaxConnections',
+    defaultText: '16384',
+    help: 'TCP connections relayed at once, all Services together; past it new ones are reset and counted; 0 = no limit',
+  }),
+  f({
+    name: 'userspace-max-connections-per-service',
+    kind: 'uint32',
+    arg: 'N',
+    group: 'Userspace',
+    run: 'userspaceMaxConnectionsPerService',
+    defaultText: '4096',
+    help: 'TCP connections relayed at once for one Service; 0 = no limit',
+  }),
+  f({
+    name: 'userspace-max-udp-sessions',
+    kind: 'uint32',
+    arg: 'N',
+    group: 'Userspace',
+    run: 'userspaceMaxUDPSessions',
+    defaultText: '4096',
+    help: 'UDP client sessions at once; past it datagrams of new clients are dropped and counted; 0 = no limit',
+  }),
+  f({
+    name: 'userspace-drain-timeout',
+    kind: 'duration',
+    arg: 'DURATION',
+    group: 'Userspace',
+    run: 'userspaceDrainTimeoutMs',
+    defaultText: '0 (until they end)',
+    help: 'close open connections to a removed endpoint this long after it left',
+  }),
 
   // --- conntrack sysctls
   f({

@@ -62,7 +62,8 @@ describe('parseFlags', () => {
   });
 
   it('checks enumerations and numbers at parse time', () => {
-    expect(flagError(['--proxy-mode=userspace'])).toBe('invalid value "userspace" for --proxy-mode: must be one of iptables, ipvs, nftables');
+    expect(flagError(['--proxy-mode=winkernel'])).toBe('invalid value "winkernel" for --proxy-mode: must be one of iptables, ipvs, nftables, userspace');
+    expect(parseFlags(['--proxy-mode=userspace']).get('proxy-mode')).toBe('userspace');
     expect(flagError(['--iptables-flavor=both'])).toBe('invalid value "both" for --iptables-flavor: must be one of auto, legacy, nft');
     expect(flagError(['--detect-local-mode', 'Pods'])).toMatch(/^invalid value "Pods" for --detect-local-mode: must be one of ClusterCIDR, NodeCIDR/);
     expect(flagError(['--conntrack-min=lots'])).toBe('invalid value "lots" for --conntrack-min: must be a whole number');

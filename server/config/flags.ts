@@ -185,7 +185,7 @@ function setPath(obj: object, path: string, value: unknown): void {
   parent[last] = value;
 }
 
-const GROUPS: readonly FlagGroup[] = ['Sources and node', 'Proxy', 'iptables and nftables', 'IPVS', 'Conntrack', 'Servers', 'Process and logging', 'Run modes'];
+const GROUPS: readonly FlagGroup[] = ['Sources and node', 'Proxy', 'iptables and nftables', 'IPVS', 'Userspace', 'Conntrack', 'Servers', 'Process and logging', 'Run modes'];
 
 function defaultOf(spec: FlagSpec, defaults: KubeProxyConfiguration): string {
   if (spec.defaultText !== undefined) return spec.defaultText;

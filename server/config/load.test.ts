@@ -75,6 +75,38 @@ featureGates: {A: true}
     expect(r.warnings).toContain('featureGates.A=true: kproxy implements no feature gates; it has no effect');
   });
 
+  it("reads the userspace mode: kube-proxy 1.25's portRange and udpIdleTimeout from the file, kproxy's limits from flags", async () => {
+    const env = machine({ files: { '/etc/kproxy.yaml': `${header}mode: userspace\nportRange: 40000-40999\nudpIdleTimeout: 2s\n` } });
+    const r = await loadConfiguration(
+      ['--config', '/etc/kproxy.yaml', '--dry-run', '--userspace-max-connections=100', '--userspace-max-connections-per-service=10', '--userspace-max-udp-sessions=7', '--userspace-drain-timeout=90s'],
+      env,
+    );
+    expect(r.config.mode).toBe('userspace');
+    expect(r.config.userspace).toEqual({
+      udpIdleTimeoutMs: 2000,
+      portRange: { base: 40000, size: 1000 },
+      maxConnections: 100,
+      maxConnectionsPerService: 10,
+      maxUDPSessions: 7,
+      drainTimeoutMs: 90_000,
+    });
+    const flags = await loadConfiguration(['--dry-run', '--proxy-mode=userspace', '--proxy-port-range=50000+9', '--udp-timeout=1s'], machine());
+    expect(flags.config.userspace).toMatchObject({
+      udpIdleTimeoutMs: 1000,
+      portRange: { base: 50000, size: 10 },
+      maxConnections: 16_384,
+      maxConnectionsPerService: 4096,
+      maxUDPSessions: 4096,
+      drainTimeoutMs: 0,
+    });
+    const dflt = await loadConfiguration(['--dry-run', '--proxy-mode=userspace'], machine());
+    expect(dflt.config.userspace).toMatchObject({ udpIdleTimeoutMs: 250, portRange: null });
+    expect(dflt.warnings.filter((w) => /portRange|udpIdleTimeout/.test(w))).toEqual([]);
+    // The other modes say they ignore them.
+    const other = await loadConfiguration(['--dry-run', '--proxy-port-range=50000-50010'], machine());
+    expect(other.warnings).toContain('portRange: only the userspace mode uses it; ignored in iptables mode');
+  });
+
   it('rejects unknown and duplicate fields in the file, naming them', async () => {
     const env = machine({ files: { '/c.yaml': `${header}iptables:\n  masqueradeBits: 14\nmode: ipvs\nmode: iptables\n` } });
     const err = await rejection(loadConfiguration(['--config=/c.yaml'], env));

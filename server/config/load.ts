@@ -111,8 +111,12 @@ export async function loadConfiguration(argv: readonly string[], env: ConfigEnv 
   if (selection.problem && !run.cleanup) throw selection.noSource ? new NoSourceError(selection.problem) : new SourceInvalidError(selection.problem);
   const dashboardProblems = await dashboardFlagProblems(run, exists);
   if (dashboardProblems.length > 0) throw new FlagInvalidError(problemList('invalid dashboard flags', dashboardProblems));
+  if (run.userspaceDrainTimeoutMs !== undefined && run.userspaceDrainTimeoutMs < 0) {
+    throw new FlagInvalidError(`--userspace-drain-timeout ${run.userspaceDrainTimeoutMs} ms: must be greater than or equal to 0`);
+  }
 
   const config = toProxyConfig(c);
+  applyUserspaceLimits(config, run);
   config.hostnameOverride = c.hostnameOverride === '' ? '' : normalizeNodeName(c.hostnameOverride);
   warnings.push(...ignoredSettings(c));
   return {
@@ -142,6 +146,15 @@ async function dashboardFlagProblems(run: RunOptions, exists: (p: string) => Pro
   }
   if (run.dashboardTokenAudience.trim() === '') problems.push('--dashboard-token-audience is empty');
   return problems;
+}
+
+/** applyUserspaceLimits writes the userspace mode's limit flags (kproxy's own, outside KubeProxyConfiguration) into the config. */
+function applyUserspaceLimits(config: ProxyConfig, run: RunOptions): void {
+  const u = config.userspace;
+  if (run.userspaceMaxConnections !== undefined) u.maxConnections = run.userspaceMaxConnections;
+  if (run.userspaceMaxConnectionsPerService !== undefined) u.maxConnectionsPerService = run.userspaceMaxConnectionsPerService;
+  if (run.userspaceMaxUDPSessions !== undefined) u.maxUDPSessions = run.userspaceMaxUDPSessions;
+  if (run.userspaceDrainTimeoutMs !== undefined) u.drainTimeoutMs = run.userspaceDrainTimeoutMs;
 }
 
 /** flagFor names the flag that set a field ("nodePortAddresses[1]" and "featureGates.X" count as their list or map). */
@@ -220,7 +233,10 @@ function ignoredSettings(c: KubeProxyConfiguration): string[] {
   if (c.enableProfiling) out.push('enableProfiling: kproxy serves no /debug/pprof; ignored');
   if (c.showHiddenMetricsForVersion !== '') out.push('showHiddenMetricsForVersion: kproxy hides no metrics; ignored');
   if (c.windowsRunAsService || Object.values(c.winkernel).some(Boolean)) out.push('winkernel / windowsRunAsService: Windows settings; ignored on Linux');
-  if (c.portRange !== '') out.push('portRange: unused since the userspace proxy was removed (as in kube-proxy); ignored');
+  if (c.mode !== 'userspace') {
+    if (c.portRange !== '') out.push(`portRange: only the userspace mode uses it; ignored in ${c.mode || 'iptables'} mode`);
+    if (c.udpIdleTimeout !== 250) out.push(`udpIdleTimeout: only the userspace mode uses it; ignored in ${c.mode || 'iptables'} mode`);
+  }
   if (c.logging.vmodule.length > 0) out.push('logging.vmodule: kproxy logs by level only; ignored');
   const localMode = c.detectLocalMode || 'ClusterCIDR';
   if (localMode === 'ClusterCIDR' && c.clusterCIDR === '') {

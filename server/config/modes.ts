@@ -9,7 +9,7 @@ import type { ProxyConfig } from './types.ts';
  */
 
 /** PROXY_MODES are the values `mode` accepts on Linux ("" means iptables). */
-export const PROXY_MODES = ['iptables', 'ipvs', 'nftables'] as const;
+export const PROXY_MODES = ['iptables', 'ipvs', 'nftables', 'userspace'] as const;
 
 /** ProxyMode is one backend kproxy can program. */
 export type ProxyMode = (typeof PROXY_MODES)[number];
@@ -45,6 +45,9 @@ export interface ModeSyncSettings {
  */
 export function modeSettings(config: Pick<ProxyConfig, 'mode' | 'iptables' | 'nftables' | 'ipvs'>): ModeSyncSettings {
   switch (config.mode) {
+    case 'userspace':
+      // kube-proxy's userspace proxier ran on the iptables section's periods (its portals are iptables rules).
+      return config.iptables;
     case 'ipvs':
       return config.ipvs;
     case 'nftables':

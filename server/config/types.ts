@@ -1,4 +1,5 @@
 import type { ProxyMode } from './modes.ts';
+import type { PortRange } from './port-range.ts';
 
 /**
  * ProxyConfig is kproxy's effective configuration: a KubeProxyConfiguration
@@ -55,6 +56,25 @@ export interface ProxyConfig {
     tcpFinTimeoutMs: number;
     udpTimeoutMs: number;
   };
+  /**
+   * userspace: the relay mode (--proxy-mode userspace). udpIdleTimeout and
+   * portRange are kube-proxy 1.25's fields; the limits are kproxy's own flags
+   * (0 means no limit).
+   */
+  userspace: {
+    /** udpIdleTimeoutMs: a UDP session without a datagram either way for this long ends (default 250 ms). */
+    udpIdleTimeoutMs: number;
+    /** portRange: the node ports proxy sockets may take; null lets the kernel choose free ones. */
+    portRange: PortRange | null;
+    /** maxConnections: open TCP connections relayed at once, all Services together. */
+    maxConnections: number;
+    /** maxConnectionsPerService: open TCP connections relayed at once for one Service (all its ports). */
+    maxConnectionsPerService: number;
+    /** maxUDPSessions: UDP client sessions at once, all Services together. */
+    maxUDPSessions: number;
+    /** drainTimeoutMs: open connections to a removed endpoint are closed this long after it left (0: when they end). */
+    drainTimeoutMs: number;
+  };
   conntrack: {
     /** maxPerCore: nf_conntrack_max = max(maxPerCore * cores, min); 0 leaves the limit alone. */
     maxPerCore: number;
@@ -95,6 +115,11 @@ export interface RunOptions {
   dashboardTokenAudience: string;
   /** iptablesFlavor (--iptables-flavor): which iptables binaries to use; auto decides like kube-proxy's images. */
   iptablesFlavor: 'auto' | 'legacy' | 'nft';
+  /** userspace*: the userspace mode's limits (--userspace-max-connections…); absent keeps the default. */
+  userspaceMaxConnections?: number;
+  userspaceMaxConnectionsPerService?: number;
+  userspaceMaxUDPSessions?: number;
+  userspaceDrainTimeoutMs?: number;
   /** version: print versions and exit. */
   version: boolean;
   help: boolean;

@@ -118,6 +118,8 @@ export const KUBE_PROXY_CONFIGURATION_SCHEMA = object({
   }),
   configSyncPeriod: duration,
   portRange: str,
+  /** udpIdleTimeout: the userspace proxy's UDP session timeout (in v1alpha1 until kube-proxy 1.25; kproxy's userspace mode reads it). */
+  udpIdleTimeout: duration,
   windowsRunAsService: bool,
 });
 

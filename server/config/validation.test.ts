@@ -74,7 +74,22 @@ describe('validateKubeProxyConfiguration (kube-proxy rules)', () => {
   });
 
   it('checks the proxy mode', () => {
-    expect(check({ mode: 'userspace' })).toEqual(['mode: Invalid value: "userspace": must be iptables, ipvs, nftables or blank (blank means the best-available proxy [currently iptables])']);
+    expect(check({ mode: 'kernelspace' })).toEqual([
+      'mode: Invalid value: "kernelspace": must be iptables, ipvs, nftables, userspace or blank (blank means the best-available proxy [currently iptables])',
+    ]);
+    expect(check({ mode: 'userspace' })).toEqual([]);
+  });
+
+  it('checks udpIdleTimeout and the iptables periods in userspace mode (kube-proxy 1.25 rules)', () => {
+    expect(check({ mode: 'userspace', udpIdleTimeout: -1000 })).toEqual(['udpIdleTimeout: Invalid value: "-1s": must be greater than 0']);
+    expect(check({ mode: 'userspace', iptables: { syncPeriod: 1000, minSyncPeriod: 5000 } })).toEqual([
+      'iptables.syncPeriod: Invalid value: "1s": must be greater than or equal to iptables.minSyncPeriod',
+    ]);
+    expect(check({ mode: 'userspace', bindAddress: '127.0.0.1' })).toEqual([
+      'bindAddress: Invalid value: "127.0.0.1": the userspace mode cannot proxy on localhost (its proxy sockets listen on bindAddress)',
+    ]);
+    // Other modes never read it.
+    expect(check({ mode: 'iptables', udpIdleTimeout: -1000 })).toEqual([]);
   });
 
   it('checks clientConnection.burst and configSyncPeriod', () => {
@@ -95,7 +110,7 @@ describe('validateKubeProxyConfiguration (kube-proxy rules)', () => {
   });
 
   it('checks portRange', () => {
-    for (const ok of ['', '300', '300-2000', '300+1700']) expect(check({ portRange: ok })).toEqual([]);
+    for (const ok of ['', '0', '0-0', '300', '300-2000', '300+1700']) expect(check({ portRange: ok })).toEqual([]);
     expect(check({ portRange: '2000-300' })).toEqual(['portRange: Invalid value: "2000-300": must be a valid port range (e.g. 300-2000)']);
     expect(check({ portRange: 'x' })).toEqual(['portRange: Invalid value: "x": must be a valid port range (e.g. 300-2000)']);
   });

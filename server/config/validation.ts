@@ -1,5 +1,6 @@
-import { canonicalIP, ipFamilyOf, parseCIDR } from '../net/ip.ts';
+import { canonicalIP, ipFamilyOf, isLoopbackIP, parseCIDR } from '../net/ip.ts';
 import { formatDuration } from './duration.ts';
+import { parsePortRange } from './port-range.ts';
 import { IPVS_SCHEDULERS, isProxyMode, NODE_PORT_ADDRESSES_PRIMARY, PROXY_MODES } from './modes.ts';
 import { supportedValues, type FieldError } from './field-error.ts';
 import { splitHostPort } from './host-port.ts';
@@ -55,6 +56,13 @@ export function validateKubeProxyConfiguration(c: KubeProxyConfiguration): Field
       validateSyncPeriods('nftables', c.nftables, invalid);
       validateMasqueradeBit('nftables.masqueradeBit', c.nftables.masqueradeBit, invalid);
       break;
+    case 'userspace':
+      // kube-proxy 1.25 validated these for every mode; only the userspace mode reads them.
+      validateSyncPeriods('iptables', c.iptables, invalid);
+      if (c.udpIdleTimeout <= 0) invalid('udpIdleTimeout', duration(c.udpIdleTimeout), 'must be greater than 0');
+      // kube-proxy's ErrProxyOnLocalhost: proxy sockets on loopback cannot take redirected traffic.
+      if (isLoopbackIP(c.bindAddress)) invalid('bindAddress', c.bindAddress, 'the userspace mode cannot proxy on localhost (its proxy sockets listen on bindAddress)');
+      break;
     default:
       validateSyncPeriods('iptables', c.iptables, invalid);
   }
@@ -76,7 +84,7 @@ export function validateKubeProxyConfiguration(c: KubeProxyConfiguration): Field
   // An empty address disables that server (kube-proxy's flags say "Set empty to disable").
   if (c.healthzBindAddress !== '') validateHostPort('healthzBindAddress', c.healthzBindAddress, invalid);
   if (c.metricsBindAddress !== '') validateHostPort('metricsBindAddress', c.metricsBindAddress, invalid);
-  if (!isPortRange(c.portRange)) invalid('portRange', c.portRange, 'must be a valid port range (e.g. 300-2000)');
+  if (parsePortRange(c.portRange) === undefined) invalid('portRange', c.portRange, 'must be a valid port range (e.g. 300-2000)');
 
   c.nodePortAddresses.some((addr, i) => {
     if (addr === NODE_PORT_ADDRESSES_PRIMARY) {
@@ -122,17 +130,6 @@ function validateHostPort(field: string, input: string, invalid: Invalid): void 
   if (!canonicalIP(hp.host)) invalid(field, hp.host, 'must be a valid IP');
   const port = /^\d+$/.test(hp.port) ? Number(hp.port) : NaN;
   if (!(port >= 1 && port <= 65535)) invalid(field, hp.port, 'must be a valid port');
-}
-
-/** isPortRange accepts utilnet.ParsePortRange's forms: "", "300", "300-2000", "300+1700". */
-function isPortRange(text: string): boolean {
-  if (text === '') return true;
-  const m = /^(\d+)(?:([-+])(\d+))?$/.exec(text.trim());
-  if (!m) return false;
-  const base = Number(m[1]);
-  const other = m[3] === undefined ? 0 : Number(m[3]);
-  const high = m[2] === '+' ? base + other : m[2] === '-' ? other : base;
-  return base <= 65535 && high <= 65535 && high >= base;
 }
 
 function validateDetectLocal(c: KubeProxyConfiguration, errs: FieldError[], invalid: Invalid): void {
