@@ -21,6 +21,10 @@ import type { PacketCounters } from './proxy/metrics/kube-proxy-metrics.ts';
 import { createHostIptablesBackends } from './proxy/iptables/host.ts';
 import { createHostIpvsBackends } from './proxy/ipvs/host.ts';
 import { createHostNftablesBackends } from './proxy/nftables/host.ts';
+import type { ProxyMetrics } from './proxy/metrics/metrics.ts';
+import { createHostUserspaceBackend } from './proxy/userspace/host.ts';
+import { registerUserspaceMetrics } from './proxy/userspace/metrics.ts';
+import { UserspaceView } from './dashboard/userspace/view.ts';
 import { ConntrackSetup } from './proxy/conntrack/setup.ts';
 import { FileSource } from './sources/file/file-source.ts';
 import { KubeSource } from './sources/k8s/kube-source.ts';
@@ -48,6 +52,8 @@ export interface Assembled {
   readonly kernelView: ((logger: Logger) => KernelViewProvider) | null;
   /** packetCounters: kube-proxy's nfacct packet counters (iptables mode where the kernel has nfacct), else null. */
   readonly packetCounters: PacketCounters | null;
+  /** attachMetrics registers the backend's own metric families (the userspace relay's); null when it has none. */
+  readonly attachMetrics: ((metrics: ProxyMetrics) => void) | null;
 }
 
 /**
@@ -79,6 +85,7 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
   const primary = primaryFamily(config);
   const families = [primary, otherFamily(primary)] as const;
   const stack = (n: number) => (n === 2 ? `dual-stack ${families.join('+')}` : `single-stack ${primary}`);
+  let attachMetrics: Assembled['attachMetrics'] = null;
   switch (config.mode) {
     case 'iptables': {
       const host = await createHostIptablesBackends({ config, nodeName, families, flavor: run.iptablesFlavor, dryRun: run.dryRun, clock, logger });
@@ -126,13 +133,26 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
       kernelView = () => new FamilyKernelView(host.backends.map((b) => ({ family: b.family, provider: new NftablesView({ backend: b, simulated: run.dryRun }) })));
       break;
     }
+    case 'userspace': {
+      // One family, the primary one, as kube-proxy's userspace proxier (it had no dual-stack).
+      const host = await createHostUserspaceBackend({ config, nodeName, family: primary, flavor: run.iptablesFlavor, dryRun: run.dryRun, clock, logger, events });
+      backends = [host.backend];
+      logger.info(`userspace mode proxies the primary IP family only: ${primary}`);
+      backendDescription = `userspace (relay on ${config.bindAddress}, iptables ${host.decision.flavor}${run.dryRun ? ', simulated kernel and sockets' : ''})`;
+      const kernel = host.kernel;
+      if (kernel) dryRunKernel = { describe: () => kernel.describe() };
+      const userspace = host.backend;
+      kernelView = (log) => new UserspaceView({ backend: userspace, simulated: run.dryRun, clock, logger: log });
+      attachMetrics = (m) => registerUserspaceMetrics(m.registry, userspace);
+      break;
+    }
     default:
-      throw new ProxyModeUnsupportedError(`--proxy-mode ${config.mode} is not available in this kproxy version (available: iptables, nftables, ipvs)`);
+      throw new ProxyModeUnsupportedError(`--proxy-mode ${config.mode} is not available in this kproxy version (available: iptables, nftables, ipvs, userspace)`);
   }
   const daemon = new Daemon({ config, run, nodeName, logger, clock, backends, source, events });
   // --once programs rules and exits: no stale-entry cleanup or sysctls for a one-shot run.
   const conntrack = run.once ? null : new ConntrackSetup({ config, families: daemon.proxy.families, nodeName, dryRun: run.dryRun, clock, logger: logger.child('conntrack'), events });
   // Each family's cleaner hears its own family's syncs (its stale flows are in that family's table).
   if (conntrack) for (const p of daemon.proxy.proxiers) p.loop.addObserver(conntrack.cleaners.get(p.family)!);
-  return { daemon, memoryEvents, kubeEvents, dryRunKernel, backendDescription, conntrack, kernelView, packetCounters };
+  return { daemon, memoryEvents, kubeEvents, dryRunKernel, backendDescription, conntrack, kernelView, packetCounters, attachMetrics };
 }

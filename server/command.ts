@@ -163,6 +163,7 @@ async function serve(loaded: LoadedConfiguration, a: Assembled, logger: Logger):
   });
   for (const o of Object.values(observers.observers)) daemon.loop.addObserver(o);
   if (a.packetCounters) observers.metrics.enablePacketCounters(a.packetCounters);
+  a.attachMetrics?.(observers.metrics);
   let dashboard: DashboardSetup;
   try {
     // A bad --dashboard-token-file, or a network-reachable dashboard without auth, stops start-up (exit 1).

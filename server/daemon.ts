@@ -171,6 +171,8 @@ export class Daemon {
     if (this.#stopped) return;
     this.#stopped = true;
     const results = await Promise.allSettled([this.source.stop(), this.proxy.stop()]);
+    // After the loops: no sync may open sockets again (the userspace mode's relay).
+    results.push(...(await Promise.allSettled(this.backends.map((b) => b.stop?.()))));
     for (const r of results) if (r.status === 'rejected') this.logger.error('stopping failed', { err: errorMessage(r.reason) });
   }
 }

@@ -104,6 +104,10 @@ export const RuleBuildError = define('KPROXY_ERR_RULE_BUILD');
 export const CleanupFailedError = define('KPROXY_ERR_CLEANUP_FAILED');
 export const ProxyModeUnsupportedError = define('KPROXY_ERR_PROXY_MODE_UNSUPPORTED');
 
+// --- userspace mode (the relay)
+/** ProxyPortBindError: a proxy socket, a node port or an external IP's port could not be bound (the port is left out, never fatal). */
+export const ProxyPortBindError = define('KPROXY_ERR_PROXY_PORT_BIND');
+
 // --- node-facing servers
 export const ListenFailedError = define('KPROXY_ERR_LISTEN_FAILED');
 export const HealthCheckPortError = define('KPROXY_ERR_HEALTHCHECK_PORT');

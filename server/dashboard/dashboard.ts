@@ -148,7 +148,7 @@ export class Dashboard {
     this.startedAt = opts.daemon.clock.now();
     this.heavy = opts.heavy ?? new HeavyReads();
     this.reader = new KernelReader({ provider: opts.provider, clock: opts.daemon.clock, logger: this.#log, pause: this.#pause, minIntervalMs: opts.kernelMinIntervalMs });
-    this.stream = new LiveStream({ queries: this, clock: opts.daemon.clock, logger: this.#log, hub: opts.hub, countersIntervalMs: opts.countersIntervalMs });
+    this.stream = new LiveStream({ queries: this, clock: opts.daemon.clock, logger: this.#log, hub: opts.hub, countersIntervalMs: opts.countersIntervalMs ?? this.provider.liveIntervalMs });
     const states = opts.daemon.states;
     // Every family's service ports in one model (IPv6 ones keyed "…@IPv6", family-model.ts).
     const joined = joinFamilies(() => states);
@@ -315,6 +315,7 @@ export class Dashboard {
       kernel: this.reader.status(),
       stream: { ...this.stream.stats(), ...this.#accessStats() },
       syncPeriodMs: modeSettings(config).syncPeriodMs,
+      ...(this.provider.relayTotals ? { relay: this.provider.relayTotals() } : {}),
     };
   }
 

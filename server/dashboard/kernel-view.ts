@@ -4,7 +4,7 @@ import type { Endpoint } from '../proxy/endpoint.ts';
 import type { ServicePort } from '../proxy/service-port.ts';
 import type { SyncRecord } from '../proxy/sync-loop.ts';
 import type { CategorizedEndpoints } from '../proxy/topology.ts';
-import type { FlowEntry, KernelKind, RealServerFacts, VirtualServerFacts } from './protocol.ts';
+import type { ConnectionsPage, FlowEntry, KernelKind, RealServerFacts, RelayPortFacts, RelayTotals, VirtualServerFacts } from './protocol.ts';
 
 /**
  * The kernel view: how a backend shows the dashboard what it programmed and
@@ -141,6 +141,25 @@ export interface KernelViewProvider {
    * text…), yielding as it goes; the file is the pieces in order, sent one by one.
    */
   formatIntended(tables: KernelTables): Promise<string[]>;
+  /**
+   * liveIntervalMs (optional): how often watching dashboards get counters when
+   * the mode has figures that move faster than the kernel's (the relay's
+   * connections); the default is 5 s.
+   */
+  readonly liveIntervalMs?: number;
+  /** relayPort (userspace mode): a service port's proxy sockets and live figures; null when it has none. */
+  relayPort?(sp: ServicePort): RelayPortFacts | null;
+  /** relayTotals (userspace mode): the relay's node-wide figures. */
+  relayTotals?(): RelayTotals;
+  /** connections (userspace mode): the open connections matching q (a substring of service, client or endpoint), paged. */
+  connections?(query: ConnectionsQuery): ConnectionsPage;
+}
+
+/** ConnectionsQuery selects open connections: a search and a page. */
+export interface ConnectionsQuery {
+  readonly q: string;
+  readonly offset: number;
+  readonly limit: number;
 }
 
 /** kernelTables counts the chains and rules of a set of tables. */

@@ -91,7 +91,7 @@ export interface KernelStatus {
   readonly driftCount: number;
 }
 
-export type KernelKind = 'iptables' | 'nftables' | 'ipvs';
+export type KernelKind = 'iptables' | 'nftables' | 'ipvs' | 'userspace';
 
 export interface StreamStats {
   readonly clients: number;
@@ -132,6 +132,97 @@ export interface Overview {
   readonly stream: StreamStats;
   /** syncPeriodMs: the mode's sync period (the age of the last sync is judged against it). */
   readonly syncPeriodMs: number;
+  /** relay: the userspace mode's open connections and limits (absent in the kernel modes). */
+  readonly relay?: RelayTotals;
+}
+
+/** RelayTotals are the userspace relay's node-wide figures and limits (0: no limit). */
+export interface RelayTotals {
+  readonly tcpConnections: number;
+  readonly udpSessions: number;
+  readonly proxySockets: number;
+  readonly maxConnections: number;
+  readonly maxConnectionsPerService: number;
+  readonly maxUDPSessions: number;
+  /** refused: connections and UDP clients not relayed since start, by reason. */
+  readonly refused: Readonly<Record<string, number>>;
+}
+
+/** RelayRate is a per-second rate between two samples of the relay's counters; null after the first. */
+export interface RelayRate {
+  readonly conns: number;
+  /** bytes: both directions. */
+  readonly bytes: number;
+}
+
+/** RelayEndpointFacts are one endpoint's live figures behind a userspace proxy socket. */
+export interface RelayEndpointFacts {
+  /** key: "ip:port". */
+  readonly key: string;
+  /** serving: in a rotation now (false: it left; its open connections drain). */
+  readonly serving: boolean;
+  readonly active: number;
+  readonly total: number;
+  readonly bytesToEndpoint: number;
+  readonly bytesToClient: number;
+  readonly connectFailures: number;
+  /** share: its part of the service port's relayed connections so far (0..1): the balancing distribution. */
+  readonly share: number;
+  readonly rate: RelayRate | null;
+}
+
+/** RelaySocketFacts is one proxy socket of a service port (a second one serves Local-policy traffic). */
+export interface RelaySocketFacts {
+  readonly pool: 'cluster' | 'local';
+  readonly port: number;
+  /** rotation: its endpoints in the order new connections get them. */
+  readonly rotation: readonly string[];
+  /** affinityClients: clients pinned by ClientIP affinity now. */
+  readonly affinityClients: number;
+}
+
+/** RelayPortFacts are a service port's proxy sockets and live figures (userspace mode). */
+export interface RelayPortFacts {
+  readonly sockets: readonly RelaySocketFacts[];
+  readonly active: number;
+  readonly total: number;
+  readonly bytesToEndpoint: number;
+  readonly bytesToClient: number;
+  readonly retries: number;
+  readonly refused: Readonly<Record<string, number>>;
+  readonly rate: RelayRate | null;
+  readonly endpoints: readonly RelayEndpointFacts[];
+  /** claims: node ports and local external IPs' ports held open for it ("10.0.0.10:30080/TCP"). */
+  readonly claims: readonly string[];
+  /** problems: ports that could not be claimed (their portals are left out). */
+  readonly problems: readonly string[];
+}
+
+/** ConnectionRow is one open connection (or UDP session) the relay carries. */
+export interface ConnectionRow {
+  readonly id: number;
+  readonly protocol: 'TCP' | 'UDP';
+  readonly service: string;
+  readonly servicePort: string;
+  readonly pool: 'cluster' | 'local';
+  readonly client: string;
+  readonly endpoint: string;
+  readonly startedAt: number;
+  readonly bytesToEndpoint: number;
+  readonly bytesToClient: number;
+  readonly halfClosed: boolean;
+  /** drainingSince: its endpoint left the rotation at this time; null while it serves. */
+  readonly drainingSince: number | null;
+}
+
+/** ConnectionsPage answers GET /api/v1/connections: the open connections matching a search, one page of them. */
+export interface ConnectionsPage {
+  readonly at: number;
+  /** open: every open connection; total: those matching the search. */
+  readonly open: number;
+  readonly total: number;
+  readonly offset: number;
+  readonly rows: readonly ConnectionRow[];
 }
 
 /** SyncEntry is one row of the sync history. */
@@ -332,6 +423,8 @@ export interface PortDetail {
   readonly chains: readonly ChainView[];
   /** skipped: why kproxy could not write this port's rules, if so. */
   readonly skipped?: string;
+  /** relay: the userspace mode's proxy sockets and live figures for this port. */
+  readonly relay?: RelayPortFacts;
 }
 
 /** HealthCheckInfo is a Service's health check node port (LoadBalancer with externalTrafficPolicy Local). */
@@ -438,6 +531,8 @@ export interface WatchedCounters {
     readonly ipvs?: VirtualServerFacts;
     readonly reals?: readonly (RealServerFacts | null)[];
   }[];
+  /** relay: per port id, the userspace relay's live figures (userspace mode). */
+  readonly relay?: readonly { readonly port: string; readonly facts: RelayPortFacts }[];
 }
 
 /** Server → client messages. Every one carries seq: 1, 2, 3… per connection, without holes unless one was skipped. */

@@ -72,6 +72,7 @@ export function portDetail(sp: ServicePort, model: ServiceModel, provider: Kerne
     if (v) chains.push(v);
   }
   const skipped = model.skipped(sp.id);
+  const relay = provider.relayPort?.(sp) ?? null;
   return {
     id: sp.id,
     portName: sp.portName,
@@ -91,6 +92,7 @@ export function portDetail(sp: ServicePort, model: ServiceModel, provider: Kerne
     flows: objects.flows,
     chains,
     ...(skipped !== undefined ? { skipped } : {}),
+    ...(relay ? { relay } : {}),
   };
 }
 
@@ -144,7 +146,8 @@ export function watchedCounters(detail: ServiceDetail): WatchedCounters {
       });
     }
   }
-  return { service: detail.summary.key, chains };
+  const relay = detail.ports.flatMap((p) => (p.relay ? [{ port: p.id, facts: p.relay }] : []));
+  return { service: detail.summary.key, chains, ...(relay.length ? { relay } : {}) };
 }
 
 /**
@@ -154,7 +157,12 @@ export function watchedCounters(detail: ServiceDetail): WatchedCounters {
  * the page showed what kproxy wrote) the page itself must be sent again.
  */
 export function detailShape(detail: ServiceDetail): string {
+  // The relay's rotation and sockets are shape too (its numbers travel with the counters).
   return detail.ports
-    .map((p) => p.chains.map((c) => `${c.table}\u0000${c.name}\u0000${c.from}\u0000${c.missing ? 1 : 0}\u0000${c.rules.map((r) => r.text).join('\u0001')}`).join('\u0002'))
+    .map(
+      (p) =>
+        (p.relay ? `${p.relay.sockets.map((s) => `${s.pool}:${s.port}:${s.rotation.join(',')}`).join(';')}|${p.relay.endpoints.map((e) => `${e.key}${e.serving ? '' : '~'}`).join(',')}\u0004` : '') +
+        p.chains.map((c) => `${c.table}\u0000${c.name}\u0000${c.from}\u0000${c.missing ? 1 : 0}\u0000${c.rules.map((r) => r.text).join('\u0001')}`).join('\u0002'),
+    )
     .join('\u0003');
 }

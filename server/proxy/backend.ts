@@ -57,6 +57,12 @@ export interface Backend {
   /** cleanup removes every kernel object this mode (or kube-proxy in this mode) created. */
   cleanup(): Promise<CleanupResult>;
   /**
+   * stop closes what the backend holds open in the process (the userspace
+   * mode's proxy sockets) when the daemon stops; kernel objects stay, as in
+   * every mode.
+   */
+  stop?(): Promise<void>;
+  /**
    * watchTampering starts watching for someone flushing kproxy's objects (the
    * canary chain); onTampered asks for a full resync. Returns a stop function.
    */

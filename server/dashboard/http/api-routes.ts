@@ -111,6 +111,28 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
     return reply.type('application/json').send(JSON.stringify(detail));
   });
 
+  // The userspace relay's open connections, searched and paged (the Connections page scrolls through them).
+  app.get(
+    '/connections',
+    {
+      schema: {
+        querystring: {
+          type: 'object',
+          properties: { offset: { type: 'integer', minimum: 0, default: 0 }, limit: { type: 'integer', minimum: 1, maximum: 500, default: 200 }, q: { type: 'string', maxLength: 200, default: '' } },
+        },
+        response: { 200: anyObject, 404: anyObject },
+      },
+    },
+    async (req, reply) => {
+      const { offset, limit, q } = req.query as { offset: number; limit: number; q: string };
+      const provider = dashboard.provider;
+      if (!provider.connections) throw new NotFoundError(`the ${provider.kind} mode relays no connections (only the userspace mode does)`);
+      const list = provider.connections.bind(provider);
+      const page = await heavily(reply, 'the connection list', async () => JSON.stringify(list({ q, offset, limit })));
+      return reply.type('application/json').send(page);
+    },
+  );
+
   // Counting walks the kernel's conntrack table per frontend: rate-limited by the counter (429), never on a sync's path.
   app.get('/services/:namespace/:name/conntrack', { schema: { params: nsName, response: { 200: anyObject, 404: anyObject, 429: anyObject, 503: anyObject } } }, async (req, reply) => {
     const { namespace, name } = req.params as { namespace: string; name: string };

@@ -4,16 +4,19 @@
  * own name and the client address it saw, so a test can tell which endpoint a
  * connection reached and whether its source was rewritten on the way.
  *
- *   backend-server.ts NAME --tcp 8080,8081 --udp 9053 [--ipv6]
+ *   backend-server.ts NAME --tcp 8080,8081 --udp 9053 [--bulk 8090] [--ipv6]
  *
  * TCP: on connect it writes `{"name","peer","port"}\n`, then answers each line
  * it receives with `{"name","echo"}\n` (long-lived connections). UDP: each
- * datagram gets `{"name","peer","port"}` back. It prints `ready` once every
+ * datagram gets `{"name","peer","port"}` back. Bulk: the client writes a
+ * byte count and a newline, and gets that many bytes of bulk-data.ts's stream
+ * (written as fast as the reader takes them), then the end. It prints `ready` once every
  * port listens, and exits when its stdin closes, so a test runner that dies
  * leaves no server behind.
  */
 import { createSocket } from 'node:dgram';
-import { createServer, type Server } from 'node:net';
+import { createServer, type Server, type Socket } from 'node:net';
+import { bulkChunk } from './bulk-data.ts';
 
 const [name, ...rest] = process.argv.slice(2);
 if (!name) {
@@ -63,7 +66,40 @@ function udp(port: number): Promise<void> {
   });
 }
 
-await Promise.all([...ports('--tcp').map(tcp), ...ports('--udp').map(udp)]);
+/** sendBulk writes `bytes` of the bulk stream, waiting for 'drain' whenever the socket's buffer is full. */
+function sendBulk(socket: Socket, bytes: number): void {
+  let off = 0;
+  const pump = () => {
+    while (off < bytes) {
+      const c = bulkChunk(off, bytes - off);
+      off += c.length;
+      if (!socket.write(c)) return void socket.once('drain', pump);
+    }
+    socket.end();
+  };
+  pump();
+}
+
+function bulk(port: number): Promise<Server> {
+  const server = createServer((socket) => {
+    socket.on('error', () => {});
+    let head = '';
+    const onData = (chunk: Buffer) => {
+      head += chunk.toString('latin1');
+      const i = head.indexOf('\n');
+      if (i < 0) return;
+      socket.off('data', onData);
+      sendBulk(socket, Number(head.slice(0, i)));
+    };
+    socket.on('data', onData);
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ port, host: any, ipv6Only: false }, () => resolve(server));
+  });
+}
+
+await Promise.all([...ports('--tcp').map(tcp), ...ports('--udp').map(udp), ...ports('--bulk').map(bulk)]);
 process.stdout.write('ready\n');
 process.stdin.resume();
 process.stdin.on('end', () => process.exit(0));

@@ -12,8 +12,12 @@
  *   {op:"open", host, port, from?, timeoutMs}        connect and keep the connection (answer: conn id + hello)
  *   {op:"send", conn, text, timeoutMs}               one line over a kept connection, await the echo
  *   {op:"close", conn}
+ *   {op:"bulk", host, port, bytes, pauseEveryBytes?, pauseMs?, timeoutMs}  ask a bulk port for `bytes`, read them
+ *     (a slow reader when it pauses pauseMs after every pauseEveryBytes), answer the count and sha256
+ *   {op:"many", host, port, count, timeoutMs}         open count connections at once, await every hello, close them all
  * It exits when stdin closes.
  */
+import { createHash } from 'node:crypto';
 import { createSocket } from 'node:dgram';
 import { connect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -152,6 +156,50 @@ function udpOnce(t: Target): Promise<Attempt> {
   });
 }
 
+/** bulkOnce reads a bulk transfer to its end, hashing as it goes; a slow reader pauses the socket now and then. */
+function bulkOnce(t: Target, bytes: number, pauseEveryBytes: number, pauseMs: number): Promise<Record<string, unknown>> {
+  const started = performance.now();
+  const socket = connect({ host: t.host, port: t.port });
+  const hash = createHash('sha256');
+  let got = 0;
+  let nextPause = pauseEveryBytes > 0 ? pauseEveryBytes : Infinity;
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => finish('timeout'), t.timeoutMs);
+    const finish = (outcome: string, error?: string) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve({ outcome, bytes: got, sha256: hash.digest('hex'), ms: performance.now() - started, ...(error ? { error } : {}) });
+    };
+    socket.on('connect', () => socket.write(`${bytes}\n`));
+    socket.on('data', (chunk: Buffer) => {
+      hash.update(chunk);
+      got += chunk.length;
+      if (got >= nextPause) {
+        nextPause += pauseEveryBytes;
+        socket.pause();
+        setTimeout(() => socket.resume(), pauseMs);
+      }
+    });
+    socket.on('end', () => finish(got === bytes ? 'ok' : 'closed'));
+    socket.on('error', (err: NodeJS.ErrnoException) => finish(outcomeOf(err), err.message));
+  });
+}
+
+/** many opens `count` connections at once and keeps each until every one has its hello (or failed), then closes them all. */
+async function many(t: Target, count: number): Promise<Attempt[]> {
+  const sockets: Socket[] = [];
+  const attempts = await Promise.all(
+    Array.from({ length: count }, () => {
+      const started = performance.now();
+      const socket = connect({ host: t.host, port: t.port });
+      sockets.push(socket);
+      return readLine(new LineReader(socket), started, t.timeoutMs);
+    }),
+  );
+  for (const s of sockets) s.destroy();
+  return attempts;
+}
+
 async function handle(req: Record<string, unknown>): Promise<Record<string, unknown>> {
   const t: Target = { host: String(req.host), port: Number(req.port), from: req.from as string | undefined, timeoutMs: Number(req.timeoutMs ?? 2000) };
   switch (req.op) {
@@ -183,6 +231,10 @@ async function handle(req: Record<string, unknown>): Promise<Record<string, unkn
       kept.delete(Number(req.conn));
       return {};
     }
+    case 'bulk':
+      return { result: await bulkOnce(t, Number(req.bytes), Number(req.pauseEveryBytes ?? 0), Number(req.pauseMs ?? 0)) };
+    case 'many':
+      return { results: await many(t, Number(req.count)) };
     default:
       return { error: `unknown op ${String(req.op)}` };
   }

@@ -137,4 +137,20 @@ export class NsClient {
   async close(conn: number): Promise<void> {
     await this.#call({ op: 'close', conn });
   }
+
+  /**
+   * bulk asks a backend's bulk port for `bytes` of bulk-data.ts's stream and
+   * reads it to the end (pausing `pauseMs` after every `pauseEveryBytes`: a slow
+   * reader); it returns what arrived as a count and a sha256.
+   */
+  async bulk(t: Target & { bytes: number; pauseEveryBytes?: number; pauseMs?: number }): Promise<{ outcome: Outcome; bytes: number; sha256: string; ms: number; error?: string }> {
+    const res = await this.#call({ op: 'bulk', ...t, timeoutMs: t.timeoutMs ?? 120_000 });
+    return res.result as { outcome: Outcome; bytes: number; sha256: string; ms: number; error?: string };
+  }
+
+  /** many opens `count` connections at once, waits for every hello, then closes them all. */
+  async many(t: Target, count: number): Promise<Tally> {
+    const res = await this.#call({ op: 'many', ...t, timeoutMs: t.timeoutMs ?? 20_000, count });
+    return tally((res.results as Parameters<typeof attemptOf>[0][]).map(attemptOf));
+  }
 }

@@ -38,6 +38,8 @@ export const LB_IP6 = 'fd00::21';
 export const CLUSTER_CIDR6 = 'fd00:10:244::/56';
 export const POD_TCP_PORT = 8080;
 export const POD_UDP_PORT = 9053;
+/** POD_BULK_PORT: the pods' bulk-transfer port (backend-server.ts --bulk). */
+export const POD_BULK_PORT = 8090;
 
 export const PODS = {
   a0: { name: 'a0', ip: '10.244.0.11', ip6: 'fd00:10:244::11', node: NODE_A.name },

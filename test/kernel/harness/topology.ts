@@ -23,6 +23,7 @@ import {
   PODS,
   POD_TCP_PORT,
   POD_UDP_PORT,
+  POD_BULK_PORT,
   type PodName,
 } from './plan.ts';
 import { ProcessTracker } from './processes.ts';
@@ -182,7 +183,18 @@ export class TestCluster {
   }
 
   async #startServer(p: PodName): Promise<void> {
-    const proc = this.processes.start(`backend ${p}`, this.ns.pods[p], [process.execPath, SERVER, p, '--tcp', String(POD_TCP_PORT), '--udp', String(POD_UDP_PORT), ...(this.ipv6 ? ['--ipv6'] : [])]);
+    const proc = this.processes.start(`backend ${p}`, this.ns.pods[p], [
+      process.execPath,
+      SERVER,
+      p,
+      '--tcp',
+      String(POD_TCP_PORT),
+      '--udp',
+      String(POD_UDP_PORT),
+      '--bulk',
+      String(POD_BULK_PORT),
+      ...(this.ipv6 ? ['--ipv6'] : []),
+    ]);
     await new Promise<void>((resolve, reject) => {
       const stop = proc.log.onLine((line) => {
         if (line === 'ready') {

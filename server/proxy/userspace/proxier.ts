@@ -1,0 +1,543 @@
+import type { Clock } from '../../clock.ts';
+import type { ProxyConfig } from '../../config/types.ts';
+import { errorMessage, KproxyError, ProxyPortBindError, RestoreFailedError, SyncFailedError } from '../../errors.ts';
+import type { EventRecorder } from '../../events/event-recorder.ts';
+import { IptablesRestoreError, type IptablesRunner } from '../../kernel/iptables.ts';
+import { parseIptablesSave, type IptablesDump } from '../../kernel/iptables-save-parser.ts';
+import type { NetInterfaces } from '../../kernel/netif.ts';
+import type { Sockets } from '../../kernel/sockets.ts';
+import type { Logger } from '../../log.ts';
+import { isLoopbackIP, type IPFamily } from '../../net/ip.ts';
+import type { Backend, BackendSyncInput, BackendSyncResult, CleanupResult } from '../backend.ts';
+import type { Endpoint } from '../endpoint.ts';
+import { startCanaryMonitor } from '../iptables/canary-monitor.ts';
+import { extractLines } from '../iptables/restore-writer.ts';
+import { localDetectorFor } from '../local-detector.ts';
+import { NodePortAddresses } from '../node-port-addresses.ts';
+import type { StateCheckout } from '../proxy-state.ts';
+import { usesClusterEndpoints, usesLocalEndpoints, type ServicePort } from '../service-port.ts';
+import { categorizeEndpoints } from '../topology.ts';
+import type { Random } from './balancer.ts';
+import { PortClaims } from './claims.ts';
+import { missingJumps, staleChainLines } from './cleanup.ts';
+import { PortAllocator } from './port-allocator.ts';
+import { buildPortals, portalsRestoreText, type PortalContext, type PortalEntry, type PortalRule, type Portals } from './portals.ts';
+import { ProxySocket, type RelayContext, type RelayLimits } from './proxy-socket.ts';
+import { REFUSED_REASONS, RelayStats, type Pool, type PortStats, type RefusedReason } from './relay-stats.ts';
+
+export interface UserspaceBackendOptions {
+  config: ProxyConfig;
+  nodeName: string;
+  family: IPFamily;
+  iptables: IptablesRunner;
+  sockets: Sockets;
+  netif: NetInterfaces;
+  clock: Clock;
+  logger: Logger;
+  /** events: Warning Events about ports that cannot be bound (on the Service). */
+  events?: EventRecorder;
+  /** cleanup removes the portal chains (the dashboard's cleanup action); see cleanup.ts. */
+  cleanup: () => Promise<CleanupResult>;
+  random?: Random;
+  canaryIntervalMs?: number;
+  /** refusedLogIntervalMs: refused connections of one service port and reason are logged at most this often (default 10 s). */
+  refusedLogIntervalMs?: number;
+}
+
+/** BindFailureKind says which socket could not be bound. */
+export type BindFailureKind = 'proxy_port' | 'node_port' | 'external_ip';
+
+/** UserspaceMetrics are the mode's counters outside the relay's own figures. */
+export interface UserspaceMetrics {
+  bindFailures: Record<BindFailureKind, number>;
+  restoreFailures: number;
+}
+
+/** PortalPort is one service port's proxy sockets and rules, as the dashboard shows them. */
+export interface PortalPort {
+  readonly sp: ServicePort;
+  readonly sockets: readonly { readonly pool: Pool; readonly port: number; readonly endpoints: readonly string[]; readonly affinityClients: number }[];
+  readonly rules: readonly PortalRule[];
+  readonly claims: readonly string[];
+  /** problems: what could not be opened (claims), in words. */
+  readonly problems: readonly string[];
+}
+
+/** UserspacePlanned is what the last successful sync programmed. */
+export interface UserspacePlanned {
+  readonly version: number;
+  /** text: the portal chains as that sync wrote them (restore input, jumps included when they were written). */
+  readonly text: string;
+  port(id: string): PortalPort | null;
+  /** ids: the programmed service ports, sorted. */
+  ids(): readonly string[];
+}
+
+/** UserspaceBackend is the userspace Backend plus what the metrics and the dashboard read. */
+export interface UserspaceBackend extends Backend {
+  readonly stats: RelayStats;
+  readonly metrics: UserspaceMetrics;
+  readonly limits: RelayLimits;
+  readonly runner: IptablesRunner;
+  readonly sockets: Sockets;
+  planned(): UserspacePlanned | null;
+  /** proxySockets: open proxy sockets now. */
+  proxySockets(): number;
+  /** claims: node ports and external IP ports held now. */
+  claims(): number;
+}
+
+interface Entry {
+  sp: ServicePort;
+  readonly sockets: Partial<Record<Pool, ProxySocket>>;
+  /** nodePort / skipIPs: the claims of the last sync (false / listed: their rules are left out). */
+  nodePort: boolean;
+  skipIPs: Set<string>;
+  problems: string[];
+}
+
+const POOLS: readonly Pool[] = ['cluster', 'local'];
+
+/** createUserspaceBackend returns the userspace (relay) mode as a kproxy Backend. */
+export function createUserspaceBackend(opts: UserspaceBackendOptions): UserspaceBackend {
+  return new UserspaceProxier(opts);
+}
+
+/**
+ * UserspaceProxier is kube-proxy's userspace proxier: a proxy socket per
+ * service port (two when a traffic policy is Local), the relay behind it, and
+ * the portal rules that send service traffic there. A sync opens the sockets
+ * new service ports need, hands every socket its endpoints, claims node ports,
+ * writes the portal chains in one iptables-restore (only when they changed,
+ * or on a full sync, which also checks the jumps into them and removes other
+ * modes' chains), and only then closes the sockets and claims of what went
+ * away: portals first, then sockets.
+ */
+class UserspaceProxier implements UserspaceBackend {
+  readonly mode = 'userspace' as const;
+  readonly family: IPFamily;
+  readonly stats = new RelayStats();
+  readonly metrics: UserspaceMetrics = { bindFailures: { proxy_port: 0, node_port: 0, external_ip: 0 }, restoreFailures: 0 };
+  readonly limits: RelayLimits;
+  readonly runner: IptablesRunner;
+  readonly sockets: Sockets;
+  readonly #o: UserspaceBackendOptions;
+  readonly #log: Logger;
+  readonly #ctx: RelayContext;
+  readonly #ports: PortAllocator;
+  readonly #claims: PortClaims;
+  readonly #entries = new Map<string, Entry>();
+  /** #retired: sockets the kernel's rules may still lead to; closed after the next successful restore. */
+  #retired: ProxySocket[] = [];
+  /** #skipped: service ports that could not be programmed, with why. */
+  readonly #skipped = new Map<string, string>();
+  /** #failedBinds: ports whose bind failure was already reported (reported again only after a success). */
+  readonly #failedBinds = new Set<string>();
+  readonly #refusedLog = new Map<string, { at: number; since: number }>();
+  #needFull = true;
+  #lastText = '';
+  #planned: UserspacePlanned | null = null;
+  #version = 0;
+  #stopped = false;
+
+  constructor(opts: UserspaceBackendOptions) {
+    this.#o = opts;
+    this.family = opts.family;
+    this.#log = opts.logger.child('userspace');
+    this.runner = opts.iptables;
+    this.sockets = opts.sockets;
+    const u = opts.config.userspace;
+    this.limits = {
+      maxConnections: u.maxConnections,
+      maxConnectionsPerService: u.maxConnectionsPerService,
+      maxUDPSessions: u.maxUDPSessions,
+      udpIdleTimeoutMs: u.udpIdleTimeoutMs,
+      drainTimeoutMs: u.drainTimeoutMs,
+    };
+    this.#ports = new PortAllocator(u.portRange, opts.random);
+    this.#claims = new PortClaims(opts.sockets, this.#log);
+    this.#ctx = {
+      sockets: opts.sockets,
+      clock: opts.clock,
+      log: this.#log,
+      stats: this.stats,
+      limits: this.limits,
+      random: opts.random,
+      refused: (port, reason, detail) => this.#refused(port, reason, detail),
+    };
+  }
+
+  planned(): UserspacePlanned | null {
+    return this.#planned;
+  }
+
+  proxySockets(): number {
+    let n = 0;
+    for (const e of this.#entries.values()) for (const p of POOLS) if (e.sockets[p]) n++;
+    return n;
+  }
+
+  claims(): number {
+    return this.#claims.size;
+  }
+
+  watchTampering(onTampered: (reason: string) => void): () => void {
+    return startCanaryMonitor({ runner: this.#o.iptables, clock: this.#o.clock, logger: this.#log, intervalMs: this.#o.canaryIntervalMs, onTampered });
+  }
+
+  /**
+   * #refused counts a connection (or UDP client) that was not relayed and
+   * logs it: the first of its service port and reason at once, then at most
+   * one line per interval with how many followed.
+   */
+  #refused(port: PortStats, reason: RefusedReason, detail: Record<string, unknown>): void {
+    port.refused[reason]++;
+    const key = `${port.id}|${reason}`;
+    const now = this.#o.clock.monotonic();
+    const every = this.#o.refusedLogIntervalMs ?? 10_000;
+    const last = this.#refusedLog.get(key);
+    if (last && now - last.at < every) return;
+    const count = port.refused[reason] - (last?.since ?? 0);
+    this.#refusedLog.set(key, { at: now, since: port.refused[reason] });
+    const what: Record<RefusedReason, string> = {
+      no_endpoints: 'connection refused: the service port has no endpoint for it',
+      connect_failed: 'connection refused: no endpoint could be connected',
+      limit_total: 'connection refused: the limit of open connections (all services) is reached',
+      limit_service: "connection refused: the service's limit of open connections is reached",
+      limit_udp_sessions: 'UDP client dropped: the limit of UDP sessions is reached',
+    };
+    this.#log.warn(what[reason], { servicePort: port.id, reason, sinceLastLine: count, ...detail });
+  }
+
+  async cleanup(): Promise<CleanupResult> {
+    // The sockets stay: the next sync writes the portals back to them.
+    this.#needFull = true;
+    this.#lastText = '';
+    this.#planned = { version: ++this.#version, text: '', port: () => null, ids: () => [] };
+    return this.#o.cleanup();
+  }
+
+  /** stop closes every proxy socket and claim (the portals stay, as with every mode's rules). */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    for (const e of this.#entries.values()) for (const p of POOLS) e.sockets[p]?.close();
+    for (const s of this.#retired) s.close();
+    this.#retired = [];
+    this.#claims.closeAll();
+  }
+
+  async sync(input: BackendSyncInput): Promise<BackendSyncResult> {
+    const clock = this.#o.clock;
+    const t0 = clock.monotonic();
+    let ioMs = 0;
+    let step = 'addresses';
+    let full = input.forceFull || this.#needFull;
+    let batch: string | undefined;
+    const io = async <T>(fn: () => Promise<T>): Promise<T> => {
+      const t = clock.monotonic();
+      try {
+        return await fn();
+      } finally {
+        ioMs += clock.monotonic() - t;
+      }
+    };
+    try {
+      if (this.#stopped) throw new SyncFailedError('the userspace proxy is stopped');
+      const state = input.state;
+      const hostAddresses = (await io(() => this.#o.netif.addresses())).filter((a) => a.family === this.#o.family).map((a) => a.address);
+      const ctx = this.#portalContext(state, hostAddresses);
+      step = 'sockets';
+      const { order, wantedClaims } = await io(() => this.#reconcile(state, new Set(hostAddresses), ctx));
+      const entries: PortalEntry[] = order.map((id) => {
+        const e = this.#entries.get(id)!;
+        return { sp: e.sp, ports: { cluster: e.sockets.cluster?.port ?? null, local: e.sockets.local?.port ?? null }, nodePort: e.nodePort, skipIPs: e.skipIPs };
+      });
+      step = 'build';
+      const portals = buildPortals(ctx, entries);
+      let jumps: ReturnType<typeof missingJumps> = [];
+      let staleLines: string[] = [];
+      if (full) {
+        step = 'iptables-save';
+        const dump: IptablesDump = parseIptablesSave(await io(() => this.#o.iptables.save()));
+        jumps = missingJumps(dump);
+        staleLines = staleChainLines(dump);
+        if (jumps.length) this.#log.info('creating the jumps into the portal chains', { jumps: jumps.map((j) => `${j.table}/${j.from} -> ${j.to}`).join('; ') });
+        if (staleLines.length) this.#log.info("removing other modes' chains", { lines: staleLines.length });
+      }
+      step = 'build';
+      // text: what the portal chains hold (compared between syncs, the dashboard's intent); the input adds the missing jumps and other modes' removal.
+      const { text } = portalsRestoreText(portals, order);
+      const withJumps = portalsRestoreText(portals, order, jumps);
+      const input2 = staleLines.length ? withJumps.text + staleLines.join('\n') + '\n' : withJumps.text;
+      const lines = withJumps.lines + staleLines.length;
+      const write = full || text !== this.#lastText;
+      if (write) {
+        step = 'iptables-restore';
+        batch = input2;
+        await io(() => this.#o.iptables.restore(input2));
+      }
+      // The kernel's rules lead only to the current sockets now: close the rest.
+      step = 'close';
+      for (const s of this.#retired) s.close();
+      this.#retired = [];
+      for (const owner of this.#claims.owners()) this.#claims.releaseExcept(owner, wantedClaims.get(owner) ?? new Set());
+      this.stats.prune(new Set(order));
+      for (const e of this.#entries.values()) for (const p of POOLS) e.sockets[p]?.balancer.sweep();
+      this.#lastText = text;
+      this.#needFull = false;
+      this.#plan(text, portals);
+      return {
+        full,
+        buildMs: Math.max(0, clock.monotonic() - t0 - ioMs),
+        applyMs: ioMs,
+        linesWritten: write ? lines : 0,
+        bytesWritten: write ? Buffer.byteLength(input2) : 0,
+        servicesWritten: write ? (full ? new Set(order.map((id) => this.#entries.get(id)!.sp.service)).size : state.changedServices.size) : 0,
+        rulesByTable: { ...portals.rulesByTable, 'proxy-sockets': this.proxySockets() },
+        skippedServicePorts: new Map(this.#skipped),
+        ...(batch !== undefined ? { batch } : {}),
+      };
+    } catch (err) {
+      this.#needFull = true;
+      full = true;
+      const error = this.#describeFailure(err, step, batch);
+      if (error.code === RestoreFailedError.code) this.metrics.restoreFailures++;
+      this.#log.error('userspace sync failed; the next sync is full', { step, code: error.code, err: error.message });
+      return {
+        full,
+        buildMs: Math.max(0, clock.monotonic() - t0 - ioMs),
+        applyMs: ioMs,
+        linesWritten: 0,
+        bytesWritten: 0,
+        servicesWritten: 0,
+        rulesByTable: {},
+        error,
+        ...(batch !== undefined ? { batch } : {}),
+      };
+    }
+  }
+
+  #describeFailure(err: unknown, step: string, batch: string | undefined): KproxyError {
+    if (err instanceof IptablesRestoreError && batch !== undefined) {
+      const excerpt = extractLines(batch, err.lines, 1);
+      return new RestoreFailedError(`restoring the userspace portal chains: ${err.message}${excerpt ? `\n${excerpt}` : ''}`, { cause: err });
+    }
+    if (err instanceof KproxyError) return err;
+    return new SyncFailedError(`userspace sync failed (${step}): ${errorMessage(err)}`, { cause: err });
+  }
+
+  #portalContext(state: StateCheckout, hostAddresses: readonly string[]): PortalContext {
+    const { config, family } = this.#o;
+    const local = hostAddresses.filter((a) => !isLoopbackIP(a));
+    // The Node's own address when this host has it (the primary IP), else the host's first.
+    const hostIP = state.node.addresses.find((a) => local.includes(a)) ?? local[0];
+    if (!hostIP) throw new SyncFailedError(`the host has no ${family} address to send the node's own service traffic to (DNAT target of ${'KUBE-PORTALS-HOST'})`);
+    const npa = new NodePortAddresses(family, config.nodePortAddresses, state.node.addresses);
+    return {
+      family,
+      listenIP: this.#listenIP(),
+      hostIP,
+      nodePortIPs: npa.matchAll ? null : npa.nodeIPs([...hostAddresses]),
+      localDetector: localDetectorFor(config, state.node, family),
+    };
+  }
+
+  /** #listenIP: bindAddress when it is of this family (kube-proxy's listenIP), else the family's wildcard. */
+  #listenIP(): string {
+    const b = this.#o.config.bindAddress;
+    const v6 = b.includes(':');
+    if ((this.#o.family === 'IPv6') === v6) return b;
+    return this.#o.family === 'IPv6' ? '::' : '0.0.0.0';
+  }
+
+  /**
+   * #reconcile makes the sockets and claims match the wanted service ports:
+   * opens missing sockets, replaces those whose protocol changed, gives each
+   * its endpoints, and retires what is no longer wanted (closed after the
+   * restore). Returns the programmed service ports in order and the claims
+   * each holds.
+   */
+  async #reconcile(state: StateCheckout, hostAddresses: ReadonlySet<string>, ctx: PortalContext): Promise<{ order: string[]; wantedClaims: Map<string, Set<string>> }> {
+    const order: string[] = [];
+    const wantedClaims = new Map<string, Set<string>>();
+    const seen = new Set<string>();
+    for (const id of [...state.services.keys()].sort()) {
+      const sp = state.services.get(id)!;
+      seen.add(id);
+      if (sp.protocol === 'SCTP') {
+        this.#skip(id, 'SCTP is not relayed by the userspace mode (TCP and UDP only)');
+        this.#retire(id);
+        continue;
+      }
+      let e = this.#entries.get(id);
+      if (e && e.sp.protocol !== sp.protocol) {
+        this.#retire(id);
+        e = undefined;
+      }
+      if (!e) {
+        e = { sp, sockets: {}, nodePort: false, skipIPs: new Set(), problems: [] };
+        this.#entries.set(id, e);
+      }
+      e.sp = sp;
+      const cat = categorizeEndpoints(state.endpoints.get(id), sp, this.#o.nodeName, state.node.zone);
+      const want: Record<Pool, boolean> = { cluster: usesClusterEndpoints(sp), local: usesLocalEndpoints(sp) };
+      let bindError: string | null = null;
+      for (const pool of POOLS) {
+        const have = e.sockets[pool];
+        if (!want[pool]) {
+          if (have) {
+            this.#retired.push(have);
+            delete e.sockets[pool];
+          }
+          continue;
+        }
+        if (!have) {
+          const opened = await this.#open(sp, pool, ctx.listenIP);
+          if (typeof opened === 'string') {
+            bindError = opened;
+            break;
+          }
+          e.sockets[pool] = opened;
+        }
+      }
+      if (bindError !== null) {
+        this.#skip(id, bindError);
+        this.#retire(id);
+        continue;
+      }
+      e.sockets.cluster?.update(sp, cat.cluster);
+      e.sockets.local?.update(sp, cat.local);
+      this.#markServing(sp, e);
+      wantedClaims.set(id, await this.#claimFor(e, ctx, hostAddresses));
+      if (this.#skipped.delete(id)) this.#log.info('service port programmed again', { servicePort: id });
+      order.push(id);
+    }
+    for (const id of [...this.#entries.keys()]) if (!seen.has(id)) this.#retire(id);
+    for (const id of [...this.#skipped.keys()]) if (!seen.has(id)) this.#skipped.delete(id);
+    return { order, wantedClaims };
+  }
+
+  #skip(id: string, why: string): void {
+    if (this.#skipped.get(id) !== why) this.#log.warn('service port not relayed', { servicePort: id, why });
+    this.#skipped.set(id, why);
+  }
+
+  /** #retire takes a service port's sockets out (closed after the restore that removes their portals). */
+  #retire(id: string): void {
+    const e = this.#entries.get(id);
+    if (!e) return;
+    for (const p of POOLS) {
+      const s = e.sockets[p];
+      if (s) this.#retired.push(s);
+    }
+    this.#entries.delete(id);
+    const port = this.stats.ports.get(id);
+    if (port) for (const ep of port.endpoints.values()) ep.serving = false;
+  }
+
+  #markServing(sp: ServicePort, e: Entry): void {
+    const port = this.stats.port(sp.id, sp.service, sp.protocol);
+    const serving = new Set<string>();
+    for (const p of POOLS) for (const k of e.sockets[p]?.serving() ?? []) serving.add(k);
+    for (const k of serving) this.stats.endpoint(port, k).serving = true;
+    for (const ep of port.endpoints.values()) if (!serving.has(ep.key)) ep.serving = false;
+  }
+
+  /** #open binds a proxy socket on a port of the range (or one the kernel picks), trying a few taken ones. */
+  async #open(sp: ServicePort, pool: Pool, host: string): Promise<ProxySocket | string> {
+    let last = '';
+    for (let attempt = 0; attempt < 8; attempt++) {
+      const port = this.#ports.allocate();
+      if (port === null) {
+        last = `the proxy port range ${this.#ports.range!.base}-${this.#ports.range!.base + this.#ports.range!.size - 1} is exhausted`;
+        break;
+      }
+      try {
+        const s = await ProxySocket.open(this.#ctx, sp, pool, host, port);
+        this.#failedBinds.delete(`${sp.id}|${pool}`);
+        this.#log.info('proxying service port', { servicePort: sp.id, pool, listen: `${host}:${s.port}`, protocol: sp.protocol });
+        const release = this.#ports;
+        const close = s.close.bind(s);
+        s.close = () => {
+          close();
+          release.release(s.port);
+        };
+        return s;
+      } catch (err) {
+        last = errorMessage(err);
+        // A port another program holds stays marked taken; without a range, retrying picks another anyway.
+        if ((err as { code?: string }).code !== 'EADDRINUSE') break;
+      }
+    }
+    const why = `cannot open its ${pool === 'local' ? 'Local-policy ' : ''}proxy socket on ${host}: ${last}`;
+    this.#bindFailed(sp, 'proxy_port', `${sp.id}|${pool}`, why);
+    return why;
+  }
+
+  #bindFailed(sp: ServicePort, kind: BindFailureKind, key: string, why: string): void {
+    this.metrics.bindFailures[kind]++;
+    if (this.#failedBinds.has(key)) return;
+    this.#failedBinds.add(key);
+    const err = new ProxyPortBindError(`service port ${sp.id}: ${why}`);
+    this.#log.error(err.message, { code: err.code, kind });
+    this.#o.events?.record({ kind: 'Service', namespace: sp.namespace, name: sp.serviceName }, 'Warning', 'FailedToBindProxyPort', 'Listen', `${err.message} (${err.code})`);
+  }
+
+  /** #claimFor holds the node port and the ports of external and LB IPs that are this node's addresses. */
+  async #claimFor(e: Entry, ctx: PortalContext, hostAddresses: ReadonlySet<string>): Promise<Set<string>> {
+    const sp = e.sp;
+    const keep = new Set<string>();
+    e.problems = [];
+    e.skipIPs = new Set();
+    e.nodePort = sp.nodePort !== 0;
+    if (sp.nodePort !== 0) {
+      for (const host of ctx.nodePortIPs ?? [ctx.listenIP]) {
+        const r = await this.#claims.claim(host, sp.nodePort, sp.protocol, sp.id);
+        const key = PortClaims.key(host, sp.nodePort, sp.protocol);
+        if (r.ok) {
+          keep.add(key);
+          this.#failedBinds.delete(key);
+          continue;
+        }
+        e.nodePort = false;
+        e.problems.push(`node port ${sp.nodePort}: ${r.error}`);
+        this.#bindFailed(sp, 'node_port', key, `node port ${sp.nodePort} not proxied: ${r.error}`);
+      }
+    }
+    for (const ip of [...sp.externalIPs, ...sp.loadBalancerVIPs]) {
+      if (!hostAddresses.has(ip)) continue;
+      const r = await this.#claims.claim(ip, sp.port, sp.protocol, sp.id);
+      const key = PortClaims.key(ip, sp.port, sp.protocol);
+      if (r.ok) {
+        keep.add(key);
+        this.#failedBinds.delete(key);
+        continue;
+      }
+      e.skipIPs.add(ip);
+      e.problems.push(`${ip}:${sp.port}: ${r.error}`);
+      this.#bindFailed(sp, 'external_ip', key, `${ip}:${sp.port} not proxied: ${r.error}`);
+    }
+    return keep;
+  }
+
+  #plan(text: string, portals: Portals): void {
+    const snapshot = new Map<string, PortalPort>();
+    for (const [id, e] of this.#entries) {
+      snapshot.set(id, {
+        sp: e.sp,
+        sockets: POOLS.flatMap((pool) => {
+          const s = e.sockets[pool];
+          return s ? [{ pool, port: s.port, endpoints: s.balancer.endpoints, affinityClients: s.balancer.affinityClients }] : [];
+        }),
+        rules: portals.rules.get(id) ?? [],
+        claims: this.#claims.keys(id),
+        problems: [...e.problems],
+      });
+    }
+    const ids = [...snapshot.keys()].sort();
+    this.#planned = { version: ++this.#version, text, port: (id) => snapshot.get(id) ?? null, ids: () => ids };
+  }
+}
+
+export { REFUSED_REASONS };
+export type { Endpoint };
