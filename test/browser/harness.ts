@@ -104,11 +104,17 @@ export interface Browser {
  * (the test's self-signed dashboard certificate, pinned by its public key;
  * every other certificate error still fails).
  */
-export async function launchBrowser(opts: { trustCert?: string } = {}): Promise<Browser> {
+export async function launchBrowser(opts: { trustCert?: string; netns?: string } = {}): Promise<Browser> {
   const profile = mkdtempSync(join(tmpdir(), 'kpt-chromium-'));
   const pin = opts.trustCert ? [`--ignore-certificate-errors-spki-list=${spkiHash(opts.trustCert)}`] : [];
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: '/usr/bin/chromium',
+  // netns: Chromium runs inside a test's network namespace (to reach a daemon listening on that namespace's loopback).
+  let executablePath = '/usr/bin/chromium';
+  if (opts.netns) {
+    executablePath = join(profile, 'chromium-in-netns');
+    writeFileSync(executablePath, `#!/bin/sh\nexec ip netns exec ${opts.netns} /usr/bin/chromium "$@"\n`, { mode: 0o755 });
+  }
+  const context = await chromium.launchPersistentContext(join(profile, 'data'), {
+    executablePath,
     headless: true,
     viewport: { width: 1440, height: 900 },
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic', '--no-first-run', '--disable-component-update', '--disable-sync', ...pin],

@@ -5,9 +5,12 @@ export type Route =
   | { readonly page: 'service'; readonly namespace: string; readonly name: string }
   | { readonly page: 'rules'; readonly table: string; readonly chain: string | null; readonly q: string; readonly drift?: boolean }
   | { readonly page: 'syncs' }
-  | { readonly page: 'actions' };
+  | { readonly page: 'actions' }
+  | { readonly page: 'connections'; readonly q: string };
 
 export const PAGES = ['overview', 'services', 'rules', 'syncs', 'actions'] as const;
+/** RELAY_PAGES: the pages of the userspace mode only (the relay's open connections). */
+export const RELAY_PAGES = ['connections'] as const;
 
 /** parseRoute reads a location hash; anything unknown is the overview. */
 export function parseRoute(hash: string): Route {
@@ -24,6 +27,8 @@ export function parseRoute(hash: string): Route {
       return { page: 'syncs' };
     case 'actions':
       return { page: 'actions' };
+    case 'connections':
+      return { page: 'connections', q: params.get('q') ?? '' };
     default:
       return { page: 'overview' };
   }
@@ -43,6 +48,8 @@ export function href(r: Route): string {
       const query = [r.q ? `q=${e(r.q)}` : '', r.drift ? 'drift' : ''].filter(Boolean).join('&');
       return `#/rules/${e(r.table)}${r.chain ? `/${e(r.chain)}` : ''}${query ? `?${query}` : ''}`;
     }
+    case 'connections':
+      return r.q ? `#/connections?q=${e(r.q)}` : '#/connections';
     default:
       return `#/${r.page}`;
   }

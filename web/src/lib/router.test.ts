@@ -10,6 +10,8 @@ describe('routes', () => {
       { page: 'rules', table: 'nat', chain: 'KUBE-SVC-ABC', q: '10.96', drift: true },
       { page: 'syncs' },
       { page: 'actions' },
+      { page: 'connections', q: 'shop/web 10.0.0.2' },
+      { page: 'connections', q: '' },
     ];
     for (const r of routes) expect(parseRoute(href(r))).toEqual(r.page === 'rules' ? r : r);
   });

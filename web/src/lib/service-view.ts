@@ -4,8 +4,11 @@ import type { ChainView, PortDetail, ServiceDetail, WatchedCounters } from './pr
 export function withCounters(detail: ServiceDetail, counters: WatchedCounters | null): ServiceDetail {
   if (!counters || counters.service !== detail.summary.key) return detail;
   const live = new Map(counters.chains.map((c) => [`${c.port}\u0000${c.table}\u0000${c.name}`, c]));
+  // Userspace mode: the relay's figures (connections, bytes, rates, shares) arrive with the counters.
+  const relay = new Map((counters.relay ?? []).map((r) => [r.port, r.facts]));
   const ports: PortDetail[] = detail.ports.map((p) => ({
     ...p,
+    ...(relay.has(p.id) ? { relay: relay.get(p.id) } : {}),
     chains: p.chains.map((c): ChainView => {
       const l = live.get(`${p.id}\u0000${c.table}\u0000${c.name}`);
       if (!l || l.rules.length !== c.rules.length) return c;
