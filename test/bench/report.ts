@@ -7,6 +7,7 @@ import { renderDualStack } from './dual-stack.ts';
 import { readFileSync } from 'node:fs';
 import { fmt, fmtSummary, summarize, type Percentiles } from './stats.ts';
 import type { NftablesRun, NftChange } from './nftables.ts';
+import type { UserspaceRun } from './userspace.ts';
 import { sizeName, type Results, type Size, type TargetResult } from './results.ts';
 
 const same = (a: Size, b: Size) => a.services === b.services && a.endpoints === b.endpoints;
@@ -124,7 +125,34 @@ export function evaluateTargets(r: Results): TargetResult[] {
     });
   }
   out.push(...nftablesTargets(r));
+  if (r.userspace) out.push(...userspaceTargets(r.userspace));
   return out;
+}
+
+/** userspaceTargets: issue 14's bench targets, userspace mode against iptables mode in the same namespaces and run. */
+export function userspaceTargets(u: UserspaceRun): TargetResult[] {
+  const med = (xs: readonly number[]) => median([...xs]);
+  return [
+    {
+      name: `userspace mode: bulk TCP throughput / the iptables mode's DNAT path (${u.bulkBytes / 1048576} MiB per transfer, median of ${u.throughput.userspace.length})`,
+      target: '≥ 0.5',
+      measured: `${u.throughputRatio.toFixed(2)} (${fmt(med(u.throughput.userspace))} / ${fmt(med(u.throughput.iptables))} MiB/s)`,
+      met: u.throughputRatio >= 0.5,
+    },
+    {
+      name: `userspace mode: added p99 latency, 64-byte requests at ${u.latency.rate.toLocaleString('en-US')}/s over 10 connections for ${u.latency.seconds} s`,
+      target: '≤ 1 ms',
+      measured: `${u.addedP99Ms.toFixed(2)} ms (p99 ${u.latency.userspace.p99.toFixed(2)} / ${u.latency.iptables.p99.toFixed(2)} ms; p50 ${u.latency.userspace.p50.toFixed(2)} / ${u.latency.iptables.p50.toFixed(2)} ms)`,
+      met: u.addedP99Ms <= 1,
+      note: `requests that found their connection still waiting were skipped: ${u.latency.skipped.userspace} (userspace), ${u.latency.skipped.iptables} (iptables)`,
+    },
+    {
+      name: `userspace mode: RSS cost of ${u.idle.count.toLocaleString('en-US')} open idle connections`,
+      target: '≤ 150 MiB',
+      measured: `${fmt(u.idle.costMiB)} MiB (${fmt(u.idle.rssBeforeMiB)} → ${fmt(u.idle.rssAfterMiB)} MiB; ${u.idle.open.toLocaleString('en-US')} held, ${u.idle.failed} failed)`,
+      met: u.idle.costMiB <= 150 && u.idle.open === u.idle.count && u.idle.failed === 0,
+    },
+  ];
 }
 
 const median = (xs: number[]) => summarize(xs).median;

@@ -9,6 +9,7 @@ import type { FullSyncRun, MemoryOnly } from './full-sync.ts';
 import type { DualStackRun } from './dual-stack.ts';
 import type { Machine } from './machine.ts';
 import type { NftablesRun } from './nftables.ts';
+import type { UserspaceRun } from './userspace.ts';
 import type { PartialSample } from './partial-sync.ts';
 import type { Flavor } from './replay.ts';
 import type { Percentiles } from './stats.ts';
@@ -108,6 +109,8 @@ export interface Results {
   dualStack?: DualStackRun[];
   /** nftables: nftables mode's own measurements (nftables.ts; its churn is in churn with mode nftables). */
   nftables?: NftablesRun[];
+  /** userspace: the userspace mode's relay against iptables DNAT (userspace.ts). */
+  userspace?: UserspaceRun;
   targets: TargetResult[];
   readonly notes: string[];
   /** only: the parts measured when the run was limited to some (run.ts --only). */

@@ -6,10 +6,12 @@
  *   npm run bench -- --quick        a few minutes: 1k/10k services, both flavours for full syncs
  *   npm run bench                   the full size: 1k/10k/30k × 2/10 endpoints, 3 runs each
  *   options: --flavor nft|legacy|both  --runs N  --out DIR  --docs (rewrite docs/performance.md's table)
- *            --only full,partial,churn,dashboard,dataplane,memory,leak,dualstack,nftables (some parts; daemons are
+ *            --only full,partial,churn,dashboard,dataplane,memory,leak,dualstack,nftables,userspace (some parts; daemons are
  *            still started at the sizes those parts need, one full-sync run each unless `full` is listed)
  *   nftables: --proxy-mode nftables at 10,000 × 10 (nftables.ts: first full sync vs a bare nft -f, partial syncs,
  *            restart over the right table) and its churn through the Kubernetes API, reported beside iptables mode
+ *   userspace: the userspace mode's relay against the iptables mode's DNAT path in the same namespaces
+ *            (userspace.ts: bulk throughput, round trips at 1,000/s, 10,000 idle connections' RSS)
  *
  * Writes results/<date>-<mode>.json and .md (test/bench/results/ by default).
  */
@@ -28,6 +30,7 @@ import { describeMachine } from './machine.ts';
 import { dualStackRun } from './dual-stack.ts';
 import { writeManifests, type ManifestDir } from './manifests.ts';
 import { removeAll } from './netns.ts';
+import { userspaceRun } from './userspace.ts';
 import { nftablesRun } from './nftables.ts';
 import { kernelFloorMs, measurePartial } from './partial-sync.ts';
 import type { Flavor } from './replay.ts';
@@ -44,7 +47,7 @@ const { values: opts } = parseArgs({
     only: { type: 'string' },
   },
 });
-const PARTS = ['full', 'partial', 'churn', 'dashboard', 'dataplane', 'memory', 'leak', 'dualstack', 'nftables'] as const;
+const PARTS = ['full', 'partial', 'churn', 'dashboard', 'dataplane', 'memory', 'leak', 'dualstack', 'nftables', 'userspace'] as const;
 type Part = (typeof PARTS)[number];
 const only = opts.only ? new Set(opts.only.split(',').map((x) => x.trim())) : null;
 for (const x of only ?? []) if (!PARTS.includes(x as Part)) throw new Error(`--only: unknown part "${x}" (parts: ${PARTS.join(', ')})`);
@@ -333,6 +336,18 @@ async function main(): Promise<Results> {
       const msg = err instanceof Error ? err.message : String(err);
       log(`  FAILED: ${msg}`);
       results.notes.push(`nftables mode churn through the API at ${sizeName(NFTABLES_SIZE)} failed: ${msg}`);
+    }
+  }
+
+  // The userspace mode's relay beside the iptables mode's DNAT path, in its own namespaces (userspace.ts).
+  if (want('userspace')) {
+    log('userspace mode: relay vs iptables DNAT (bulk throughput, round trips at 1,000/s, 10,000 idle connections)');
+    try {
+      results.userspace = await userspaceRun({ reps: quick ? 2 : 3, idle: 10_000, latencySeconds: quick ? 5 : 10, log: (m) => log(`  ${m}`) });
+    } catch (err) {
+      const msg = err instanceof Error ? err.message : String(err);
+      log(`  FAILED: ${msg}`);
+      results.notes.push(`userspace mode failed: ${msg}`);
     }
   }
 

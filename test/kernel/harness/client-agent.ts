@@ -15,6 +15,8 @@
  *   {op:"bulk", host, port, bytes, pauseEveryBytes?, pauseMs?, timeoutMs}  ask a bulk port for `bytes`, read them
  *     (a slow reader when it pauses pauseMs after every pauseEveryBytes), answer the count and sha256
  *   {op:"many", host, port, count, timeoutMs}         open count connections at once, await every hello, close them all
+ *     bulk's holdAt: stop reading once that many bytes arrived, until {op:"bulk-resume"}; {op:"bulk-status"} says
+ *     how many bytes arrived and whether the reader is holding
  * It exits when stdin closes.
  */
 import { createHash } from 'node:crypto';
@@ -157,11 +159,23 @@ function udpOnce(t: Target): Promise<Attempt> {
 }
 
 /** bulkOnce reads a bulk transfer to its end, hashing as it goes; a slow reader pauses the socket now and then. */
-function bulkOnce(t: Target, bytes: number, pauseEveryBytes: number, pauseMs: number): Promise<Record<string, unknown>> {
+/** bulkNow: the running bulk transfer's reader (one at a time), for bulk-status and bulk-resume. */
+let bulkNow: { got: () => number; holding: () => boolean; resume: () => void } | null = null;
+
+function bulkOnce(t: Target, bytes: number, pauseEveryBytes: number, pauseMs: number, holdAt: number): Promise<Record<string, unknown>> {
   const started = performance.now();
   const socket = connect({ host: t.host, port: t.port });
   const hash = createHash('sha256');
   let got = 0;
+  let holding = false;
+  bulkNow = {
+    got: () => got,
+    holding: () => holding,
+    resume: () => {
+      holding = false;
+      socket.resume();
+    },
+  };
   let nextPause = pauseEveryBytes > 0 ? pauseEveryBytes : Infinity;
   return new Promise((resolve) => {
     const timer = setTimeout(() => finish('timeout'), t.timeoutMs);
@@ -174,7 +188,10 @@ function bulkOnce(t: Target, bytes: number, pauseEveryBytes: number, pauseMs: nu
     socket.on('data', (chunk: Buffer) => {
       hash.update(chunk);
       got += chunk.length;
-      if (got >= nextPause) {
+      if (holdAt > 0 && got >= holdAt && !holding && got - chunk.length < holdAt) {
+        holding = true;
+        socket.pause();
+      } else if (got >= nextPause) {
         nextPause += pauseEveryBytes;
         socket.pause();
         setTimeout(() => socket.resume(), pauseMs);
@@ -232,7 +249,12 @@ async function handle(req: Record<string, unknown>): Promise<Record<string, unkn
       return {};
     }
     case 'bulk':
-      return { result: await bulkOnce(t, Number(req.bytes), Number(req.pauseEveryBytes ?? 0), Number(req.pauseMs ?? 0)) };
+      return { result: await bulkOnce(t, Number(req.bytes), Number(req.pauseEveryBytes ?? 0), Number(req.pauseMs ?? 0), Number(req.holdAt ?? 0)) };
+    case 'bulk-status':
+      return { result: { got: bulkNow?.got() ?? 0, holding: bulkNow?.holding() ?? false } };
+    case 'bulk-resume':
+      bulkNow?.resume();
+      return {};
     case 'many':
       return { results: await many(t, Number(req.count)) };
     default:

@@ -143,9 +143,19 @@ export class NsClient {
    * reads it to the end (pausing `pauseMs` after every `pauseEveryBytes`: a slow
    * reader); it returns what arrived as a count and a sha256.
    */
-  async bulk(t: Target & { bytes: number; pauseEveryBytes?: number; pauseMs?: number }): Promise<{ outcome: Outcome; bytes: number; sha256: string; ms: number; error?: string }> {
+  async bulk(t: Target & { bytes: number; pauseEveryBytes?: number; pauseMs?: number; holdAt?: number }): Promise<{ outcome: Outcome; bytes: number; sha256: string; ms: number; error?: string }> {
     const res = await this.#call({ op: 'bulk', ...t, timeoutMs: t.timeoutMs ?? 120_000 });
     return res.result as { outcome: Outcome; bytes: number; sha256: string; ms: number; error?: string };
+  }
+
+  /** bulkStatus: the running bulk transfer's bytes read so far, and whether its reader holds (bulk's holdAt). */
+  async bulkStatus(): Promise<{ got: number; holding: boolean }> {
+    return (await this.#call({ op: 'bulk-status' })).result as { got: number; holding: boolean };
+  }
+
+  /** bulkResume lets a holding bulk reader read again. */
+  async bulkResume(): Promise<void> {
+    await this.#call({ op: 'bulk-resume' });
   }
 
   /** many opens `count` connections at once, waits for every hello, then closes them all. */
