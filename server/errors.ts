@@ -133,3 +133,9 @@ export const MediaTypeUnsupportedError = define('KPROXY_ERR_MEDIA_TYPE_UNSUPPORT
 export const MethodNotAllowedError = define('KPROXY_ERR_METHOD_NOT_ALLOWED', 405);
 /** InternalError: a thrown value that is not a catalogue error (a bug), as a request's answer. */
 export const InternalError = define('KPROXY_ERR_INTERNAL', 500);
+
+// --- packet tracer (kproxy trace, GET /api/v1/trace)
+/** TraceInputError: a trace's packet is not valid (the message names the field: proto, src, dst, from); exit 1 / HTTP 400. */
+export const TraceInputError = define('KPROXY_ERR_TRACE_INPUT', 400);
+/** TraceUnavailableError: the rules cannot be traced (no kernel read, or a mode the tracer does not know). */
+export const TraceUnavailableError = define('KPROXY_ERR_TRACE_UNAVAILABLE', 503);

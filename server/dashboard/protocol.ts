@@ -469,6 +469,91 @@ export interface DriftReport {
   readonly findings: readonly DriftFinding[];
 }
 
+/** TraceVerdict is what happens to a traced packet: DNAT to endpoints, refused, dropped, accepted as it is, or not a Service packet. */
+export type TraceVerdict = 'dnat' | 'reject' | 'drop' | 'accept' | 'none';
+
+/** TraceFrom is where a traced packet enters: a pod on this node, another node or outside (both PREROUTING), the node itself (OUTPUT). */
+export type TraceFrom = 'pod' | 'external' | 'node';
+
+/** TraceQuery is the packet asked about, as the tracer read it (addresses canonical). */
+export interface TraceQuery {
+  readonly proto: 'tcp' | 'udp' | 'sctp';
+  readonly src: string;
+  /** srcPort: null when not given (no rule kproxy writes looks at it). */
+  readonly srcPort: number | null;
+  readonly dst: string;
+  readonly dstPort: number;
+  readonly from: TraceFrom;
+}
+
+/** TraceStep is one rule (or chain end) a traced packet meets, in order. */
+export interface TraceStep {
+  /** table and chain as the Rules page names them ("nat" / "ip6-nat", "kube-proxy", "ipvs"). */
+  readonly table: string;
+  readonly chain: string;
+  /** hook: the netfilter hook this happens in ("prerouting", "input", "forward", "output", "postrouting"; "ipvs" for the virtual server). */
+  readonly hook: string;
+  /** rule: the rule text as the kernel lists it; null for a chain's end (policy or return). */
+  readonly rule: string | null;
+  /** index: the rule's position in its chain (0-based); null for a chain's end. */
+  readonly index: number | null;
+  readonly packets: number;
+  readonly bytes: number;
+  /** verdict: what the step does ("jump KUBE-SVC-…", "DNAT to 10.244.0.11:8080", "MARK", "policy ACCEPT", "return"). */
+  readonly verdict: string;
+  /** note: why, where the rule alone does not say (a probability, an affinity entry, an assumption). */
+  readonly note?: string;
+  /** drift: this chain differs from what kproxy wrote (the first finding's kind). */
+  readonly drift?: DriftKind;
+}
+
+/** TraceEndpoint is one place the packet may go, with its chance and the rest of its way. */
+export interface TraceEndpoint {
+  /** address: "10.244.0.11:8080" ("[fd00::11]:8080"). */
+  readonly address: string;
+  /** probability: of a new connection from this client landing here (0..1). */
+  readonly probability: number;
+  readonly masquerade: boolean;
+  /** path: the steps after the shared path (the choice of this endpoint, its DNAT, filter and postrouting). */
+  readonly path: readonly TraceStep[];
+  /** sticky: affinity: a client the kernel remembers goes here whatever the probability says. */
+  readonly sticky?: string;
+}
+
+/** TraceDrift is a difference between what kproxy wrote and what the kernel holds, on the traced path. */
+export interface TraceDrift {
+  readonly table: string;
+  readonly chain: string;
+  readonly kind: DriftKind;
+  readonly detail: string;
+}
+
+/** TraceResult answers "where does this packet go, and why" from the rules the kernel holds (GET /api/v1/trace, kproxy trace --json). */
+export interface TraceResult {
+  readonly query: TraceQuery;
+  readonly mode: KernelKind;
+  readonly family: 'IPv4' | 'IPv6';
+  readonly verdict: TraceVerdict;
+  /** reason: one sentence in Service terms. */
+  readonly reason: string;
+  /** service: the service port the packet was for ("ns/name:port"), when the rules say. */
+  readonly service: string | null;
+  /** endpoints: where a dnat verdict sends it, most likely first. */
+  readonly endpoints: readonly TraceEndpoint[];
+  /** masquerade: the packet leaves with the node's address as source (for every endpoint). */
+  readonly masquerade: boolean;
+  /** path: the steps every outcome shares, in order. */
+  readonly path: readonly TraceStep[];
+  /** drift: findings on the chains traced; null when not checked (the CLI on a live node has no record of what kproxy wrote). */
+  readonly drift: readonly TraceDrift[] | null;
+  /** notes: what the tracer assumed (rules it cannot evaluate, other outcomes and their chances). */
+  readonly notes: readonly string[];
+  /** readAt: when the kernel was read. */
+  readonly readAt: number | null;
+  /** simulated: the rules are --dry-run's simulated kernel. */
+  readonly simulated: boolean;
+}
+
 export interface TableInfo {
   readonly name: string;
   readonly chains: number;

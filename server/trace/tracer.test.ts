@@ -1,0 +1,134 @@
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { parseTraceQuery } from './packet.ts';
+import { loadCase } from './testing.ts';
+import { traceKernel, type TraceRead } from './tracer.ts';
+import { kernelTables, type KernelChain, type KernelRule, type KernelTables } from '../dashboard/kernel-view.ts';
+
+/**
+ * Golden cases: testdata/<case>/ holds a kernel read recorded from a node
+ * (testing.ts says which files) and packets.yaml; expected.yaml is what the
+ * tracer answers for each packet. UPDATE_GOLDEN=1 rewrites expected.yaml
+ * (review the diff); by default it is compared.
+ */
+const TESTDATA = join(import.meta.dirname, 'testdata');
+const UPDATE = process.env.UPDATE_GOLDEN === '1';
+const cases = readdirSync(TESTDATA, { withFileTypes: true })
+  .filter((d) => d.isDirectory() && existsSync(join(TESTDATA, d.name, 'packets.yaml')))
+  .map((d) => d.name)
+  .sort();
+
+describe('tracer golden cases', () => {
+  for (const name of cases) {
+    it(`traces ${name} as expected.yaml says`, async () => {
+      const dir = join(TESTDATA, name);
+      const c = await loadCase(dir);
+      const out: Record<string, unknown> = {};
+      for (const p of c.packets) out[p.name] = traceKernel(c.read, parseTraceQuery(p));
+      const text = stringify(out, { lineWidth: 0 });
+      const expectedPath = join(dir, 'expected.yaml');
+      if (UPDATE) writeFileSync(expectedPath, text);
+      expect(existsSync(expectedPath), `${expectedPath} is missing: run with UPDATE_GOLDEN=1 and review it`).toBe(true);
+      expect(text).toBe(readFileSync(expectedPath, 'utf8'));
+    });
+  }
+});
+
+/** withRules returns a read where one chain's rules are replaced (a node someone changed by hand). */
+function withRules(read: KernelTables, table: string, chain: string, rules: (old: readonly KernelRule[]) => KernelRule[]): KernelTables {
+  const tables = new Map(read.tables);
+  const t = tables.get(table)!;
+  const chains = new Map(t.chains);
+  const c = chains.get(chain);
+  const old = c?.rules ?? [];
+  chains.set(chain, { ...(c ?? { name: chain, builtin: false, policy: null, packets: 0, bytes: 0 }), rules: rules(old) } as KernelChain);
+  tables.set(table, { ...t, chains });
+  return kernelTables(tables);
+}
+const rule = (spec: string, target: string | null = null): KernelRule => ({ spec, target, packets: 0, bytes: 0 });
+const matrix = (mode: string) => loadCase(join(TESTDATA, `${mode}-matrix`));
+const trace = (r: TraceRead, p: { proto: string; src: string; dst: string; from?: string }) => traceKernel(r, parseTraceQuery(p));
+
+describe('tracer', () => {
+  it('says where the kernel differs from what kproxy wrote on the path, and marks those steps', async () => {
+    const c = await matrix('iptables');
+    const drift = [
+      { table: 'nat', chain: 'KUBE-SERVICES', kind: 'missing-rule' as const, detail: '-m comment --comment "kpt/spread:tcp cluster IP" …' },
+      { table: 'nat', chain: 'KUBE-SVC-UNRELATED', kind: 'missing-chain' as const, detail: 'kproxy wrote 3 rules; the kernel has no such chain' },
+    ];
+    const t = trace({ ...c.read, drift }, { proto: 'tcp', src: '10.0.0.2', dst: '10.96.0.10:80' });
+    expect(t.drift).toEqual([drift[0]]);
+    expect(t.path.find((s) => s.chain === 'KUBE-SERVICES')?.drift).toBe('missing-rule');
+    expect(t.path.find((s) => s.chain === 'PREROUTING')?.drift).toBeUndefined();
+    expect(t.reason).toMatch(/the kernel differs from what kproxy wrote on this path \(1 finding, see drift\)$/);
+    // Without a record of kproxy's intent, drift is not checked (null), not "none".
+    expect(trace(c.read, { proto: 'tcp', src: '10.0.0.2', dst: '10.96.0.10:80' }).drift).toBeNull();
+  });
+
+  it('follows iptables affinity when the recent lists are known: a remembered client goes to its endpoint', async () => {
+    const c = await matrix('iptables');
+    const sep = [...c.read.read.tables.get('nat')!.chains.values()].find((ch) => ch.rules.some((r) => r.spec.includes('--to-destination 10.244.0.12:8080') && r.spec.includes('kpt/sticky')))!.name;
+    const known: TraceRead = { ...c.read, facts: { ...c.read.facts, recentEntries: (list) => new Set(list === sep ? ['10.0.0.2'] : []) } };
+    const remembered = trace(known, { proto: 'tcp', src: '10.0.0.2', dst: '10.96.0.18:80' });
+    expect(remembered.verdict).toBe('dnat');
+    expect(remembered.endpoints.map((e) => [e.address, e.probability])).toEqual([['10.244.0.12:8080', 1]]);
+    expect(remembered.path.some((s) => s.note?.includes(`is in recent list ${sep}`))).toBe(true);
+    // Another client has no entry: a fresh choice among the three.
+    const fresh = trace(known, { proto: 'tcp', src: '10.0.0.3', dst: '10.96.0.18:80' });
+    expect(fresh.endpoints.map((e) => e.address).sort()).toEqual(['10.244.0.11:8080', '10.244.0.12:8080', '10.244.0.13:8080']);
+  });
+
+  it('follows nftables affinity from the affinity set elements the kernel lists', async () => {
+    const c = await matrix('nftables');
+    const table = c.read.read.tables.get('kube-proxy')!;
+    const set = [...table.chains.keys()].find((n) => n.startsWith('@affinity-') && n.endsWith('__10.244.0.13/8080'))!;
+    const read = withRules(c.read.read, 'kube-proxy', set, () => [rule('10.0.0.2')]);
+    const t = trace({ ...c.read, read }, { proto: 'tcp', src: '10.0.0.2', dst: '10.96.0.18:80' });
+    expect(t.endpoints.map((e) => [e.address, e.probability])).toEqual([['10.244.0.13:8080', 1]]);
+    expect(t.path.some((s) => s.note === `the client 10.0.0.2 is in ${set}: affinity sends it here`)).toBe(true);
+  });
+
+  it('splits on a probability it meets anywhere and reports the other outcome with its chance', async () => {
+    const c = await matrix('iptables');
+    const read = withRules(c.read.read, 'filter', 'FORWARD', (old) => [rule('-m statistic --mode random --probability 0.25 -j DROP', 'DROP'), ...old]);
+    const t = trace({ ...c.read, read }, { proto: 'tcp', src: '10.0.0.2', dst: '10.96.0.10:80' });
+    expect(t.verdict).toBe('dnat');
+    expect(t.endpoints.reduce((n, e) => n + e.probability, 0)).toBeCloseTo(0.75, 9);
+    expect(t.notes).toContain('with probability 25% the outcome is drop instead (see the rules after the shared path)');
+  });
+
+  it('takes a rule it cannot evaluate as not matching, and says so', async () => {
+    const c = await matrix('iptables');
+    const read = withRules(c.read.read, 'filter', 'FORWARD', (old) => [rule('-m hashlimit --hashlimit-upto 5/sec -j DROP', 'DROP'), ...old]);
+    const t = trace({ ...c.read, read }, { proto: 'tcp', src: '10.0.0.2', dst: '10.96.0.10:80' });
+    expect(t.verdict).toBe('dnat');
+    expect(t.notes).toContain('filter FORWARD rule 1 (-m hashlimit) could not be evaluated: taken as not matching');
+  });
+
+  it('reports a foreign DROP policy in Service-neutral terms', async () => {
+    const c = await matrix('iptables');
+    const tables = new Map(c.read.read.tables);
+    const filter = tables.get('filter')!;
+    const chains = new Map(filter.chains);
+    chains.set('FORWARD', { ...chains.get('FORWARD')!, policy: 'DROP' });
+    tables.set('filter', { ...filter, chains });
+    // Unmarked forwarded traffic (a pod keeps its address) meets the DROP policy; KUBE-FORWARD accepts only marked packets.
+    const t = trace({ ...c.read, read: kernelTables(tables) }, { proto: 'tcp', src: '10.244.0.13', dst: '10.96.0.15:80', from: 'pod' });
+    expect(t.verdict).toBe('drop');
+    expect(t.reason).toBe("10.96.0.15:80/tcp is dropped by the FORWARD chain's policy, not a kproxy rule");
+  });
+
+  it('says so when the node holds no rules of the packet family', async () => {
+    const c = await matrix('iptables');
+    const t = trace(c.read, { proto: 'tcp', src: 'fd00::2', dst: '[fd00:10:96::10]:80' });
+    expect(t.verdict).toBe('none');
+    expect(t.notes[0]).toBe('this node holds no IPv6 rules of iptables mode');
+  });
+
+  it('refuses a mode it does not know, naming it', async () => {
+    const c = await matrix('iptables');
+    expect(() => trace({ ...c.read, mode: 'userspace' as never }, { proto: 'tcp', src: '10.0.0.2', dst: '10.96.0.10:80' })).toThrow(/does not know userspace mode yet/);
+  });
+});
