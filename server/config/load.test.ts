@@ -257,6 +257,13 @@ describe('loadConfiguration: source selection', () => {
     expect(r.run).toMatchObject({ cleanup: true, source: null, kubeconfig: null });
   });
 
+  it('a command that reads no Services (kproxy trace on a node) needs no source, and still validates the flags', async () => {
+    const r = await loadConfiguration(['--proxy-mode', 'nftables'], machine(), { readsNoServices: true });
+    expect(r.run).toMatchObject({ source: null, kubeconfig: null });
+    expect(r.config.mode).toBe('nftables');
+    expect(await rejection(loadConfiguration(['--proxy-mode', 'carrier-pigeon'], machine(), { readsNoServices: true }))).toBeInstanceOf(FlagInvalidError);
+  });
+
   it('rejects --dry-run without a source when the package has no examples (as in the image)', async () => {
     const env = { ...machine(), exists: async () => false };
     const err = await rejection(loadConfiguration(['--dry-run'], env));

@@ -28,6 +28,12 @@ export interface ConfigEnv {
   packageRoot?: string;
 }
 
+/** LoadOptions says what the command about to run needs of the configuration. */
+export interface LoadOptions {
+  /** readsNoServices: the command reads no Services (`kproxy trace` on a node reads only its rules): no source and no valid node name are required, as for --cleanup. */
+  readsNoServices?: boolean;
+}
+
 /** LoadedConfiguration is the outcome of the command line and --config file together. */
 export interface LoadedConfiguration {
   config: ProxyConfig;
@@ -70,7 +76,7 @@ const DEFAULT_RUN: RunOptions = {
  * With --help or --version only the flags are parsed; the result carries the
  * defaults and no file is read.
  */
-export async function loadConfiguration(argv: readonly string[], env: ConfigEnv = {}): Promise<LoadedConfiguration> {
+export async function loadConfiguration(argv: readonly string[], env: ConfigEnv = {}, opts: LoadOptions = {}): Promise<LoadedConfiguration> {
   const exists = env.exists ?? pathExists;
   const flags = parseFlags(argv);
   const run: RunOptions = { ...DEFAULT_RUN, ...runFlags(flags) };
@@ -97,7 +103,7 @@ export async function loadConfiguration(argv: readonly string[], env: ConfigEnv 
   const node = nodeName(c, selection.sourceIsDefault, env.hostname ?? hostname);
   if (node.problem) {
     const flag = node.fromOverride ? setBy.get('hostnameOverride') : undefined;
-    if (run.cleanup) warnings.push(`node name: ${formatFieldError(node.problem)}`);
+    if (run.cleanup || opts.readsNoServices) warnings.push(`node name: ${formatFieldError(node.problem)}`);
     else errors.push(flag ? { ...node.problem, flag } : node.problem);
   }
   if (node.warning) warnings.push(node.warning);
@@ -107,8 +113,8 @@ export async function loadConfiguration(argv: readonly string[], env: ConfigEnv 
     // When every problem comes from the command line, the flags are what the operator has to fix.
     throw errors.every((e) => e.flag) ? new FlagInvalidError(message) : new ConfigInvalidError(message);
   }
-  // --cleanup reads no Services: it needs no source, and must work on a node that has none.
-  if (selection.problem && !run.cleanup) throw selection.noSource ? new NoSourceError(selection.problem) : new SourceInvalidError(selection.problem);
+  // --cleanup (and kproxy trace on a node) reads no Services: it needs no source, and must work on a node that has none.
+  if (selection.problem && !run.cleanup && !opts.readsNoServices) throw selection.noSource ? new NoSourceError(selection.problem) : new SourceInvalidError(selection.problem);
   const dashboardProblems = await dashboardFlagProblems(run, exists);
   if (dashboardProblems.length > 0) throw new FlagInvalidError(problemList('invalid dashboard flags', dashboardProblems));
   if (run.userspaceDrainTimeoutMs !== undefined && run.userspaceDrainTimeoutMs < 0) {

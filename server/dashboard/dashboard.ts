@@ -25,6 +25,8 @@ import { familyTable } from './family-view.ts';
 import { joinFamilies, splitPortId } from './family-model.ts';
 import type { IPFamily } from '../net/ip.ts';
 import { yieldToEventLoop, type Yield } from './yield.ts';
+import { DashboardTrace } from './trace-query.ts';
+import { hostInterfaces, type NetInterfaces } from '../kernel/netif.ts';
 
 /** DashboardDaemon is what the dashboard needs of a Daemon (server/daemon.ts satisfies it). */
 export interface DashboardDaemon {
@@ -82,6 +84,10 @@ export interface DashboardOptions {
   heavy?: HeavyReads;
   /** tlsReloadErrors: certificate pairs that changed and did not load (TlsFiles). */
   tlsReloadErrors?: () => number;
+  /** netInterfaces: the node's addresses for the packet tracer (default `ip -j addr show`). */
+  netInterfaces?: NetInterfaces;
+  /** readRecent: an xt_recent list for the tracer (default /proc/net/xt_recent/NAME). */
+  readRecent?: (name: string) => Promise<ReadonlySet<string> | null>;
 }
 
 /** DashboardCounters are what the dashboard refused, for kproxy_dashboard_* metrics and the Overview. */
@@ -120,6 +126,8 @@ export class Dashboard {
   /** stream: the live WebSocket sessions (connect, receive, pacing, counters while watched). */
   readonly stream: LiveStream;
   readonly heavy: HeavyReads;
+  /** tracer: the packet tracer over this dashboard's kernel read (GET /api/v1/trace). */
+  readonly tracer: DashboardTrace;
   readonly startedAt: number;
   readonly #o: DashboardOptions;
   readonly #log: Logger;
@@ -148,6 +156,15 @@ export class Dashboard {
     this.startedAt = opts.daemon.clock.now();
     this.heavy = opts.heavy ?? new HeavyReads();
     this.reader = new KernelReader({ provider: opts.provider, clock: opts.daemon.clock, logger: this.#log, pause: this.#pause, minIntervalMs: opts.kernelMinIntervalMs });
+    this.tracer = new DashboardTrace({
+      reader: this.reader,
+      provider: opts.provider,
+      states: () => opts.daemon.states,
+      clock: opts.daemon.clock,
+      netInterfaces: opts.netInterfaces ?? hostInterfaces(),
+      touch: () => this.touch(),
+      ...(opts.readRecent ? { readRecent: opts.readRecent } : {}),
+    });
     this.stream = new LiveStream({ queries: this, clock: opts.daemon.clock, logger: this.#log, hub: opts.hub, countersIntervalMs: opts.countersIntervalMs ?? this.provider.liveIntervalMs });
     const states = opts.daemon.states;
     // Every family's service ports in one model (IPv6 ones keyed "…@IPv6", family-model.ts).

@@ -66,3 +66,22 @@ export function traceKernel(r: TraceRead, asked: AskedPacket): TraceResult {
     simulated: r.simulated,
   };
 }
+
+/** MAX_RECENT_LISTS: xt_recent lists read for one trace (one per endpoint of an affinity Service on the way). */
+const MAX_RECENT_LISTS = 64;
+
+/**
+ * traceWithRecent traces twice when iptables affinity is on the way: first to
+ * learn which xt_recent lists the rules consult, then with those lists read
+ * (readList: /proc/net/xt_recent/NAME), so a client the kernel remembers is
+ * followed to its endpoint. Nothing is read when no affinity rule is met.
+ */
+export async function traceWithRecent(r: TraceRead, asked: AskedPacket, readList: (name: string) => Promise<ReadonlySet<string> | null>): Promise<TraceResult> {
+  const wanted = new Set<string>();
+  const first = traceKernel({ ...r, facts: { ...r.facts, recentEntries: (name) => (wanted.add(name), null) } }, asked);
+  if (wanted.size === 0) return first;
+  const lists = new Map<string, ReadonlySet<string> | null>();
+  for (const name of [...wanted].slice(0, MAX_RECENT_LISTS)) lists.set(name, await readList(name));
+  if ([...lists.values()].every((l) => l === null)) return first;
+  return traceKernel({ ...r, facts: { ...r.facts, recentEntries: (name) => lists.get(name) ?? null } }, asked);
+}

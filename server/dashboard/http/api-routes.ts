@@ -212,6 +212,23 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
     },
   );
 
+  // The packet tracer over the same kernel read: a heavy read (a Service page's worth of work), so under the same limit.
+  const traceQuery = {
+    type: 'object',
+    properties: {
+      proto: { type: 'string', maxLength: 8 },
+      src: { type: 'string', maxLength: 64 },
+      dst: { type: 'string', maxLength: 64 },
+      from: { type: 'string', maxLength: 16 },
+    },
+    additionalProperties: false,
+  } as const;
+  app.get('/trace', { schema: { querystring: traceQuery, response: { 200: anyObject, 400: anyObject, 429: anyObject, 503: anyObject } } }, async (req, reply) => {
+    const q = req.query as { proto?: string; src?: string; dst?: string; from?: string };
+    const result = await heavily(reply, 'a packet trace', () => dashboard.tracer.trace(q));
+    return reply.type('application/json').send(JSON.stringify(result));
+  });
+
   app.get('/drift', { schema: { response: json } }, async (_req, reply) => heavily(reply, 'the drift report', async () => dashboard.reader.drift.report(Infinity)));
   app.get('/syncs', { schema: { response: json } }, async () => ({ syncs: dashboard.history.entries(), failures: dashboard.history.failures }));
   app.get('/events', { schema: { response: json } }, async () => ({ events: dashboard.recentEvents(500) }));
