@@ -41,4 +41,14 @@ if (Number(process.versions.node.split('.')[0]) < REQUIRED_NODE_MAJOR) {
   process.stderr.write(runtimeProblem(process.version, process.execPath, process.argv.slice(2)) + '\n');
   process.exit(1);
 }
-await import('./command.ts');
+if (process.argv[2] === 'trace') {
+  // `kproxy trace` loads the tracer alone (not the daemon's Kubernetes client and servers): quick to start on a node.
+  const { runTrace } = await import('./trace/command.ts');
+  const code = await runTrace(process.argv.slice(3), { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t) }).catch((err: unknown) => {
+    process.stderr.write(`kproxy trace: unexpected failure: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    return 2;
+  });
+  process.exit(code);
+} else {
+  await import('./command.ts');
+}

@@ -16,17 +16,15 @@ import { cleanupIpvsHost, mergeCleanup } from './proxy/ipvs/host.ts';
 import type { SyncRecord } from './proxy/sync-loop.ts';
 import { createSyncObservers } from './proxy/sync-observers.ts';
 import { loadKubeConfig } from './sources/k8s/kubeconfig.ts';
-import { runTrace } from './trace/command.ts';
 import { versionLine } from './version.ts';
 
 /**
  * The kproxy command. Exit codes: 0 success, 1 bad configuration or a failed
  * --once/--cleanup (nothing is touched when the configuration is bad), 2 an
- * unexpected crash. `kproxy trace` exits 0 when it traced, 1 on bad input.
+ * unexpected crash. `kproxy trace` is a command of its own (server/trace/command.ts,
+ * reached from cli.ts without loading this module): exit 0 traced, 1 bad input.
  */
 async function main(argv: readonly string[]): Promise<number> {
-  // `kproxy trace …`: the packet tracer, a command of its own (server/trace/command.ts).
-  if (argv[0] === 'trace') return runTrace(argv.slice(1), { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t) });
   let loaded: LoadedConfiguration;
   try {
     loaded = await loadConfiguration(argv);

@@ -1,4 +1,3 @@
-import { assembleDaemon } from '../assemble.ts';
 import { loadConfiguration } from '../config/load.ts';
 import { findDrift } from '../dashboard/drift.ts';
 import type { KernelKind, TraceDrift, TraceResult, TraceStep } from '../dashboard/protocol.ts';
@@ -113,6 +112,8 @@ async function traceHost(
  */
 async function traceDryRun(loaded: Awaited<ReturnType<typeof loadConfiguration>>, asked: ReturnType<typeof parseTraceQuery>): Promise<{ trace: TraceResult; how: string }> {
   const logger = createLogger({ level: 'warn' });
+  // The daemon's wiring (Kubernetes client, fastify…) loads only for --dry-run: a trace on a node stays quick to start.
+  const { assembleDaemon } = await import('../assemble.ts');
   const a = await assembleDaemon({ ...loaded, run: { ...loaded.run, once: true } }, logger);
   try {
     const recs = await a.daemon.once();

@@ -115,8 +115,10 @@ export class NftWalker {
   base(chain: KernelChain, hook: string, flow: Flow): { flow: Flow; end: FlowEnd; by: TraceStep | null }[] {
     return this.#run(chain, 0, flow, hook, 0).map((o) => {
       if (o.kind === 'final') return { flow: o.flow, end: o.end === 'nat' ? 'accept' : o.end, by: o.by };
+      // Falling off a base chain applies its policy (kube-proxy's are all accept), as the kernel's trace says.
       const policy = /policy (\w+)/.exec(chain.policy ?? '')?.[1] ?? 'accept';
-      return { flow: o.flow, end: policy === 'drop' ? 'drop' : 'accept', by: null };
+      const s = this.#step(chain, null, null, hook, `policy ${policy}`);
+      return { flow: withStep(o.flow, s), end: policy === 'drop' ? 'drop' : 'accept', by: policy === 'drop' ? s : null };
     });
   }
 
