@@ -134,6 +134,8 @@ export interface Overview {
   readonly syncPeriodMs: number;
   /** relay: the userspace mode's open connections and limits (absent in the kernel modes). */
   readonly relay?: RelayTotals;
+  /** nodeIPs: the Node's addresses (InternalIP first, per family), for the Trace page's node port destinations. */
+  readonly nodeIPs: readonly string[];
 }
 
 /** RelayTotals are the userspace relay's node-wide figures and limits (0: no limit). */

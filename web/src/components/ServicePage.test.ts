@@ -33,6 +33,16 @@ describe('Service page', () => {
     expect(screen.getByText(/counters from the kernel, read 2 s ago/)).toBeTruthy();
   });
 
+  it("links every way into a port to the Trace page, pre-filled (a node port on the node's address)", () => {
+    render(ServicePage, { props: { serviceKey: 'shop/web', detail: { key: 'shop/web', detail: detail() }, counters: null, now: 0, nodeIPs: ['10.0.0.10'] } });
+    const links = [...screen.getByTestId('trace-links').querySelectorAll('a')].map((a) => [a.textContent, a.getAttribute('href')]);
+    expect(links).toEqual([
+      ['10.96.10.30:443/TCP', '#/trace?proto=tcp&dst=10.96.10.30%3A443'],
+      ['node:30443/TCP', '#/trace?proto=tcp&dst=10.0.0.10%3A30443'],
+      ['192.0.2.10:443/TCP', '#/trace?proto=tcp&dst=192.0.2.10%3A443'],
+    ]);
+  });
+
   it('shows the health check node port: simulated under --dry-run, listening, or not open', () => {
     const page = (healthCheck: NonNullable<ReturnType<typeof detail>['healthCheck']>) =>
       render(ServicePage, { props: { serviceKey: 'shop/web', detail: { key: 'shop/web', detail: detail({ healthCheck }) }, counters: null, now: 0 } });

@@ -61,6 +61,7 @@ export function overview(over: Partial<Overview> = {}): Overview {
     kernel: { kind: 'iptables', simulated: false, readAt: 1_058_000, readMs: 30, rules: 44, chains: 20, driftCount: 0 },
     stream: { clients: 1, slowClientsDropped: 0, lastSnapshotBytes: 4000, lastSnapshotMs: 1.5, refusedSignIns: 0, refusedRequests: 0 },
     syncPeriodMs: 30_000,
+    nodeIPs: ['10.0.0.10'],
     ...over,
   };
 }
