@@ -6,6 +6,7 @@ import { iptablesJourney, IptablesWalker, localOf } from './iptables-walk.ts';
 import type { ExplainInput, ModeTracer } from './mode.ts';
 import { isLocalAddress, type NodeFacts, type Packet } from './packet.ts';
 import { dnatReason, noEndpointsReason, noLocalReason, notServiceReason, sourceRangeReason, target, unknownPortReason } from './reason.ts';
+import { candidates } from './dst-index.ts';
 import { commentOf, serviceInComment } from './service-names.ts';
 import type { TraceTables } from './tables.ts';
 
@@ -51,21 +52,23 @@ function addressOwner(t: TraceTables, ip: string): { name: string; ports: string
   const ports = new Set<string>();
   let name: string | null = null;
   let kind = 'service address';
-  const needle = ` ${ip}/`;
   for (const [table, chain] of [
     ['nat', 'KUBE-SERVICES'],
     ['filter', 'KUBE-SERVICES'],
     ['filter', 'KUBE-EXTERNAL-SERVICES'],
   ] as const) {
-    for (const r of t.chain(table, chain)?.rules ?? []) {
-      if (!r.spec.includes(needle) && !r.spec.endsWith(` ${ip}`) && !r.spec.includes(` ${ip} `)) continue;
+    const c = t.chain(table, chain);
+    if (!c) continue;
+    // The chain's rules for this destination (the index of the walk: no pass over 10,000 rules).
+    for (const i of candidates(c, ip, 0)) {
+      const r = c.rules[i];
       if (!new RegExp(`-d ${ip.replace(/[.]/g, '\\.')}(?:/(?:32|128))?(?: |$)`).test(r.spec)) continue;
       const port = /--dport (\d+)/.exec(r.spec)?.[1];
       const proto = /-p (\w+)/.exec(r.spec)?.[1];
       if (port && proto) ports.add(`${port}/${proto}`);
-      const c = commentOf(r.spec);
-      name ??= serviceInComment(c);
-      if (c) for (const [suffix, k] of KIND_SUFFIX) if (c.endsWith(suffix)) kind = k;
+      const cm = commentOf(r.spec);
+      name ??= serviceInComment(cm);
+      if (cm) for (const [suffix, k] of KIND_SUFFIX) if (cm.endsWith(suffix)) kind = k;
     }
   }
   return name ? { name: name.replace(/:[^:/]*$/, ''), ports: [...ports].sort(), kind } : null;

@@ -3,6 +3,7 @@ import type { TraceStep } from '../dashboard/protocol.ts';
 import { MAX_DEPTH, MIN_CHANCE, withNote, withStep, type Finished, type Flow, type FlowEnd } from './flow.ts';
 import { compileIptablesRule, testRule, type IptRule, type MatchEnv } from './iptables-rule.ts';
 import { hostPort, isLocalAddress, parseHostPort, type Packet } from './packet.ts';
+import { candidates } from './dst-index.ts';
 import { chainStageOf, runStages, type Stage } from './stages.ts';
 import type { TraceTables } from './tables.ts';
 
@@ -104,7 +105,7 @@ export class IptablesWalker {
     if (flow.p < MIN_CHANCE) return [];
     if (depth > MAX_DEPTH) return [{ flow: withNote(flow, `gave up after ${MAX_DEPTH} jumps in ${table} ${chain.name}`), kind: 'final', end: 'accept', by: null }];
     const rules = chain.rules;
-    for (let i = from; i < rules.length; i++) {
+    for (const i of candidates(chain, flow.pkt.dst, from)) {
       const rule = rules[i];
       const c = compile(rule);
       if (c.unknown !== null) {

@@ -160,10 +160,39 @@ function virtualServerStage(t: TraceTables, hook: string): Stage {
 
 /** withKubeIpvs0: the addresses IPVS mode binds on kube-ipvs0 are the node's own (addrtype LOCAL, the routing decision). */
 function withKubeIpvs0(t: TraceTables, facts: NodeFacts): NodeFacts {
-  const bound = t.chain(ADDRESSES_TABLE, 'kube-ipvs0')?.rules.map((r) => r.spec.split('/')[0]) ?? [];
-  if (bound.length === 0) return facts;
-  return { ...facts, localAddresses: new Set([...facts.localAddresses, ...bound]) };
+  const link = t.chain(ADDRESSES_TABLE, 'kube-ipvs0');
+  if (!link || link.rules.length === 0) return facts;
+  let bound = boundOf.get(link);
+  if (!bound) {
+    // Once per read: a big node binds every service address there (20,000 at 10,000 Services).
+    bound = new Set(link.rules.map((r) => r.spec.split('/')[0]));
+    boundOf.set(link, bound);
+  }
+  const own = facts.localAddresses;
+  const all = bound;
+  return { ...facts, localAddresses: { has: (ip) => own.has(ip) || all.has(ip) } };
 }
+
+const boundOf = new WeakMap<KernelChain, ReadonlySet<string>>();
+
+/** virtualServersOf lists a table's virtual servers by address ("TCP 10.96.0.10:80" under 10.96.0.10), once per read. */
+function virtualServersOf(t: TraceTables): ReadonlyMap<string, readonly string[]> {
+  const table = t.table(IPVS_TABLE);
+  if (!table) return new Map();
+  let m = byAddressOf.get(table);
+  if (!m) {
+    const out = new Map<string, string[]>();
+    for (const name of table.chains.keys()) {
+      const a = /^\S+ \[?([^\]]+?)\]?:\d+$/.exec(name)?.[1];
+      if (a) (out.get(a) ?? out.set(a, []).get(a)!).push(name);
+    }
+    m = out;
+    byAddressOf.set(table, m);
+  }
+  return m;
+}
+
+const byAddressOf = new WeakMap<object, ReadonlyMap<string, readonly string[]>>();
 
 function ipvsStages(t: TraceTables): IpvsStages {
   return { localIn: virtualServerStage(t, 'input'), localOut: virtualServerStage(t, 'output') };
@@ -215,10 +244,7 @@ export const ipvsTracer: ModeTracer = {
           };
         }
         if (by?.chain === 'KUBE-IPVS-FILTER') {
-          const reals = [...(i.tables.table(IPVS_TABLE)?.chains.keys() ?? [])].filter(
-            (n) => n.endsWith(` ${hostPort(q.dst, 0).replace(/:0$/, '')}`) || n.includes(` ${q.dst.includes(':') ? `[${q.dst}]` : q.dst}:`),
-          );
-          const ports = reals.map((n) => `${n.split(':').at(-1)}/${n.split(' ')[0].toLowerCase()}`);
+          const ports = (virtualServersOf(i.tables).get(q.dst) ?? []).map((n) => `${n.split(':').at(-1)}/${n.split(' ')[0].toLowerCase()}`);
           return {
             service: null,
             reason: unknownPortReason(

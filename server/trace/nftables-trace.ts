@@ -43,6 +43,7 @@ interface SetIndex {
 }
 
 const indexes = new WeakMap<KernelChain, SetIndex>();
+const baseChainsOf = new WeakMap<KernelTable, Map<string, KernelChain[]>>();
 
 /** parseElement reads a listed element ("key : value comment \"…\""). */
 function parseElement(rule: KernelRule, index: number): Element {
@@ -102,13 +103,23 @@ export class NftWalker {
   }
 
   /** baseChains lists the base chains on a hook, lowest priority first. */
-  baseChains(hook: string): KernelChain[] {
-    const out: { c: KernelChain; p: number }[] = [];
-    for (const c of this.#table?.chains.values() ?? []) {
-      const h = hookOf(c);
-      if (h?.hook === hook) out.push({ c, p: h.priority });
+  baseChains(hook: string): readonly KernelChain[] {
+    const t = this.#table;
+    if (!t) return [];
+    let byHook = baseChainsOf.get(t);
+    if (!byHook) {
+      // Once per read: a big table has tens of thousands of (regular) chains, and a trace asks for each hook.
+      const all: { c: KernelChain; hook: string; p: number }[] = [];
+      for (const c of t.chains.values()) {
+        if (!c.builtin) continue;
+        const h = hookOf(c);
+        if (h) all.push({ c, hook: h.hook, p: h.priority });
+      }
+      byHook = new Map();
+      for (const x of all.sort((a, b) => a.p - b.p)) (byHook.get(x.hook) ?? byHook.set(x.hook, []).get(x.hook)!).push(x.c);
+      baseChainsOf.set(t, byHook);
     }
-    return out.sort((a, b) => a.p - b.p).map((x) => x.c);
+    return byHook.get(hook) ?? [];
   }
 
   /** base runs a flow through one base chain: accepted (or NATed, or fell off its end: policy accept) goes on. */
@@ -371,16 +382,33 @@ function kindOf(i: ExplainInput, steps: readonly TraceStep[]): string | null {
   return null;
 }
 
+/** keysByIP indexes a map's elements by the address that starts their key, once per read. */
+function keysByIP(chain: KernelChain): ReadonlyMap<string, readonly string[]> {
+  let m = byIPOf.get(chain);
+  if (!m) {
+    const out = new Map<string, string[]>();
+    for (const r of chain.rules) {
+      const ip = r.spec.slice(0, r.spec.indexOf(' '));
+      (out.get(ip) ?? out.set(ip, []).get(ip)!).push(r.spec);
+    }
+    m = out;
+    byIPOf.set(chain, m);
+  }
+  return m;
+}
+
+const byIPOf = new WeakMap<KernelChain, ReadonlyMap<string, readonly string[]>>();
+
 /** owner lists a service address's ports from the maps ("80/tcp"), for "port 81 is not a port of …". */
 function owner(t: TraceTables, ip: string): { name: string; ports: string[] } | null {
   const ports = new Set<string>();
   let name: string | null = null;
   for (const set of ['service-ips', 'no-endpoint-services']) {
-    for (const r of t.chain(TABLE, `@${set}`)?.rules ?? []) {
-      if (!r.spec.startsWith(`${ip} . `)) continue;
-      const m = /^\S+ \. (\w+) \. (\d+)/.exec(r.spec);
+    const c = t.chain(TABLE, `@${set}`);
+    for (const spec of c ? (keysByIP(c).get(ip) ?? []) : []) {
+      const m = /^\S+ \. (\w+) \. (\d+)/.exec(spec);
       if (m) ports.add(`${m[2]}/${m[1]}`);
-      name ??= serviceOfNftChain(/goto (\S+)/.exec(r.spec)?.[1] ?? '') ?? /comment "([^"]*)"/.exec(r.spec)?.[1] ?? null;
+      name ??= serviceOfNftChain(/goto (\S+)/.exec(spec)?.[1] ?? '') ?? /comment "([^"]*)"/.exec(spec)?.[1] ?? null;
     }
   }
   return name ? { name: name.replace(/:[^:/]*$/, ''), ports: [...ports].sort() } : null;

@@ -85,7 +85,7 @@ export function parseTraceQuery(raw: RawTraceQuery): AskedPacket {
 /** NodeFacts are what the rules test about the node itself. */
 export interface NodeFacts {
   /** localAddresses: the node's own addresses (addrtype LOCAL, fib type local); loopback is always local. */
-  readonly localAddresses: ReadonlySet<string>;
+  readonly localAddresses: { has(ip: string): boolean };
   /**
    * recentEntries (optional): the sources an xt_recent list holds now
    * (/proc/net/xt_recent/NAME), for iptables mode's ClientIP affinity; null

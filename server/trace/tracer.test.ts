@@ -99,6 +99,23 @@ describe('tracer', () => {
     expect(t.notes).toContain('with probability 25% the outcome is drop instead (see the rules after the shared path)');
   });
 
+  it('walks a long chain through its destination index and finds the same rules', async () => {
+    const c = await matrix('iptables');
+    const plain = trace(c.read, { proto: 'tcp', src: '10.0.0.2', dst: '10.96.0.10:80' });
+    // 300 rules for other addresses ahead of kproxy's (a big node's KUBE-SERVICES), and one by hand whose
+    // negated destination matches this packet: the index must not skip it.
+    const filler = Array.from({ length: 300 }, (_, i) => rule(`-d 10.97.${i >> 8}.${i & 255}/32 -p tcp -m tcp --dport 80 -j KUBE-SVC-OTHER`, 'KUBE-SVC-OTHER'));
+    const read = withRules(c.read.read, 'nat', 'KUBE-SERVICES', (old) => [...filler, rule('! -d 192.0.2.1/32 -p tcp -m tcp --dport 80 -j MARK --set-xmark 0x1/0x1', 'MARK'), ...old]);
+    const t = trace({ ...c.read, read }, { proto: 'tcp', src: '10.0.0.2', dst: '10.96.0.10:80' });
+    const svc = (x: typeof t) => x.path.filter((s) => s.chain === 'KUBE-SERVICES').map((s) => [s.index, s.verdict]);
+    const before = svc(plain)[0];
+    expect(svc(t)).toEqual([
+      [300, 'MARK 0x1'],
+      [(before[0] as number) + 301, before[1]],
+    ]);
+    expect(t.endpoints.map((e) => e.address)).toEqual(plain.endpoints.map((e) => e.address));
+  });
+
   it('takes a rule it cannot evaluate as not matching, and says so', async () => {
     const c = await matrix('iptables');
     const read = withRules(c.read.read, 'filter', 'FORWARD', (old) => [rule('-m hashlimit --hashlimit-upto 5/sec -j DROP', 'DROP'), ...old]);
