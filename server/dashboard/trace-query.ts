@@ -69,7 +69,7 @@ export class DashboardTrace {
     const report = reader.drift.report(Infinity);
     const drift: TraceDrift[] | null = report.checkedAt === null ? null : report.findings.map((f) => ({ table: f.table, chain: f.chain, kind: f.kind, detail: f.detail }));
     const names = serviceNames(this.#o.states().flatMap((s) => [...s.services.values()]));
-    const facts = { localAddresses: await this.#local() };
+    const facts = { localAddresses: await this.#local(), nodeIPs: this.#o.states().flatMap((s) => s.node.addresses) };
     const readRecent = provider.simulated ? async () => null : (this.#o.readRecent ?? ((name: string) => readRecentList(name)));
     return traceWithRecent({ mode: provider.kind, read, readAt: reader.readAt, simulated: provider.simulated, facts, drift, names }, asked, readRecent);
   }

@@ -41,25 +41,34 @@ describe('kproxy trace', () => {
     expect(r.out).toMatch(/^Usage: kproxy trace --proto tcp\|udp\|sctp --src IP\[:PORT\] --dst IP:PORT/);
   });
 
-  it.each(['iptables', 'nftables', 'ipvs'])('traces through --dry-run simulated kernel in %s mode, as JSON, with drift checked', async (mode) => {
-    const r = await run('--proto', 'tcp', '--src', '203.0.113.7', '--dst', '192.0.2.10:443', '--dry-run', '--proxy-mode', mode, '--json');
-    expect(r.err).toBe('');
-    expect(r.code).toBe(0);
-    const t = JSON.parse(r.out) as TraceResult;
-    expect(t).toMatchObject({ mode, verdict: 'dnat', service: 'shop/web:https', simulated: true, drift: [] });
-    expect(t.endpoints).toHaveLength(2);
-    expect(Object.keys(t).sort()).toEqual(['drift', 'endpoints', 'family', 'masquerade', 'mode', 'notes', 'path', 'query', 'readAt', 'reason', 'service', 'simulated', 'verdict']);
-  }, DAEMON_MS);
+  it.each(['iptables', 'nftables', 'ipvs'])(
+    'traces through --dry-run simulated kernel in %s mode, as JSON, with drift checked',
+    async (mode) => {
+      const r = await run('--proto', 'tcp', '--src', '203.0.113.7', '--dst', '192.0.2.10:443', '--dry-run', '--proxy-mode', mode, '--json');
+      expect(r.err).toBe('');
+      expect(r.code).toBe(0);
+      const t = JSON.parse(r.out) as TraceResult;
+      expect(t).toMatchObject({ mode, verdict: 'dnat', service: 'shop/web:https', simulated: true, drift: [] });
+      // The kernel modes DNAT to the Service's two endpoints; userspace mode to kproxy's proxy socket, which relays.
+    expect(t.endpoints).toHaveLength(mode === 'userspace' ? 1 : 2);
+      expect(Object.keys(t).sort()).toEqual(['drift', 'endpoints', 'family', 'masquerade', 'mode', 'notes', 'path', 'query', 'readAt', 'reason', 'service', 'simulated', 'verdict']);
+    },
+    DAEMON_MS,
+  );
 
-  it('prints the verdict, the reason, the path and the endpoints as text', async () => {
-    const r = await run('--proto', 'tcp', '--src', '10.0.0.2', '--dst', '10.96.10.10:80', '--dry-run');
-    expect(r.code).toBe(0);
-    const lines = r.out.split('\n');
-    expect(lines[0]).toMatch(/^kproxy trace: tcp 10\.0\.0\.2 → 10\.96\.10\.10:80 from external \(iptables mode, IPv4; read: iptables \(/);
-    expect(lines[1]).toBe('verdict: DNAT');
-    expect(lines[2]).toMatch(/^reason: shop\/frontend:http: a new connection to cluster IP 10\.96\.10\.10:80\/tcp is DNATed/);
-    expect(lines).toContain('path:');
-    expect(r.out).toMatch(/\nendpoints \(\d+\):\n/);
-    expect(r.out).toMatch(/\ndrift: none on this path\n$/);
-  }, DAEMON_MS);
+  it(
+    'prints the verdict, the reason, the path and the endpoints as text',
+    async () => {
+      const r = await run('--proto', 'tcp', '--src', '10.0.0.2', '--dst', '10.96.10.10:80', '--dry-run');
+      expect(r.code).toBe(0);
+      const lines = r.out.split('\n');
+      expect(lines[0]).toMatch(/^kproxy trace: tcp 10\.0\.0\.2 → 10\.96\.10\.10:80 from external \(iptables mode, IPv4; read: iptables \(/);
+      expect(lines[1]).toBe('verdict: DNAT');
+      expect(lines[2]).toMatch(/^reason: shop\/frontend:http: a new connection to cluster IP 10\.96\.10\.10:80\/tcp is DNATed/);
+      expect(lines).toContain('path:');
+      expect(r.out).toMatch(/\nendpoints \(\d+\):\n/);
+      expect(r.out).toMatch(/\ndrift: none on this path\n$/);
+    },
+    DAEMON_MS,
+  );
 });

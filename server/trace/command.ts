@@ -100,7 +100,7 @@ async function traceHost(
   asked: ReturnType<typeof parseTraceQuery>,
 ): Promise<{ trace: TraceResult; how: string }> {
   const host = await readHost({ mode: explicit ? mode : null, flavor });
-  const read = { mode: host.mode, read: host.read, readAt: Date.now(), simulated: false, facts: { localAddresses: host.localAddresses }, drift: null };
+  const read = { mode: host.mode, read: host.read, readAt: Date.now(), simulated: false, facts: { localAddresses: host.localAddresses, nodeIPs: host.nodeIPs }, drift: null };
   const trace = await traceWithRecent(read, asked, (name) => readRecentList(name));
   return { trace: { ...trace, notes: [...host.notes, ...trace.notes] }, how: host.how };
 }
@@ -128,9 +128,10 @@ async function traceDryRun(loaded: Awaited<ReturnType<typeof loadConfiguration>>
     const host = await hostInterfaces()
       .addresses()
       .catch(() => []);
-    const local = new Set([...host.map((x) => x.address), ...states.flatMap((s) => s.node.addresses)]);
+    const nodeIPs = states.flatMap((s) => s.node.addresses);
+    const local = new Set([...host.map((x) => x.address), ...nodeIPs]);
     const trace = traceKernel(
-      { mode: view.kind, read, readAt: Date.now(), simulated: true, facts: { localAddresses: local }, drift, names: serviceNames(states.flatMap((s) => [...s.services.values()])) },
+      { mode: view.kind, read, readAt: Date.now(), simulated: true, facts: { localAddresses: local, nodeIPs }, drift, names: serviceNames(states.flatMap((s) => [...s.services.values()])) },
       asked,
     );
     return { trace, how: `${a.backendDescription}, node ${loaded.nodeName}` };

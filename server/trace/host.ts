@@ -21,12 +21,14 @@ import { createNftRunner } from '../kernel/nft.ts';
 import type { IPFamily } from '../net/ip.ts';
 import { KUBE_PROXY_TABLE } from '../proxy/nftables/names.ts';
 import { DUMMY_DEVICE } from '../proxy/ipvs/names.ts';
+import { KUBE_PORTALS_CONTAINER as PORTALS_CONTAINER } from '../proxy/userspace/portals.ts';
 
 /**
  * Reading the network namespace `kproxy trace` runs in, through the same
  * runners the daemon uses (one process per listing, never a shell): the
  * rules of the mode (given, or found: a `kube-proxy` nftables table means
- * nftables mode, a kube-ipvs0 link IPVS mode, else iptables), the node's
+ * nftables mode, a kube-ipvs0 link IPVS mode, userspace mode's portal chains
+ * in nat userspace mode, else iptables), the node's
  * addresses, and xt_recent lists on demand.
  */
 
@@ -34,6 +36,8 @@ export interface HostRead {
   readonly mode: KernelKind;
   readonly read: KernelTables;
   readonly localAddresses: ReadonlySet<string>;
+  /** nodeIPs: the interfaces' addresses that are neither loopback nor link-local, in listing order. */
+  readonly nodeIPs: readonly string[];
   /** how: what was read ("iptables-nft-save -c, ip6tables-nft-save -c"), for the text output. */
   readonly how: string;
   /** notes: what could not be read and why (a family without ip6tables). */
@@ -81,11 +85,12 @@ async function iptablesRunners(flavor: FlavorChoice, exec: ExecFn): Promise<{ ru
 /** readHost reads what the tracer needs from this network namespace. */
 export async function readHost(opts: HostReadOptions): Promise<HostRead> {
   const exec = opts.exec ?? execFile;
-  const mode = opts.mode ?? (await detectMode(exec));
+  let mode = opts.mode ?? (await detectMode(exec));
   const tables = new Map<string, KernelTable>();
   const notes: string[] = [];
   let how: string;
   switch (mode) {
+    case 'userspace':
     case 'iptables': {
       const { runners, notes: n, flavor } = await iptablesRunners(opts.flavor, exec);
       const read: string[] = [];
@@ -104,6 +109,8 @@ export async function readHost(opts: HostReadOptions): Promise<HostRead> {
       }
       notes.push(...n);
       how = read.join(', ');
+      // Userspace mode's rules are iptables rules too: its portal chains tell it apart.
+      if (opts.mode === null && tables.get('nat')?.chains.has(PORTALS_CONTAINER)) mode = 'userspace';
       break;
     }
     case 'nftables': {
@@ -152,7 +159,8 @@ export async function readHost(opts: HostReadOptions): Promise<HostRead> {
     .catch((err: unknown) => {
       throw new TraceUnavailableError(`cannot list this namespace's addresses (ip -j addr show): ${errorMessage(err)}`, { cause: err });
     });
-  return { mode, read: kernelTables(tables), localAddresses: new Set(addresses.map((a) => a.address)), how, notes };
+  const nodeIPs = addresses.map((a) => a.address).filter((a) => !a.startsWith('127.') && a !== '::1' && !a.startsWith('fe80:'));
+  return { mode, read: kernelTables(tables), localAddresses: new Set(addresses.map((a) => a.address)), nodeIPs, how, notes };
 }
 
 /** XT_RECENT: where the kernel lists each xt_recent list's sources. */

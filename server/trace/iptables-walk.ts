@@ -2,7 +2,7 @@ import type { KernelChain, KernelRule } from '../dashboard/kernel-view.ts';
 import type { TraceStep } from '../dashboard/protocol.ts';
 import { MAX_DEPTH, MIN_CHANCE, withNote, withStep, type Finished, type Flow, type FlowEnd } from './flow.ts';
 import { compileIptablesRule, testRule, type IptRule, type MatchEnv } from './iptables-rule.ts';
-import { hostPort, isLocalAddress, parseHostPort, type Packet } from './packet.ts';
+import { hostPort, isLocalAddress, parseHostPort, redirectTarget, type Packet } from './packet.ts';
 import { candidates } from './dst-index.ts';
 import { chainStageOf, runStages, type Stage } from './stages.ts';
 import type { TraceTables } from './tables.ts';
@@ -186,6 +186,13 @@ export class IptablesWalker {
         if (!hp) return next(withNote(withStep(flow, step(`DNAT ${to}`)), `${tableName} ${chain.name}: DNAT target ${JSON.stringify(to)} not understood; the packet is taken as unchanged`));
         const pkt: Packet = { ...flow.pkt, dst: hp.ip, dstPort: hp.port ?? flow.pkt.dstPort, dnat: true };
         const s = step(`DNAT to ${hostPort(pkt.dst, pkt.dstPort)}`);
+        return [{ flow: { ...withStep(flow, s), pkt }, kind: 'final', end: 'accept', by: s }];
+      }
+      case 'REDIRECT': {
+        // REDIRECT is DNAT to the node itself (the arriving interface's address; loopback for the node's own packets).
+        const to = c.targetOptions.get('--to-ports')?.split('-')[0];
+        const pkt: Packet = { ...flow.pkt, dst: redirectTarget(this.#env.facts, flow.pkt), dstPort: to ? Number(to) : flow.pkt.dstPort, dnat: true };
+        const s = step(`REDIRECT to ${hostPort(pkt.dst, pkt.dstPort)}`);
         return [{ flow: { ...withStep(flow, s), pkt }, kind: 'final', end: 'accept', by: s }];
       }
       case 'MASQUERADE':

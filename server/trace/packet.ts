@@ -92,6 +92,19 @@ export interface NodeFacts {
    * when unknown, and then affinity is reported as "sticky if the client has an entry".
    */
   recentEntries?(list: string): ReadonlySet<string> | null;
+  /**
+   * nodeIPs (optional): the node's own addresses in preference order (its Node's
+   * InternalIPs, or its interfaces'), where a REDIRECT from outside lands; without
+   * one, the tracer names the loopback address.
+   */
+  readonly nodeIPs?: readonly string[];
+}
+
+/** redirectTarget is where a REDIRECT sends a packet: the node itself (loopback for its own packets, as the kernel does). */
+export function redirectTarget(facts: NodeFacts, pkt: Pick<Packet, 'family' | 'from'>): string {
+  const loopback = pkt.family === 'IPv6' ? '::1' : '127.0.0.1';
+  if (pkt.from === 'node') return loopback;
+  return facts.nodeIPs?.find((ip) => ip.includes(':') === (pkt.family === 'IPv6')) ?? loopback;
 }
 
 /** isLocalAddress: the address is the node's (the kernel's local routing table, as addrtype and fib read it). */

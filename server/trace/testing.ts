@@ -21,7 +21,7 @@ import type { TraceRead } from './tracer.ts';
  * (`iptables-save -c`, IPv4; ip6tables-save.txt for IPv6), nft-list.json
  * (`nft -j list table ip kube-proxy`), or input.yaml (manifests IPVS mode's
  * simulated kernel is programmed with, proxy/ipvs/golden.ts); addresses.json (the node's addresses); packets.yaml (what
- * to trace); optional facts.yaml ({ recent: { LIST: [sources] }, drift: [...] }).
+ * to trace); optional facts.yaml ({ mode, nodeIPs: [...], recent: { LIST: [sources] }, drift: [...] }).
  */
 
 export interface TraceCase {
@@ -62,10 +62,14 @@ export async function loadCase(dir: string, extra?: Partial<TraceRead>): Promise
         .services.values(),
     );
   }
-  const facts = existsSync(file('facts.yaml')) ? (parse(readFileSync(file('facts.yaml'), 'utf8')) as { recent?: Record<string, string[]>; drift?: TraceDrift[] }) : {};
+  const facts = existsSync(file('facts.yaml'))
+    ? (parse(readFileSync(file('facts.yaml'), 'utf8')) as { recent?: Record<string, string[]>; drift?: TraceDrift[]; mode?: KernelKind; nodeIPs?: string[] })
+    : {};
+  if (facts.mode) mode = facts.mode;
   const addresses = JSON.parse(readFileSync(file('addresses.json'), 'utf8')) as string[];
   const nodeFacts: NodeFacts = {
     localAddresses: new Set(addresses),
+    ...(facts.nodeIPs ? { nodeIPs: facts.nodeIPs } : {}),
     ...(facts.recent ? { recentEntries: (list: string) => (facts.recent![list] ? new Set(facts.recent![list]) : new Set<string>()) } : {}),
   };
   const read: TraceRead = { mode, read: kernelTables(tables) as KernelTables, readAt: null, simulated: false, facts: nodeFacts, drift: facts.drift ?? null, names, ...extra };

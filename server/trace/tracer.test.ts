@@ -146,6 +146,6 @@ describe('tracer', () => {
 
   it('refuses a mode it does not know, naming it', async () => {
     const c = await matrix('iptables');
-    expect(() => trace({ ...c.read, mode: 'userspace' as never }, { proto: 'tcp', src: '10.0.0.2', dst: '10.96.0.10:80' })).toThrow(/does not know userspace mode yet/);
+    expect(() => trace({ ...c.read, mode: 'carrier-pigeon' as never }, { proto: 'tcp', src: '10.0.0.2', dst: '10.96.0.10:80' })).toThrow(/does not know carrier-pigeon mode yet/);
   });
 });

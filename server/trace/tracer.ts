@@ -4,6 +4,7 @@ import { TraceUnavailableError } from '../errors.ts';
 import { iptablesTracer } from './iptables-trace.ts';
 import { ipvsTracer } from './ipvs-trace.ts';
 import { nftablesTracer } from './nftables-trace.ts';
+import { userspaceTracer } from './userspace-trace.ts';
 import type { ModeTracer, ServiceNames } from './mode.ts';
 import { initialPacket, resolveFrom, type AskedPacket, type NodeFacts } from './packet.ts';
 import { markDrift, summarize } from './result.ts';
@@ -12,13 +13,13 @@ import { TraceTables } from './tables.ts';
 /**
  * The packet tracer: "where does this packet go, and why", answered from a
  * kernel read (the dashboard's KernelTables: what the kernel holds, not what
- * kproxy meant to write), for the mode that wrote it. One ModeTracer per mode;
- * userspace mode, when it lands, adds its own (portal rules, proxy port) here.
+ * kproxy meant to write), for the mode that wrote it. One ModeTracer per mode.
  */
 const TRACERS: Partial<Record<KernelKind, ModeTracer>> = {
   iptables: iptablesTracer,
   nftables: nftablesTracer,
   ipvs: ipvsTracer,
+  userspace: userspaceTracer,
 };
 
 /** TraceRead is one kernel read and what goes with it. */
