@@ -7,6 +7,7 @@ import { renderDualStack } from './dual-stack.ts';
 import { readFileSync } from 'node:fs';
 import { fmt, fmtSummary, summarize, type Percentiles } from './stats.ts';
 import type { NftablesRun, NftChange } from './nftables.ts';
+import { traceTarget } from './trace.ts';
 import type { UserspaceRun } from './userspace.ts';
 import { sizeName, type Results, type Size, type TargetResult } from './results.ts';
 
@@ -126,6 +127,7 @@ export function evaluateTargets(r: Results): TargetResult[] {
   }
   out.push(...nftablesTargets(r));
   if (r.userspace) out.push(...userspaceTargets(r.userspace));
+  if (r.trace) out.push(traceTarget(r.trace));
   return out;
 }
 

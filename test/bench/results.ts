@@ -9,6 +9,7 @@ import type { FullSyncRun, MemoryOnly } from './full-sync.ts';
 import type { DualStackRun } from './dual-stack.ts';
 import type { Machine } from './machine.ts';
 import type { NftablesRun } from './nftables.ts';
+import type { TraceBench } from './trace.ts';
 import type { UserspaceRun } from './userspace.ts';
 import type { PartialSample } from './partial-sync.ts';
 import type { Flavor } from './replay.ts';
@@ -111,6 +112,8 @@ export interface Results {
   nftables?: NftablesRun[];
   /** userspace: the userspace mode's relay against iptables DNAT (userspace.ts). */
   userspace?: UserspaceRun;
+  /** trace: the packet tracer over parsed reads of each mode (trace.ts). */
+  trace?: TraceBench;
   targets: TargetResult[];
   readonly notes: string[];
   /** only: the parts measured when the run was limited to some (run.ts --only). */

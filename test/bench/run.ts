@@ -6,12 +6,13 @@
  *   npm run bench -- --quick        a few minutes: 1k/10k services, both flavours for full syncs
  *   npm run bench                   the full size: 1k/10k/30k × 2/10 endpoints, 3 runs each
  *   options: --flavor nft|legacy|both  --runs N  --out DIR  --docs (rewrite docs/performance.md's table)
- *            --only full,partial,churn,dashboard,dataplane,memory,leak,dualstack,nftables,userspace (some parts; daemons are
+ *            --only full,partial,churn,dashboard,dataplane,memory,leak,dualstack,nftables,userspace,trace (some parts; daemons are
  *            still started at the sizes those parts need, one full-sync run each unless `full` is listed)
  *   nftables: --proxy-mode nftables at 10,000 × 10 (nftables.ts: first full sync vs a bare nft -f, partial syncs,
  *            restart over the right table) and its churn through the Kubernetes API, reported beside iptables mode
  *   userspace: the userspace mode's relay against the iptables mode's DNAT path in the same namespaces
  *            (userspace.ts: bulk throughput, round trips at 1,000/s, 10,000 idle connections' RSS)
+ *   trace: the packet tracer at 10,000 × 10 over each mode's parsed read (trace.ts, in a child process: no kernel)
  *
  * Writes results/<date>-<mode>.json and .md (test/bench/results/ by default).
  */
@@ -30,6 +31,7 @@ import { describeMachine } from './machine.ts';
 import { dualStackRun } from './dual-stack.ts';
 import { writeManifests, type ManifestDir } from './manifests.ts';
 import { removeAll } from './netns.ts';
+import type { TraceBench } from './trace.ts';
 import { userspaceRun } from './userspace.ts';
 import { nftablesRun } from './nftables.ts';
 import { kernelFloorMs, measurePartial } from './partial-sync.ts';
@@ -47,7 +49,7 @@ const { values: opts } = parseArgs({
     only: { type: 'string' },
   },
 });
-const PARTS = ['full', 'partial', 'churn', 'dashboard', 'dataplane', 'memory', 'leak', 'dualstack', 'nftables', 'userspace'] as const;
+const PARTS = ['full', 'partial', 'churn', 'dashboard', 'dataplane', 'memory', 'leak', 'dualstack', 'nftables', 'userspace', 'trace'] as const;
 type Part = (typeof PARTS)[number];
 const only = opts.only ? new Set(opts.only.split(',').map((x) => x.trim())) : null;
 for (const x of only ?? []) if (!PARTS.includes(x as Part)) throw new Error(`--only: unknown part "${x}" (parts: ${PARTS.join(', ')})`);
@@ -348,6 +350,23 @@ async function main(): Promise<Results> {
       const msg = err instanceof Error ? err.message : String(err);
       log(`  FAILED: ${msg}`);
       results.notes.push(`userspace mode failed: ${msg}`);
+    }
+  }
+
+  // The packet tracer over parsed reads (trace.ts): in a child with room for three modes' reads of 10,000 × 10.
+  if (want('trace')) {
+    log("packet tracer: one trace at 10,000 × 10 over each mode's parsed read");
+    try {
+      const out = execFileSync(process.execPath, ['--max-old-space-size=6144', join(import.meta.dirname, 'trace.ts'), '10000', '10', '--json'], {
+        encoding: 'utf8',
+        maxBuffer: 64 * 1024 * 1024,
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      results.trace = JSON.parse(out.trim().split('\n').at(-1)!) as TraceBench;
+    } catch (err) {
+      const msg = err instanceof Error ? err.message : String(err);
+      log(`  FAILED: ${msg}`);
+      results.notes.push(`packet tracer bench failed: ${msg}`);
     }
   }
 
