@@ -332,7 +332,8 @@ export class Dashboard {
       kernel: this.reader.status(),
       stream: { ...this.stream.stats(), ...this.#accessStats() },
       syncPeriodMs: modeSettings(config).syncPeriodMs,
-      ...(this.provider.relayTotals ? { relay: this.provider.relayTotals() } : {}),      nodeIPs: [...new Set(d.states.flatMap((s) => s.node.addresses))],
+      ...(this.provider.relayTotals ? { relay: this.provider.relayTotals() } : {}),
+      nodeIPs: [...new Set(d.states.flatMap((s) => s.node.addresses))],
     };
   }
 

@@ -50,7 +50,7 @@ describe('kproxy trace', () => {
       const t = JSON.parse(r.out) as TraceResult;
       expect(t).toMatchObject({ mode, verdict: 'dnat', service: 'shop/web:https', simulated: true, drift: [] });
       // The kernel modes DNAT to the Service's two endpoints; userspace mode to kproxy's proxy socket, which relays.
-    expect(t.endpoints).toHaveLength(mode === 'userspace' ? 1 : 2);
+      expect(t.endpoints).toHaveLength(mode === 'userspace' ? 1 : 2);
       expect(Object.keys(t).sort()).toEqual(['drift', 'endpoints', 'family', 'masquerade', 'mode', 'notes', 'path', 'query', 'readAt', 'reason', 'service', 'simulated', 'verdict']);
     },
     DAEMON_MS,

@@ -62,7 +62,8 @@ export function href(r: Route): string {
       return `#/rules/${e(r.table)}${r.chain ? `/${e(r.chain)}` : ''}${query ? `?${query}` : ''}`;
     }
     case 'connections':
-      return r.q ? `#/connections?q=${e(r.q)}` : '#/connections';    case 'trace': {
+      return r.q ? `#/connections?q=${e(r.q)}` : '#/connections';
+    case 'trace': {
       const query = (['proto', 'src', 'dst', 'from'] as const)
         .filter((k) => r.query[k])
         .map((k) => `${k}=${e(r.query[k])}`)
