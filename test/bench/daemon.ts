@@ -12,6 +12,13 @@ import { createInterface } from 'node:readline';
 import { spawnInNetns } from './netns.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..');
+/**
+ * DIST_CLI: the built daemon, what the image and `npm run kproxy` run. The
+ * benchmark runs it rather than server/cli.ts: Node's TypeScript stripping
+ * alone would add about 20 MiB to every memory figure (run.ts checks the
+ * build is not older than the sources).
+ */
+export const DIST_CLI = join(ROOT, 'dist', 'server', 'cli.js');
 export const AGENT = join(import.meta.dirname, 'agent.ts');
 
 /** LogLine is one JSON log record of the daemon. */
@@ -148,12 +155,13 @@ export interface DaemonOptions {
   kubeconfig?: string;
   flavor: 'nft' | 'legacy' | 'auto';
   nodeName: string;
-  clusterCIDR: string;
+  /** clusterCIDR: --cluster-cidr (none when unset, as the example cluster runs). */
+  clusterCIDR?: string;
   minSyncPeriod?: string;
   /** metrics: serve /metrics and the dashboard on 127.0.0.1:10249 (default true). */
   metrics?: boolean;
   extraArgs?: string[];
-  /** entry: the CLI to run (default server/cli.ts, i.e. the checked-out sources). */
+  /** entry: the CLI to run (default DIST_CLI, the built daemon). */
   entry?: string;
   /** nodeArgs: Node.js flags before the script (e.g. V8 heap sizes; default SHIPPED_NODE_FLAGS). */
   nodeArgs?: string[];
@@ -177,10 +185,10 @@ export class Daemon {
       '--import',
       join(import.meta.dirname, 'gc-signal.ts'),
       ...(o.nodeArgs ?? SHIPPED_NODE_FLAGS),
-      o.entry ?? join(ROOT, 'server', 'cli.ts'),
+      o.entry ?? DIST_CLI,
       o.kubeconfig ? `--kubeconfig=${o.kubeconfig}` : `--source=file:${o.manifests}`,
       `--hostname-override=${o.nodeName}`,
-      `--cluster-cidr=${o.clusterCIDR}`,
+      ...(o.clusterCIDR ? [`--cluster-cidr=${o.clusterCIDR}`] : []),
       `--iptables-flavor=${o.flavor}`,
       `--iptables-min-sync-period=${o.minSyncPeriod ?? '1s'}`,
       '--logging-format=json',

@@ -8,7 +8,10 @@
 import { Agent, Daemon, type SyncLog } from './daemon.ts';
 import { createNetns, deleteNetns } from './netns.ts';
 import { replayFresh, type Flavor } from './replay.ts';
-import { MiB } from './stats.ts';
+import type { SyntheticCluster } from './cluster.ts';
+import type { ManifestDir } from './manifests.ts';
+import { measurePartial } from './partial-sync.ts';
+import { MiB, summarize } from './stats.ts';
 
 export const NODE_NAME = 'bench-node';
 export const METRICS = 'http://127.0.0.1:10249';
@@ -83,7 +86,7 @@ export function metricValue(text: string, name: string): number {
  * garbage and reads it again; the heap comes from /metrics when an agent can
  * reach the listener (NaN without one).
  */
-async function memorySample(d: Daemon, waitMs: number, agent: Agent | null) {
+export async function memorySample(d: Daemon, waitMs: number, agent: Agent | null) {
   const heapMiB = async () => (agent ? metricValue(await agent.get(`${METRICS}/metrics`), 'nodejs_heap_size_used_bytes') / MiB : NaN);
   await new Promise((r) => setTimeout(r, waitMs));
   const before = d.stats();
@@ -161,6 +164,9 @@ export interface MemoryOnly {
   /** syncMs / buildMs: the first sync's total and kproxy's own part (what a V8 flag may cost). */
   readonly syncMs?: number;
   readonly buildMs?: number;
+  /** partialMs / partialBuildMs: medians over partial syncs on the same daemon (when asked: partial). */
+  readonly partialMs?: number;
+  readonly partialBuildMs?: number;
   readonly rssAtSyncMiB: number;
   readonly peakRssMiB: number;
   readonly steadyRssMiB: number;
@@ -172,24 +178,41 @@ export interface MemoryOnly {
  * --metrics-bind-address "", so no /metrics and no dashboard; nodeArgs are
  * V8 flags) and reads its memory.
  */
-export async function memoryVariant(o: Pick<FullSyncOptions, 'manifests' | 'flavor' | 'clusterCIDR' | 'settleMs'> & { what: string; metrics?: boolean; nodeArgs?: string[] }): Promise<MemoryOnly> {
+export async function memoryVariant(
+  o: Pick<FullSyncOptions, 'manifests' | 'flavor' | 'clusterCIDR' | 'settleMs'> & {
+    what: string;
+    metrics?: boolean;
+    nodeArgs?: string[];
+    /** partial: after the memory samples, partial syncs on the same daemon (partial-sync.ts; needs the metrics listener). */
+    partial?: { cluster: SyntheticCluster; manifests: ManifestDir; reps: number };
+  },
+): Promise<MemoryOnly> {
   const ns = createNetns('node');
   const d = new Daemon({ ns, manifests: o.manifests, flavor: o.flavor, nodeName: NODE_NAME, clusterCIDR: o.clusterCIDR, metrics: o.metrics, nodeArgs: o.nodeArgs });
+  let agent: Agent | null = null;
   try {
     const first = await d.nextSync(0, 1_800_000);
     if (!first.ok) throw new Error(`first sync failed: ${first.error}`);
     const atSync = d.stats();
     const { before: steady, afterGc } = await memorySample(d, o.settleMs ?? 5000, null);
+    let partial: Pick<MemoryOnly, 'partialMs' | 'partialBuildMs'> = {};
+    if (o.partial) {
+      agent = new Agent(ns);
+      const samples = await measurePartial({ ns, daemon: d, agent, first }, o.partial.cluster, o.partial.manifests, o.partial.reps);
+      partial = { partialMs: summarize(samples.map((x) => x.ms)).median, partialBuildMs: summarize(samples.map((x) => x.buildMs)).median };
+    }
     return {
       what: o.what,
       syncMs: first.ms,
       buildMs: first.buildMs,
+      ...partial,
       rssAtSyncMiB: atSync.rss / MiB,
       peakRssMiB: steady.peakRss / MiB,
       steadyRssMiB: steady.rss / MiB,
       afterGcRssMiB: afterGc.rss / MiB,
     };
   } finally {
+    agent?.stop();
     await d.stop();
     deleteNetns(ns);
   }

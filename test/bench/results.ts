@@ -4,10 +4,12 @@
  */
 import type { ApiChurnResult } from './api-churn.ts';
 import type { ChurnResult } from './churn.ts';
+import type { ColdStart } from './coldstart.ts';
 import type { ConnectTimes } from './dataplane.ts';
 import type { FullSyncRun, MemoryOnly } from './full-sync.ts';
 import type { DualStackRun } from './dual-stack.ts';
 import type { Machine } from './machine.ts';
+import type { ClientConnected, ExampleIdle } from './memory.ts';
 import type { NftablesRun } from './nftables.ts';
 import type { TraceBench } from './trace.ts';
 import type { UserspaceRun } from './userspace.ts';
@@ -83,6 +85,16 @@ export interface LeakResult {
   readonly observerMs: { metrics: Percentiles; health: Percentiles; dashboard: Percentiles };
 }
 
+/** ListDecode is list-decode.ts's answer: the same list bodies decoded both ways, best of a few runs. */
+export interface ListDecode {
+  readonly objects: number;
+  readonly bytes: number;
+  /** plainMs: JSON.parse and keeping the fields kproxy reads (what the Kubernetes source does). */
+  readonly plainMs: number;
+  /** modelsMs: JSON.parse and client-node's ObjectSerializer into its model classes (the generated list calls). */
+  readonly modelsMs: number;
+}
+
 export interface TargetResult {
   readonly name: string;
   readonly target: string;
@@ -106,6 +118,14 @@ export interface Results {
   leak: LeakResult | null;
   /** memoryVariants: the daemon's memory with parts switched off, at the RSS target's size. */
   readonly memoryVariants: (MemoryOnly & { size: Size; flavor: Flavor })[];
+  /** exampleIdle: the example cluster in --dry-run, idle, per mode (memory part; older results: absent). */
+  exampleIdle?: ExampleIdle[];
+  /** clientConnected: memory while a dashboard client stays connected (memory part, at 10,000 × 10). */
+  clientConnected?: (ClientConnected & { size: Size; flavor: Flavor })[];
+  /** coldStart: spawn → first sync done through each source, with the breakdown (coldstart.ts). */
+  coldStart?: ColdStart[];
+  /** listDecode: decoding listed objects (list-decode.ts): kproxy's plain JSON against client-node's model classes. */
+  listDecode?: ListDecode;
   /** dualStack: a dual-stack cluster, both families' full syncs and a partial sync per family (optional in older results). */
   dualStack?: DualStackRun[];
   /** nftables: nftables mode's own measurements (nftables.ts; its churn is in churn with mode nftables). */

@@ -6,28 +6,36 @@
  *   npm run bench -- --quick        a few minutes: 1k/10k services, both flavours for full syncs
  *   npm run bench                   the full size: 1k/10k/30k × 2/10 endpoints, 3 runs each
  *   options: --flavor nft|legacy|both  --runs N  --out DIR  --docs (rewrite docs/performance.md's table)
- *            --only full,partial,churn,dashboard,dataplane,memory,leak,dualstack,nftables,userspace,trace (some parts; daemons are
+ *            --only full,partial,churn,dashboard,dataplane,memory,leak,dualstack,nftables,userspace,trace,coldstart (some parts; daemons are
  *            still started at the sizes those parts need, one full-sync run each unless `full` is listed)
  *   nftables: --proxy-mode nftables at 10,000 × 10 (nftables.ts: first full sync vs a bare nft -f, partial syncs,
  *            restart over the right table) and its churn through the Kubernetes API, reported beside iptables mode
  *   userspace: the userspace mode's relay against the iptables mode's DNAT path in the same namespaces
  *            (userspace.ts: bulk throughput, round trips at 1,000/s, 10,000 idle connections' RSS)
  *   trace: the packet tracer at 10,000 × 10 over each mode's parsed read (trace.ts, in a child process: no kernel)
+ *   memory: full syncs at 10,000 × 2 and × 10 (and 30,000 × 10 in the full run), a dashboard client connected at
+ *            10,000 × 10, variants (V8 flags, no dashboard), the example cluster idle in each mode (memory.ts)
+ *   coldstart: spawn → first sync done at 10,000 × 2 through the file source and the Kubernetes source (coldstart.ts),
+ *            and list decoding in process (list-decode.ts)
+ * Daemons run the built CLI (dist/): `npm run build` first.
  *
  * Writes results/<date>-<mode>.json and .md (test/bench/results/ by default).
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { apiChurnRun } from './api-churn.ts';
 import { measureChurn } from './churn.ts';
 import { generateCluster, POD_CIDR, type SyntheticCluster } from './cluster.ts';
-import { killAll } from './daemon.ts';
+import { coldStartRun, writeYamlManifest } from './coldstart.ts';
+import { DIST_CLI, killAll, SHIPPED_NODE_FLAGS } from './daemon.ts';
 import { measureConnects, wireDataPlane, writeProbe, type ConnectTimes, type DataPlane } from './dataplane.ts';
 import { fullSyncRun, memoryVariant, METRICS, NODE_NAME, type RunContext } from './full-sync.ts';
 import { describeMachine } from './machine.ts';
+import { clientConnected, exampleIdle } from './memory.ts';
+import { PROXY_MODES } from '../../server/config/modes.ts';
 import { dualStackRun } from './dual-stack.ts';
 import { writeManifests, type ManifestDir } from './manifests.ts';
 import { removeAll } from './netns.ts';
@@ -37,7 +45,7 @@ import { nftablesRun } from './nftables.ts';
 import { kernelFloorMs, measurePartial } from './partial-sync.ts';
 import type { Flavor } from './replay.ts';
 import { evaluateTargets, renderMarkdown } from './report.ts';
-import { sizeName, type LeakResult, type Results, type Size } from './results.ts';
+import { sizeName, type LeakResult, type ListDecode, type Results, type Size } from './results.ts';
 
 const { values: opts } = parseArgs({
   options: {
@@ -49,7 +57,7 @@ const { values: opts } = parseArgs({
     only: { type: 'string' },
   },
 });
-const PARTS = ['full', 'partial', 'churn', 'dashboard', 'dataplane', 'memory', 'leak', 'dualstack', 'nftables', 'userspace', 'trace'] as const;
+const PARTS = ['full', 'partial', 'churn', 'dashboard', 'dataplane', 'memory', 'leak', 'dualstack', 'nftables', 'userspace', 'trace', 'coldstart'] as const;
 type Part = (typeof PARTS)[number];
 const only = opts.only ? new Set(opts.only.split(',').map((x) => x.trim())) : null;
 for (const x of only ?? []) if (!PARTS.includes(x as Part)) throw new Error(`--only: unknown part "${x}" (parts: ${PARTS.join(', ')})`);
@@ -101,7 +109,9 @@ const plan = quick
       extrasFlavors: flavors,
     };
 if (opts.runs) for (const f of plan.full) f.runs = Number(opts.runs);
+/** MEMORY_SIZE: where the variants and the connected dashboard client are measured; MEMORY_SIZES: every size the memory part needs a full sync at. */
 const MEMORY_SIZE = S(10_000, 10);
+const MEMORY_SIZES = quick ? [S(10_000, 2), MEMORY_SIZE] : [S(10_000, 2), MEMORY_SIZE, S(30_000, 10)];
 if (!want('full')) {
   // Keep only the sizes a wanted part runs on (memory: the full sync's own memory at the target size), once each.
   const hosts = (size: Size) =>
@@ -109,7 +119,7 @@ if (!want('full')) {
     (want('churn') && same(plan.churnAt, size)) ||
     (want('dashboard') && same(plan.dashboardAt, size)) ||
     (want('dataplane') && plan.dataPlaneAt.some((s) => same(s, size))) ||
-    (want('memory') && same(MEMORY_SIZE, size));
+    (want('memory') && MEMORY_SIZES.some((s) => same(s, size)));
   plan.full = plan.full.filter((f) => hosts(f.size)).map((f) => ({ ...f, runs: opts.runs ? Number(opts.runs) : 1 }));
 }
 
@@ -119,6 +129,7 @@ function log(msg: string): void {
 
 function preflight(): void {
   if (process.getuid?.() !== 0) throw new Error('npm run bench needs root (network namespaces, iptables)');
+  checkBuilt();
   for (const bin of ['ip', 'iptables-legacy-restore', 'iptables-nft-restore', 'iptables-legacy-save', 'iptables-nft-save']) {
     try {
       execFileSync('sh', ['-c', `command -v ${bin}`], { stdio: 'ignore' });
@@ -126,6 +137,20 @@ function preflight(): void {
       throw new Error(`npm run bench needs ${bin} (Debian: apt-get install iptables iproute2)`);
     }
   }
+}
+
+/** checkBuilt refuses a missing or stale build: the daemons run dist/, which must be what the sources say. */
+function checkBuilt(): void {
+  let built: number;
+  try {
+    built = statSync(DIST_CLI).mtimeMs;
+  } catch {
+    throw new Error(`npm run bench runs the built daemon (${DIST_CLI}): run npm run build first`);
+  }
+  const newest = readdirSync(join(ROOT, 'server'), { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile() && e.name.endsWith('.ts') && !e.name.endsWith('.test.ts'))
+    .reduce((m, e) => Math.max(m, statSync(join(e.parentPath, e.name)).mtimeMs), 0);
+  if (newest > built) throw new Error('server/ changed since the last build: run npm run build first (the daemons run dist/)');
 }
 
 const scratch = join('/tmp', `kproxy-bench-${process.pid}`);
@@ -180,6 +205,37 @@ function runLeak(size: Size, syncs: number): LeakResult {
   return JSON.parse(out.trim().split('\n').at(-1)!) as LeakResult;
 }
 
+/** COLD_START_SIZE: where cold start is measured (issue 18: ready within seconds at 10,000 × 2 through any source). */
+const COLD_START_SIZE = S(10_000, 2);
+
+/** coldStart: spawn → first sync done through the file source (one YAML manifest) and the Kubernetes source, then list decoding in process. */
+async function coldStart(results: Results): Promise<void> {
+  const manifest = writeYamlManifest(clusterFor(COLD_START_SIZE).cluster, join(scratch, 'coldstart'));
+  for (const flavor of flavors) {
+    for (const source of ['file', 'api'] as const) {
+      log(`cold start at ${sizeName(COLD_START_SIZE)} ${flavor} through the ${source === 'file' ? 'file source' : 'Kubernetes API'}`);
+      try {
+        const r = await coldStartRun({ size: COLD_START_SIZE, flavor, clusterCIDR: POD_CIDR, nodeIP: NODE_IP, ...(source === 'file' ? { manifest } : {}) });
+        (results.coldStart ??= []).push(r);
+        log(`  ${Math.round(r.totalMs)} ms: start ${Math.round(r.startMs)}, read ${Math.round(r.readMs)}, build ${Math.round(r.buildMs)}, kernel ${Math.round(r.kernelMs)}`);
+      } catch (err) {
+        results.notes.push(`cold start through ${source} (${flavor}) failed: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    }
+  }
+  log(`list decoding: ${sizeName(COLD_START_SIZE)} in process`);
+  try {
+    const out = execFileSync(process.execPath, [join(import.meta.dirname, 'list-decode.ts'), String(COLD_START_SIZE.services), String(COLD_START_SIZE.endpoints)], {
+      encoding: 'utf8',
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    results.listDecode = JSON.parse(out.trim().split('\n').at(-1)!) as ListDecode;
+  } catch (err) {
+    results.notes.push(`list decoding failed: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
 async function main(): Promise<Results> {
   preflight();
   mkdirSync(scratch, { recursive: true });
@@ -214,6 +270,7 @@ async function main(): Promise<Results> {
         const doPartial = extras && want('partial') && plan.partialAt.some((s) => same(s, step.size));
         const doChurn = extras && want('churn') && same(plan.churnAt, step.size);
         const doDashboard = extras && want('dashboard') && same(plan.dashboardAt, step.size);
+        const doClient = extras && want('memory') && same(MEMORY_SIZE, step.size);
         let dp: DataPlane | null = null;
         let noRules: ConnectTimes | null = null;
         log(`full sync ${sizeName(step.size)} ${flavor}, run ${run}/${step.runs}`);
@@ -231,7 +288,7 @@ async function main(): Promise<Results> {
                 }
               : undefined,
             // Only a run with measurements on its daemon has an "after work" memory sample worth its 65 s wait.
-            then: !(doDataPlane || doPartial || doChurn || doDashboard)
+            then: !(doDataPlane || doPartial || doChurn || doDashboard || doClient)
               ? undefined
               : async (ctx) => {
                   if (doDataPlane && dp && noRules) {
@@ -250,6 +307,10 @@ async function main(): Promise<Results> {
                   if (doDashboard) {
                     log('  dashboard: snapshot and deltas');
                     await dashboardNumbers(ctx, c, step.size, flavor, results);
+                  }
+                  if (doClient) {
+                    log('  memory with a dashboard client connected');
+                    (results.clientConnected ??= []).push({ size: step.size, flavor, ...(await clientConnected(ctx, quick ? 5000 : 10_000)) });
                   }
                 },
           });
@@ -285,12 +346,15 @@ async function main(): Promise<Results> {
   }
 
   const memSize = MEMORY_SIZE;
+  // The shipped flags and the ones shipped before, each with partial syncs on the same daemon: memory against build time, in one run.
+  const partialOn = () => ({ ...clusterFor(memSize), reps: 3 });
   const variants = !want('memory')
     ? []
     : [
+        { what: `as shipped (node ${SHIPPED_NODE_FLAGS.join(' ')})`, partial: partialOn() },
+        { what: 'node --max-semi-space-size=16 (shipped before: V8 young generation capped at 16 MiB per semi-space)', nodeArgs: ['--max-semi-space-size=16'], partial: partialOn() },
+        { what: "V8's defaults (no flags: the young generation grows to 128 MiB)", nodeArgs: [] },
         { what: 'no metrics listener (hence no dashboard)', metrics: false },
-        { what: "V8's defaults (without the shipped --max-semi-space-size=16: the young generation grows to 128 MiB)", nodeArgs: [] },
-        { what: 'node --max-semi-space-size=8 (V8 young generation capped at 8 MiB per semi-space)', nodeArgs: ['--max-semi-space-size=8'] },
       ];
   for (const v of variants) {
     log(`memory at ${sizeName(memSize)} ${flavors[0]}: ${v.what}`);
@@ -304,6 +368,17 @@ async function main(): Promise<Results> {
       results.notes.push(`memory (${v.what}) failed: ${err instanceof Error ? err.message : String(err)}`);
     }
   }
+  // The example cluster idle in each mode: the smallest daemon there is (--dry-run, what the demo runs).
+  for (const mode of want('memory') ? PROXY_MODES : []) {
+    log(`memory: the example cluster idle, ${mode} mode (--dry-run)`);
+    try {
+      (results.exampleIdle ??= []).push(await exampleIdle(mode, 20_000));
+    } catch (err) {
+      results.notes.push(`memory: the example cluster in ${mode} mode failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+
+  if (want('coldstart')) await coldStart(results);
 
   // nftables mode: its own daemon and namespace (nftables.ts), then its churn through the Kubernetes API.
   if (want('nftables')) {

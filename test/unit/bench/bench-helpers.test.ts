@@ -70,21 +70,21 @@ describe('network programming latency attribution', () => {
 });
 
 describe('target verdicts', () => {
-  const run = (totalMs: number, buildMs: number, bare: number) => ({
+  const run = (totalMs: number, buildMs: number, bare: number, steadyRssMiB = 280, peakRssMiB = 420) => ({
     totalMs,
     buildMs,
     applyMs: totalMs - buildMs,
     ownShare: buildMs / totalMs,
     bareRestoreMs: bare,
     ratio: totalMs / bare,
-    steadyRssMiB: 280,
-    peakRssMiB: 320,
-    steadyPeakRssMiB: 320,
+    steadyRssMiB,
+    peakRssMiB,
+    steadyPeakRssMiB: peakRssMiB,
   });
   const results = {
     machine: { autoFlavor: { flavor: 'nft', why: '' } },
     fullSync: [
-      { size: { services: 10_000, endpoints: 2 }, flavor: 'nft', runs: [run(4000, 300, 3800), run(5200, 400, 4000), run(4500, 1100, 3900)] },
+      { size: { services: 10_000, endpoints: 2 }, flavor: 'nft', runs: [run(4000, 300, 3800, 190, 210), run(5200, 400, 4000, 195, 230), run(4500, 1100, 3900, 200, 215)] },
       { size: { services: 10_000, endpoints: 10 }, flavor: 'nft', runs: [run(14_000, 500, 10_000)] },
       { size: { services: 10_000, endpoints: 2 }, flavor: 'legacy', runs: [run(99_000, 1, 1)] },
     ],
@@ -109,9 +109,58 @@ describe('target verdicts', () => {
     expect(t['Full sync 10,000 × 2 (nft)']).toBe(true); // median 4500 ms
     expect(t['Full sync 10,000 × 2 (nft) share']).toBe(true); // median 300/4000=7.5%
     expect(t['Full sync 10,000 × 10 (nft)']).toBe(false); // 1.4
-    expect(t['RSS at 10,000 × 10 (nft), steady']).toBe(true);
-    expect(t['RSS at 10,000 × 10 (nft), peak (start-up and full sync)']).toBe(false);
+    expect(t['RSS at 10,000 × 10 (nft), steady']).toBe(true); // 280 ≤ 300 MiB
+    expect(t['RSS at 10,000 × 10 (nft), peak (start-up and full sync)']).toBe(false); // 420 > 400 MiB
+    expect(t['RSS at 10,000 × 2 (nft), steady']).toBe(true); // median 195 ≤ 200 MiB
+    expect(t['RSS at 10,000 × 2 (nft), peak (start-up and full sync)']).toBe(true); // median 215 ≤ 220 MiB
+    expect(t['Steady RSS from 10,000 × 2 to 10,000 × 10 (nft, four times the endpoints)']).toBe(true); // 280 / 195 = 1.44
     expect(t['Network programming latency at 10,000 × 10 (nft), 50 updates/s']).toBe(false);
     expect(t["Partial sync at 10,000 × 2 (nft), one service's endpoint changed"]).toBe(true);
+  });
+
+  it('judges memory at rest, with a client, and cold start against issue 18', () => {
+    const more = {
+      ...results,
+      exampleIdle: [
+        { mode: 'iptables', rssMiB: 95, peakRssMiB: 96, afterGcRssMiB: 94, heapMiB: 20 },
+        { mode: 'ipvs', rssMiB: 101, peakRssMiB: 102, afterGcRssMiB: 100, heapMiB: 21 },
+      ],
+      clientConnected: [{ size: { services: 10_000, endpoints: 10 }, flavor: 'nft', snapshotMs: 90, rssMiB: 340, peakRssMiB: 390, afterGcRssMiB: 330, heapMiB: 150 }],
+      coldStart: [
+        {
+          source: 'file',
+          size: { services: 10_000, endpoints: 2 },
+          flavor: 'nft',
+          totalMs: 4800,
+          startMs: 300,
+          readMs: 900,
+          buildMs: 300,
+          kernelMs: 3200,
+          otherMs: 100,
+          manifestBytes: 1,
+          peakRssMiB: 200,
+        },
+        {
+          source: 'api',
+          size: { services: 10_000, endpoints: 2 },
+          flavor: 'nft',
+          totalMs: 5200,
+          startMs: 300,
+          readMs: 1300,
+          buildMs: 300,
+          kernelMs: 3200,
+          otherMs: 100,
+          manifestBytes: 0,
+          peakRssMiB: 200,
+        },
+      ],
+      listDecode: { objects: 20_000, bytes: 10 * 1024 * 1024, plainMs: 450, modelsMs: 2000 },
+    } as unknown as Results;
+    const t = evaluateTargets(more);
+    const met = (prefix: string) => t.filter((x) => x.name.startsWith(prefix)).map((x) => x.met);
+    expect(met('The example cluster')).toEqual([false]); // ipvs 101 > 100 MiB: every mode must fit
+    expect(met('RSS at 10,000 × 10 (nft) with a dashboard client connected')).toEqual([true]);
+    expect(met('Cold start')).toEqual([true, false]);
+    expect(met('Decoding 20,000 listed objects')).toEqual([true]);
   });
 });

@@ -1,0 +1,87 @@
+/**
+ * memory holds the memory part's measurements beyond a full sync's own
+ * samples (full-sync.ts): the example cluster idle in each mode (what a
+ * laptop demo or a small node holds), and a daemon at scale while a dashboard
+ * client stays connected. Memory comes from /proc/PID (outside the process),
+ * the live heap from the daemon's /metrics after a full GC (gc-signal.ts).
+ */
+import { join } from 'node:path';
+import type { PROXY_MODES } from '../../server/config/modes.ts';
+import { Agent, Daemon } from './daemon.ts';
+import { memorySample, METRICS, type RunContext } from './full-sync.ts';
+import { createNetns, deleteNetns } from './netns.ts';
+import { MiB } from './stats.ts';
+
+const ROOT = join(import.meta.dirname, '..', '..');
+/** EXAMPLES: the example cluster (`deploy/examples/`), what `kproxy --dry-run` reads by default. */
+export const EXAMPLES = join(ROOT, 'deploy', 'examples');
+/** EXAMPLE_NODE: the example cluster's node kproxy runs as without --hostname-override. */
+const EXAMPLE_NODE = 'node-a';
+
+export type Mode = (typeof PROXY_MODES)[number];
+
+/** ExampleIdle is a daemon on the example cluster, idle after its first sync. */
+export interface ExampleIdle {
+  readonly mode: Mode;
+  /** rssMiB: RSS idleMs after the first sync; peakRssMiB: VmHWM then. */
+  readonly rssMiB: number;
+  readonly peakRssMiB: number;
+  readonly afterGcRssMiB: number;
+  /** heapMiB: the live heap after a full GC. */
+  readonly heapMiB: number;
+}
+
+/**
+ * exampleIdle runs `kproxy --dry-run --proxy-mode MODE` on the example cluster
+ * (the simulated kernel: what the demo runs, and the smallest daemon there
+ * is), waits idleMs after its first sync and reads its memory.
+ */
+export async function exampleIdle(mode: Mode, idleMs: number): Promise<ExampleIdle> {
+  const ns = createNetns('example');
+  const d = new Daemon({ ns, manifests: EXAMPLES, flavor: 'auto', nodeName: EXAMPLE_NODE, extraArgs: ['--dry-run', `--proxy-mode=${mode}`] });
+  const agent = new Agent(ns);
+  try {
+    const first = await d.nextSync(0, 120_000);
+    if (!first.ok) throw new Error(`the example cluster's first sync failed (${mode}): ${first.error}`);
+    const s = await memorySample(d, idleMs, agent);
+    return { mode, rssMiB: s.before.rss / MiB, peakRssMiB: s.afterGc.peakRss / MiB, afterGcRssMiB: s.afterGc.rss / MiB, heapMiB: s.heapAfterGc };
+  } finally {
+    agent.stop();
+    await d.stop();
+    deleteNetns(ns);
+  }
+}
+
+/** ClientConnected is a daemon's memory while one dashboard client stays connected. */
+export interface ClientConnected {
+  /** snapshotMs: WebSocket open to the snapshot received. */
+  readonly snapshotMs: number;
+  /** rssMiB: RSS settleMs after the snapshot, the client still connected; peakRssMiB: VmHWM then (the whole life so far). */
+  readonly rssMiB: number;
+  readonly peakRssMiB: number;
+  readonly afterGcRssMiB: number;
+  readonly heapMiB: number;
+}
+
+/**
+ * clientConnected opens the dashboard's WebSocket as a browser does, waits for
+ * the snapshot and settleMs more, reads the daemon's memory with the client
+ * still connected (the dashboard holds its parsed tables while someone looks),
+ * then closes it.
+ */
+export async function clientConnected(ctx: Pick<RunContext, 'daemon' | 'agent'>, settleMs: number): Promise<ClientConnected> {
+  const before = ctx.agent.wsMessages.length;
+  const t0 = Date.now();
+  await ctx.agent.call({ op: 'ws', url: `${METRICS.replace('http', 'ws')}/ws` });
+  while (!ctx.agent.wsMessages.slice(before).some((m) => m.type === 'snapshot')) {
+    if (Date.now() - t0 > 120_000) throw new Error('no dashboard snapshot within 120 s');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  const snap = ctx.agent.wsMessages.slice(before).find((m) => m.type === 'snapshot')!;
+  try {
+    const s = await memorySample(ctx.daemon, settleMs, ctx.agent);
+    return { snapshotMs: snap.connectMs ?? NaN, rssMiB: s.before.rss / MiB, peakRssMiB: s.afterGc.peakRss / MiB, afterGcRssMiB: s.afterGc.rss / MiB, heapMiB: s.heapAfterGc };
+  } finally {
+    await ctx.agent.call({ op: 'ws-close' });
+  }
+}
