@@ -7,6 +7,7 @@ import { errorMessage, SourceNotSyncedError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 import { LABEL_HEADLESS, LABEL_SERVICE_PROXY_NAME, type EndpointSlice, type KubeObject, type Node, type Service, type ServiceCIDR } from '../../proxy/kube-objects.ts';
 import type { ChangeHandlers } from '../../proxy/proxy-state.ts';
+import { keptFields } from '../kept-fields.ts';
 import type { Source, SourceStatus } from '../source.ts';
 import { parseManifest, type ManifestObject } from './manifest.ts';
 
@@ -386,7 +387,8 @@ export class FileSource implements Source {
       const objects = new Map<string, ManifestObject>();
       for (const o of parsed.objects) {
         if (objects.has(o.key)) this.#o.logger.warn('object defined twice in one file, the later one wins', { file, object: o.key });
-        objects.set(o.key, o);
+        // Only the fields kproxy reads are kept (and compared on the next read), as the informers keep them.
+        objects.set(o.key, { ...o, object: keptFields(o.kind, o.object) });
       }
       this.#files.set(file, { objects, fingerprint, digest });
       this.#solved(file);
