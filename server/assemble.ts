@@ -70,9 +70,9 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
   if (run.source) {
     source = new FileSource({ path: run.source.slice('file:'.length), nodeName, clock, logger: logger.child('source'), watch: !run.once });
   } else {
-    const { kubeConfig } = loadKubeConfig({ kubeconfig: run.kubeconfig ?? undefined });
+    const { kubeConfig, api } = await loadKubeConfig({ kubeconfig: run.kubeconfig ?? undefined });
     source = new KubeSource({ kubeConfig, nodeName, clock, logger: logger.child('source'), serviceCIDRs: config.mode === 'nftables' });
-    kubeEvents = new KubeEventRecorder({ sink: new ApiEventSink(kubeConfig), reportingInstance: nodeName, clock, logger: logger.child('events') });
+    kubeEvents = new KubeEventRecorder({ sink: new ApiEventSink(api), reportingInstance: nodeName, clock, logger: logger.child('events') });
   }
   const events: EventRecorder = kubeEvents ? teeRecorder(memoryEvents, kubeEvents) : memoryEvents;
 

@@ -80,8 +80,8 @@ async function recordCleanupEvent(loaded: LoadedConfiguration, logger: Logger, s
   if (loaded.run.source || !loaded.nodeName) return;
   let recorder: KubeEventRecorder;
   try {
-    const { kubeConfig } = loadKubeConfig({ kubeconfig: loaded.run.kubeconfig ?? undefined });
-    recorder = new KubeEventRecorder({ sink: new ApiEventSink(kubeConfig), reportingInstance: loaded.nodeName, clock: realClock, logger: logger.child('events') });
+    const { api } = await loadKubeConfig({ kubeconfig: loaded.run.kubeconfig ?? undefined });
+    recorder = new KubeEventRecorder({ sink: new ApiEventSink(api), reportingInstance: loaded.nodeName, clock: realClock, logger: logger.child('events') });
   } catch (err) {
     logger.warn('cleanup Event not recorded: no Kubernetes access', { err: errorMessage(err) });
     return;

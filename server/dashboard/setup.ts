@@ -119,7 +119,7 @@ export async function setupDashboard(opts: SetupDashboardOptions): Promise<Dashb
   if (ownAddress === '') return off;
   const token = run.dashboardTokenFile ? await readDashboardToken(run.dashboardTokenFile) : null;
   let reviewer = opts.reviewer;
-  if (reviewer === undefined) reviewer = run.source ? null : new ApiAccessReviewer(loadKubeConfig({ kubeconfig: run.kubeconfig ?? undefined }).kubeConfig);
+  if (reviewer === undefined) reviewer = run.source ? null : new ApiAccessReviewer((await loadKubeConfig({ kubeconfig: run.kubeconfig ?? undefined })).api);
   const daemon = assembled.daemon;
   const auth = new DashboardAuth({ token, reviewer, nodeName: daemon.nodeName, clock: daemon.clock, audience: run.dashboardTokenAudience, logger: log.child('auth') });
   const tls =

@@ -1,4 +1,4 @@
-import { EventsV1Api, setHeaderOptions, type EventsV1Event, type KubeConfig } from '@kubernetes/client-node';
+import type { KubeApi } from '../sources/k8s/api-request.ts';
 
 /** EventObject is an events.k8s.io/v1 Event as kproxy writes it (eventTime already in MicroTime form). */
 export interface EventObject {
@@ -41,20 +41,23 @@ export function httpStatus(err: unknown): number | undefined {
   return undefined;
 }
 
-/** ApiEventSink writes through client-node's events.k8s.io/v1 client. */
+/** ApiEventSink writes to the events.k8s.io/v1 API as JSON, with kproxy's credentials. */
 export class ApiEventSink implements EventSink {
-  readonly #api: EventsV1Api;
+  readonly #api: KubeApi;
 
-  constructor(kubeConfig: KubeConfig) {
-    this.#api = kubeConfig.makeApiClient(EventsV1Api);
+  constructor(api: KubeApi) {
+    this.#api = api;
   }
 
   async create(namespace: string, event: EventObject): Promise<void> {
-    await this.#api.createNamespacedEvent({ namespace, body: event as unknown as EventsV1Event });
+    await this.#api.request('POST', `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/events`, { body: event });
   }
 
   async patch(namespace: string, name: string, patch: SeriesPatch): Promise<void> {
-    // The generated client picks json-patch by default; a series update is a strategic merge, as client-go sends it.
-    await this.#api.patchNamespacedEvent({ name, namespace, body: patch }, setHeaderOptions('Content-Type', 'application/strategic-merge-patch+json'));
+    // A series update is a strategic merge, as client-go sends it.
+    await this.#api.request('PATCH', `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/events/${encodeURIComponent(name)}`, {
+      body: patch,
+      contentType: 'application/strategic-merge-patch+json',
+    });
   }
 }

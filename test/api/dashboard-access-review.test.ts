@@ -26,7 +26,7 @@ describe('delegated dashboard auth against an API server', () => {
   beforeAll(async () => {
     await server.start();
     kubeconfig = await writeKubeconfig(server.url);
-    reviewer = new ApiAccessReviewer(loadKubeConfig({ kubeconfig: kubeconfig.path }).kubeConfig);
+    reviewer = new ApiAccessReviewer((await loadKubeConfig({ kubeconfig: kubeconfig.path })).api);
   });
   afterAll(async () => {
     await server.stop();

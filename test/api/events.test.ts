@@ -21,8 +21,8 @@ beforeEach(async () => {
   kubeconfig = await writeKubeconfig(server.url);
   clock = new FakeClock();
   log = new MemoryLog();
-  const { kubeConfig } = loadKubeConfig({ kubeconfig: kubeconfig.path });
-  recorder = new KubeEventRecorder({ sink: new ApiEventSink(kubeConfig), reportingInstance: 'node-a', clock, logger: log.logger, random: () => 0.5 });
+  const { api } = await loadKubeConfig({ kubeconfig: kubeconfig.path });
+  recorder = new KubeEventRecorder({ sink: new ApiEventSink(api), reportingInstance: 'node-a', clock, logger: log.logger, random: () => 0.5 });
 });
 afterEach(async () => {
   recorder.stop();
@@ -32,7 +32,7 @@ afterEach(async () => {
 
 const eventWrites = () => server.requests.filter((r) => r.path.includes('/events'));
 
-describe('Kubernetes Events through client-node against the fake API server', () => {
+describe('Kubernetes Events through the Kubernetes client against the fake API server', () => {
   it('posts the Starting event on the Node the way kube-proxy does', async () => {
     recordStarting(recorder, 'node-a');
     await recorder.flush();

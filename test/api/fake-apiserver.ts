@@ -107,6 +107,7 @@ export class FakeApiServer {
   /** #held: requests received while holding, answered when holding ends. */
   #held: (() => void)[] | null = null;
   readonly #unserved = new Set<Resource['plural']>();
+  #expireContinue = false;
 
   constructor() {
     this.store.onChange((c) => this.#fanOut(c));
@@ -219,6 +220,15 @@ export class FakeApiServer {
     return sent;
   }
 
+  /**
+   * expireNextContinue: the next list request that carries a continue token is
+   * answered 410 Expired, as the API server answers a token whose snapshot
+   * etcd compacted away.
+   */
+  expireNextContinue(): void {
+    this.#expireContinue = true;
+  }
+
   /** failNext answers the next `count` matching requests with an error status. */
   failNext(opts: { method?: string; pathPrefix?: string; status: number; count?: number }): void {
     this.#failures.push({ method: opts.method, pathPrefix: opts.pathPrefix, status: opts.status, remaining: opts.count ?? 1 });
@@ -294,19 +304,39 @@ export class FakeApiServer {
         if (err instanceof SelectorError) return this.#json(res, 400, status(400, 'BadRequest', err.message));
         throw err;
       }
-      return watch ? this.#watch(res, r, match, query) : this.#list(res, r, match);
+      return watch ? this.#watch(res, r, match, query) : this.#list(res, r, match, query);
     }
     this.#json(res, 404, status(404, 'NotFound', `the server could not find the requested resource (${req.method} ${path})`));
   }
 
-  #list(res: ServerResponse, r: Resource, match: Matcher): void {
+  /**
+   * #list answers a list, in pages when asked (limit, then the continue token
+   * of each page, as the API server pages). Unlike the API server, later pages
+   * come from the current objects rather than the first page's snapshot; the
+   * resourceVersion stays the first page's.
+   */
+  #list(res: ServerResponse, r: Resource, match: Matcher, query: Record<string, string>): void {
     const { items, resourceVersion } = this.store.list(r.plural, match);
     // A real server leaves kind/apiVersion off the items of a typed list.
     for (const item of items) {
       delete item.kind;
       delete item.apiVersion;
     }
-    this.#json(res, 200, { kind: r.listKind, apiVersion: r.apiVersion, metadata: { resourceVersion: String(resourceVersion) }, items });
+    let start = 0;
+    let rv = resourceVersion;
+    if (query.continue) {
+      const token = decodeContinue(query.continue);
+      if (!token || this.#expireContinue || this.store.tooOld(token.rv)) {
+        this.#expireContinue = false;
+        return this.#json(res, 410, status(410, 'Expired', 'The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.'));
+      }
+      ({ start, rv } = token);
+    }
+    const limit = Number(query.limit);
+    const end = limit > 0 ? start + limit : items.length;
+    const more = end < items.length;
+    const metadata = { resourceVersion: String(rv), ...(more ? { continue: encodeContinue({ rv, start: end }), remainingItemCount: items.length - end } : {}) };
+    this.#json(res, 200, { kind: r.listKind, apiVersion: r.apiVersion, metadata, items: items.slice(start, end) });
   }
 
   #watch(res: ServerResponse, r: Resource, match: Matcher, query: Record<string, string>): void {
@@ -481,4 +511,23 @@ function mergePatch(target: unknown, patch: unknown): unknown {
     else out[k] = mergePatch(out[k], v);
   }
   return out;
+}
+
+/** Continue is what a continue token carries: the first page's resourceVersion and where the next page starts. */
+interface Continue {
+  rv: number;
+  start: number;
+}
+
+function encodeContinue(c: Continue): string {
+  return Buffer.from(JSON.stringify(c)).toString('base64url');
+}
+
+function decodeContinue(token: string): Continue | null {
+  try {
+    const c = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as Continue;
+    return Number.isInteger(c.rv) && Number.isInteger(c.start) && c.start >= 0 ? c : null;
+  } catch {
+    return null;
+  }
 }

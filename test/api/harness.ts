@@ -48,7 +48,7 @@ export class Cluster {
 
   /** connect starts the KubeSource (the API may be up or down). */
   async connect(tuning: Partial<InformerTuning> = {}, opts: { serviceCIDRs?: boolean } = {}): Promise<KubeSource> {
-    const { kubeConfig } = loadKubeConfig({ kubeconfig: this.#kubeconfig!.path });
+    const { kubeConfig } = await loadKubeConfig({ kubeconfig: this.#kubeconfig!.path });
     this.source = new KubeSource({
       kubeConfig,
       nodeName: NODE,

@@ -54,6 +54,41 @@ describe('KubeSource against a fake API server, through the real client-node inf
     expect(watch.authorization).toBe(`Bearer ${FAKE_TOKEN}`);
   });
 
+  it('lists page by page (500 objects a page, as client-go) and keeps only the fields kproxy reads', async () => {
+    for (let i = 0; i < 1200; i++) {
+      const s = service(`svc-${i}`, { clusterIP: `10.96.${Math.floor(i / 250)}.${(i % 250) + 1}` }) as Service;
+      c.server.apply({ ...s, spec: { ...s.spec, selector: { app: `svc-${i}` } } });
+    }
+    c.server.apply(node(NODE, 'zone-a'));
+    await c.connectAndSync();
+    expect(serviceKeys()).toHaveLength(1200);
+    const lists = c.server.listRequests('services');
+    expect(lists.map((r) => [r.query.limit, r.query.continue === undefined])).toEqual([
+      ['500', true],
+      ['500', false],
+      ['500', false],
+    ]);
+    // What the informer delivers (and its caches hold) is the kept part: no selector, no targetPort, no server-set timestamps.
+    const held = c.changes.find((x) => x.kind === 'Service')!.cur as Service;
+    expect(held.spec).not.toHaveProperty('selector');
+    expect(held.spec!.ports![0]).not.toHaveProperty('targetPort');
+    expect(held.metadata).not.toHaveProperty('creationTimestamp');
+    expect(held.metadata!.uid).toEqual(expect.any(String));
+  });
+
+  it('lists again in one request when a continue token expired between pages', async () => {
+    for (let i = 0; i < 700; i++) c.server.apply(service(`svc-${i}`, { clusterIP: `10.96.${Math.floor(i / 250)}.${(i % 250) + 1}` }));
+    c.server.apply(node(NODE, 'zone-a'));
+    c.server.expireNextContinue();
+    await c.connectAndSync();
+    expect(serviceKeys()).toHaveLength(700);
+    expect(c.server.listRequests('services').map((r) => [r.query.limit, r.query.continue === undefined])).toEqual([
+      ['500', true],
+      ['500', false],
+      [undefined, true],
+    ]);
+  });
+
   it('asks the server for exactly kube-proxy selectors, so headless and other-proxy objects never arrive', async () => {
     c.server.apply(service('web'));
     c.server.apply(service('headless', { clusterIP: 'None', labels: HEADLESS }));

@@ -1,4 +1,4 @@
-import { AuthenticationV1Api, AuthorizationV1Api, Observable, type ConfigurationOptions, type KubeConfig, type RequestContext, type ResponseContext } from '@kubernetes/client-node';
+import type { KubeApi } from '../../sources/k8s/api-request.ts';
 
 /** ReviewedUser is who the API server says a token belongs to (TokenReview status.user). */
 export interface ReviewedUser {
@@ -42,61 +42,50 @@ export interface AccessReviewer {
   reviewAccess(user: ReviewedUser, attrs: ResourceAttributes, signal?: AbortSignal): Promise<{ allowed: boolean; reason: string }>;
 }
 
-/**
- * abortable makes a client-node call end its HTTP request when signal aborts:
- * a review kproxy stopped waiting for must not keep a connection to the API
- * server open (and a hung API server would otherwise collect one per token).
- */
-function abortable(signal: AbortSignal | undefined): ConfigurationOptions | undefined {
-  if (!signal) return undefined;
-  return {
-    middlewareMergeStrategy: 'append',
-    middleware: [
-      {
-        pre: (ctx: RequestContext) => {
-          ctx.setSignal(signal);
-          return new Observable(Promise.resolve(ctx));
-        },
-        post: (res: ResponseContext) => new Observable(Promise.resolve(res)),
-      },
-    ],
-  };
+interface TokenReviewStatus {
+  authenticated?: boolean;
+  user?: { username?: string; uid?: string; groups?: string[]; extra?: Record<string, string[]> };
+  audiences?: string[];
 }
 
-/** ApiAccessReviewer sends the reviews through client-node, with kproxy's own credentials. */
+/**
+ * ApiAccessReviewer sends the reviews to the API server as JSON, with kproxy's
+ * own credentials. A signal that aborts ends the HTTP request: a review kproxy
+ * stopped waiting for must not keep a connection to the API server open (and
+ * a hung API server would otherwise collect one per token).
+ */
 export class ApiAccessReviewer implements AccessReviewer {
-  readonly #authn: AuthenticationV1Api;
-  readonly #authz: AuthorizationV1Api;
+  readonly #api: KubeApi;
 
-  constructor(kubeConfig: KubeConfig) {
-    this.#authn = kubeConfig.makeApiClient(AuthenticationV1Api);
-    this.#authz = kubeConfig.makeApiClient(AuthorizationV1Api);
+  constructor(api: KubeApi) {
+    this.#api = api;
   }
 
   async reviewToken(token: string, audiences: readonly string[], signal?: AbortSignal): Promise<ReviewedUser | null> {
-    const res = await this.#authn.createTokenReview({ body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token, audiences: [...audiences] } } }, abortable(signal));
+    const res = await this.#api.request<{ status?: TokenReviewStatus }>('POST', '/apis/authentication.k8s.io/v1/tokenreviews', {
+      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token, audiences: [...audiences] } },
+      signal,
+    });
     const st = res.status;
     if (!st?.authenticated || !st.user?.username) return null;
     return { username: st.user.username, uid: st.user.uid, groups: st.user.groups ?? [], extra: st.user.extra, audiences: st.audiences ?? [] };
   }
 
   async reviewAccess(user: ReviewedUser, attrs: ResourceAttributes, signal?: AbortSignal): Promise<{ allowed: boolean; reason: string }> {
-    const res = await this.#authz.createSubjectAccessReview(
-      {
-        body: {
-          apiVersion: 'authorization.k8s.io/v1',
-          kind: 'SubjectAccessReview',
-          spec: {
-            user: user.username,
-            uid: user.uid,
-            groups: [...user.groups],
-            extra: user.extra ? Object.fromEntries(Object.entries(user.extra).map(([k, v]) => [k, [...v]])) : undefined,
-            resourceAttributes: { ...attrs },
-          },
+    const res = await this.#api.request<{ status?: { allowed?: boolean; reason?: string } }>('POST', '/apis/authorization.k8s.io/v1/subjectaccessreviews', {
+      body: {
+        apiVersion: 'authorization.k8s.io/v1',
+        kind: 'SubjectAccessReview',
+        spec: {
+          user: user.username,
+          uid: user.uid,
+          groups: [...user.groups],
+          extra: user.extra ? Object.fromEntries(Object.entries(user.extra).map(([k, v]) => [k, [...v]])) : undefined,
+          resourceAttributes: { ...attrs },
         },
       },
-      abortable(signal),
-    );
+      signal,
+    });
     return { allowed: res.status?.allowed === true, reason: res.status?.reason ?? '' };
   }
 }

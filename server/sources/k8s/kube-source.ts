@@ -1,15 +1,18 @@
-import { CoreV1Api, DiscoveryV1Api, NetworkingV1Api, Watch, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import type { KubeConfig, KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
 import type { Clock } from '../../clock.ts';
 import { errorMessage, KubeconfigError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 import type { EndpointSlice, Node, Service, ServiceCIDR } from '../../proxy/kube-objects.ts';
 import type { ChangeHandlers } from '../../proxy/proxy-state.ts';
+import { keptFields, type KeptKind } from '../kept-fields.ts';
 import type { Source, SourceStatus } from '../source.ts';
+import { ApiStatusError, KubeApi } from './api-request.ts';
+import { loadClientNode } from './client-node.ts';
 import type { InformerCounters, InformerKind, InformerStatus, InformerTuning, WatchClient } from './informer-types.ts';
 import { ResilientInformer, type ResilientInformerOptions } from './resilient-informer.ts';
 
 /** InformerCommon: what every informer of a source shares. */
-type InformerCommon = Pick<ResilientInformerOptions<KubernetesObject>, 'watch' | 'server' | 'clock' | 'logger' | 'tuning' | 'random'>;
+type InformerCommon = Pick<ResilientInformerOptions<KubernetesObject>, 'watch' | 'ListWatch' | 'server' | 'clock' | 'logger' | 'tuning' | 'random'>;
 import { ENDPOINT_SLICES_PATH, NODES_PATH, nodeFieldSelector, PROXY_LABEL_SELECTOR, SERVICE_CIDRS_PATH, SERVICE_FIELD_SELECTOR, SERVICES_PATH } from './selectors.ts';
 
 export interface KubeSourceOptions {
@@ -64,19 +67,21 @@ export class KubeSource implements Source {
     if (this.#started) return;
     this.#started = true;
     const { kubeConfig, nodeName, clock, logger, tuning, random } = this.#o;
-    let core: CoreV1Api;
-    let discovery: DiscoveryV1Api;
+    const client = await loadClientNode();
+    let api: KubeApi;
     try {
-      core = kubeConfig.makeApiClient(CoreV1Api);
-      discovery = kubeConfig.makeApiClient(DiscoveryV1Api);
+      api = new KubeApi(kubeConfig, client);
     } catch (err) {
-      throw new KubeconfigError(`API clients for ${this.#server} cannot be made: ${errorMessage(err)}`, { cause: err });
+      throw new KubeconfigError(`API requests to ${this.#server} cannot be made: ${errorMessage(err)}`, { cause: err });
     }
-    const watch = new Watch(kubeConfig);
+    const watch = new client.Watch(kubeConfig);
     // requestTimeoutMs is private in client-node's typings but is the only knob for its inactivity timeout.
     (watch as unknown as { requestTimeoutMs: number }).requestTimeoutMs = this.#o.watchInactivityMs ?? 3 * 60_000;
     const log = logger.child('kube-source');
-    const common = { watch: watch as WatchClient, server: this.#server, clock, logger: log, tuning, random };
+    const common: InformerCommon = { watch: watch as WatchClient, ListWatch: client.ListWatch, server: this.#server, clock, logger: log, tuning, random };
+    // Each list is plain JSON, page by page, keeping only the fields kproxy reads (keptFields) of each object.
+    const list = (path: string, query: Record<string, string | undefined>) => (keep: (item: unknown) => unknown) => api.list(path, query, keep) as Promise<KubernetesListObject<KubernetesObject>>;
+    const keep = (kind: KeptKind) => (obj: unknown) => keptFields(kind, obj) as KubernetesObject;
 
     this.#add(
       new ResilientInformer<KubernetesObject>({
@@ -85,7 +90,8 @@ export class KubeSource implements Source {
         path: SERVICES_PATH,
         labelSelector: PROXY_LABEL_SELECTOR,
         fieldSelector: SERVICE_FIELD_SELECTOR,
-        list: () => core.listServiceForAllNamespaces({ labelSelector: PROXY_LABEL_SELECTOR, fieldSelector: SERVICE_FIELD_SELECTOR }),
+        list: list(SERVICES_PATH, { labelSelector: PROXY_LABEL_SELECTOR, fieldSelector: SERVICE_FIELD_SELECTOR }),
+        keep: keep('Service'),
         onChange: (prev, cur) => handlers.onService(prev as Service | null, cur as Service | null),
         onSynced: () => handlers.onSynced('Service'),
       }),
@@ -96,7 +102,8 @@ export class KubeSource implements Source {
         kind: 'EndpointSlice',
         path: ENDPOINT_SLICES_PATH,
         labelSelector: PROXY_LABEL_SELECTOR,
-        list: () => discovery.listEndpointSliceForAllNamespaces({ labelSelector: PROXY_LABEL_SELECTOR }),
+        list: list(ENDPOINT_SLICES_PATH, { labelSelector: PROXY_LABEL_SELECTOR }),
+        keep: keep('EndpointSlice'),
         onChange: (prev, cur) => handlers.onEndpointSlice(prev as EndpointSlice | null, cur as EndpointSlice | null),
         onSynced: () => handlers.onSynced('EndpointSlice'),
       }),
@@ -107,14 +114,15 @@ export class KubeSource implements Source {
         kind: 'Node',
         path: NODES_PATH,
         fieldSelector: nodeFieldSelector(nodeName),
-        list: () => core.listNode({ fieldSelector: nodeFieldSelector(nodeName) }),
+        list: list(NODES_PATH, { fieldSelector: nodeFieldSelector(nodeName) }),
+        keep: keep('Node'),
         onChange: (prev, cur) => handlers.onNode(prev as Node | null, cur as Node | null),
         onSynced: () => handlers.onSynced('Node'),
       }),
     );
     log.info('watching the Kubernetes API', { server: this.#server, node: nodeName });
     for (const inf of this.#informers.values()) inf.start();
-    if (this.#o.serviceCIDRs) void this.#watchServiceCIDRs(kubeConfig, common, handlers);
+    if (this.#o.serviceCIDRs) void this.#watchServiceCIDRs(api, common, handlers, list(SERVICE_CIDRS_PATH, {}), keep('ServiceCIDR'));
   }
 
   /**
@@ -124,13 +132,17 @@ export class KubeSource implements Source {
    * answers 404 then, and watching would only fail forever. Any other failure
    * of the probe (the API is down) leaves the informer to its own retries.
    */
-  async #watchServiceCIDRs(kubeConfig: KubeConfig, common: InformerCommon, handlers: ChangeHandlers): Promise<void> {
-    let networking: NetworkingV1Api;
+  async #watchServiceCIDRs(
+    api: KubeApi,
+    common: InformerCommon,
+    handlers: ChangeHandlers,
+    list: ResilientInformerOptions<KubernetesObject>['list'],
+    keep: (obj: unknown) => KubernetesObject,
+  ): Promise<void> {
     try {
-      networking = kubeConfig.makeApiClient(NetworkingV1Api);
-      await networking.listServiceCIDR({ limit: 1 });
+      await api.request('GET', SERVICE_CIDRS_PATH, { query: { limit: 1 } });
     } catch (err) {
-      if ((err as { code?: number } | null)?.code === 404) {
+      if (err instanceof ApiStatusError && err.code === 404) {
         common.logger.warn('the API server serves no networking.k8s.io/v1 ServiceCIDRs (Kubernetes before 1.33?): traffic to unallocated cluster IPs is not dropped', { server: this.#server });
         return;
       }
@@ -140,7 +152,8 @@ export class KubeSource implements Source {
       ...common,
       kind: 'ServiceCIDR',
       path: SERVICE_CIDRS_PATH,
-      list: () => networking.listServiceCIDR(),
+      list,
+      keep,
       onChange: (prev, cur) => handlers.onServiceCIDR?.(prev as ServiceCIDR | null, cur as ServiceCIDR | null),
       onSynced: () => {},
     });

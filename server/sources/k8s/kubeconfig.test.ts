@@ -35,9 +35,9 @@ async function file(text: string): Promise<string> {
   return p;
 }
 
-function failure(fn: () => unknown): KproxyError {
+async function failure(fn: () => Promise<unknown>): Promise<KproxyError> {
   try {
-    fn();
+    await fn();
   } catch (err) {
     expect(err).toBeInstanceOf(KubeconfigError);
     return err as KproxyError;
@@ -48,39 +48,39 @@ function failure(fn: () => unknown): KproxyError {
 describe('loadKubeConfig with --kubeconfig', () => {
   it('loads a kubeconfig and says which server it leads to', async () => {
     const path = await file(kubeconfig());
-    const loaded = loadKubeConfig({ kubeconfig: path });
+    const loaded = await loadKubeConfig({ kubeconfig: path });
     expect(loaded.server).toBe('https://10.0.0.1:6443');
     expect(loaded.origin).toBe(`kubeconfig ${path}`);
     expect(loaded.kubeConfig.getCurrentUser()?.token).toBe('abc');
   });
 
-  it('names a missing file', () => {
-    const e = failure(() => loadKubeConfig({ kubeconfig: join(dir, 'nope') }));
+  it('names a missing file', async () => {
+    const e = await failure(() => loadKubeConfig({ kubeconfig: join(dir, 'nope') }));
     expect(e.message).toMatch(new RegExp(`^kubeconfig ${dir}/nope cannot be read: .*ENOENT`));
     expect(e.code).toBe('KPROXY_ERR_KUBECONFIG');
   });
 
   it('names a file that is not a kubeconfig', async () => {
     const path = await file('clusters: [: bad yaml');
-    expect(failure(() => loadKubeConfig({ kubeconfig: path })).message).toMatch(new RegExp(`^kubeconfig ${path} is not a valid kubeconfig: `));
+    expect((await failure(() => loadKubeConfig({ kubeconfig: path }))).message).toMatch(new RegExp(`^kubeconfig ${path} is not a valid kubeconfig: `));
   });
 
   it('refuses a kubeconfig without a current context, or whose context names no cluster', async () => {
     let path = await file(kubeconfig({ context: null }));
-    expect(failure(() => loadKubeConfig({ kubeconfig: path })).message).toBe(`kubeconfig ${path} sets no current-context`);
+    expect((await failure(() => loadKubeConfig({ kubeconfig: path }))).message).toBe(`kubeconfig ${path} sets no current-context`);
     path = await file(kubeconfig({ context: 'staging' }));
-    expect(failure(() => loadKubeConfig({ kubeconfig: path })).message).toBe(`kubeconfig ${path}: current-context "staging" is not defined in contexts`);
+    expect((await failure(() => loadKubeConfig({ kubeconfig: path }))).message).toBe(`kubeconfig ${path}: current-context "staging" is not defined in contexts`);
     path = await file(kubeconfig({ clusterName: 'other' }));
-    expect(failure(() => loadKubeConfig({ kubeconfig: path })).message).toBe(`kubeconfig ${path}: context "prod" names a cluster that is not defined in clusters`);
+    expect((await failure(() => loadKubeConfig({ kubeconfig: path }))).message).toBe(`kubeconfig ${path}: context "prod" names a cluster that is not defined in clusters`);
   });
 
   it('says at start that plain http needs insecure-skip-tls-verify, which the client requires', async () => {
     let path = await file(kubeconfig({ server: 'http://127.0.0.1:8001' }));
-    expect(failure(() => loadKubeConfig({ kubeconfig: path })).message).toMatch(
+    expect((await failure(() => loadKubeConfig({ kubeconfig: path }))).message).toMatch(
       /server http:\/\/127\.0\.0\.1:8001 is plain http, which the Kubernetes client only accepts with insecure-skip-tls-verify: true/,
     );
     path = await file(kubeconfig({ server: 'http://127.0.0.1:8001', skipTLS: true }));
-    expect(loadKubeConfig({ kubeconfig: path }).server).toBe('http://127.0.0.1:8001');
+    expect((await loadKubeConfig({ kubeconfig: path })).server).toBe('http://127.0.0.1:8001');
   });
 });
 
@@ -106,21 +106,21 @@ describe('loadKubeConfig in a cluster', () => {
     await serviceAccount({ token: 'sa-token', 'ca.crt': 'CERT', namespace: 'kube-system' });
     expect(inClusterConfigPresent(env, dir)).toBe(true);
     inPod();
-    const loaded = loadKubeConfig({ rootPrefix: dir });
+    const loaded = await loadKubeConfig({ rootPrefix: dir });
     expect(loaded.server).toBe('https://10.96.0.1:443');
     expect(loaded.origin).toBe('in-cluster service account');
   });
 
-  it('explains what to pass when not in a cluster', () => {
+  it('explains what to pass when not in a cluster', async () => {
     expect(inClusterConfigPresent({}, dir)).toBe(false);
     vi.stubEnv('KUBERNETES_SERVICE_HOST', undefined);
     vi.stubEnv('KUBERNETES_SERVICE_PORT', undefined);
-    expect(failure(() => loadKubeConfig({ rootPrefix: dir })).message).toMatch(/no --kubeconfig given and not running in a cluster .* pass --kubeconfig FILE or --source file:PATH/);
+    expect((await failure(() => loadKubeConfig({ rootPrefix: dir }))).message).toMatch(/no --kubeconfig given and not running in a cluster .* pass --kubeconfig FILE or --source file:PATH/);
   });
 
   it('names the missing service account file', async () => {
     await serviceAccount({ token: 'sa-token' });
     inPod();
-    expect(failure(() => loadKubeConfig({ rootPrefix: dir })).message).toMatch(new RegExp(`in-cluster config: the service account ca.crt ${dir}${SERVICE_ACCOUNT_DIR}/ca.crt cannot be read`));
+    expect((await failure(() => loadKubeConfig({ rootPrefix: dir }))).message).toMatch(new RegExp(`in-cluster config: the service account ca.crt ${dir}${SERVICE_ACCOUNT_DIR}/ca.crt cannot be read`));
   });
 });

@@ -1,7 +1,9 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { errorMessage, KubeconfigError } from '../../errors.ts';
+import { KubeApi } from './api-request.ts';
+import { loadClientNode } from './client-node.ts';
 
 /** SERVICE_ACCOUNT_DIR is where Kubernetes mounts a pod's service account credentials. */
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -20,6 +22,8 @@ export interface LoadedKubeconfig {
   readonly server: string;
   /** origin: "kubeconfig /path" or "in-cluster service account". */
   readonly origin: string;
+  /** api: plain JSON requests with these credentials (Events, access reviews, lists). */
+  readonly api: KubeApi;
 }
 
 /**
@@ -35,13 +39,16 @@ export function inClusterConfigPresent(env: NodeJS.ProcessEnv = process.env, roo
  * loadKubeConfig reads --kubeconfig FILE, or the in-cluster service account when
  * no file is given. Every failure is a KubeconfigError that names the file or the
  * missing piece, so the daemon can exit 1 with a message an operator can act on.
+ * The Kubernetes client is loaded here, on first use (client-node.ts).
  */
-export function loadKubeConfig(opts: KubeconfigLoadOptions = {}): LoadedKubeconfig {
+export async function loadKubeConfig(opts: KubeconfigLoadOptions = {}): Promise<LoadedKubeconfig> {
+  const client = await loadClientNode();
   // In-cluster: client-node reads KUBERNETES_SERVICE_HOST/PORT from process.env itself, so we check the same place.
-  return opts.kubeconfig ? fromFile(opts.kubeconfig) : inCluster(process.env, opts.rootPrefix ?? '');
+  const found = opts.kubeconfig ? fromFile(client.KubeConfig, opts.kubeconfig) : inCluster(client.KubeConfig, process.env, opts.rootPrefix ?? '');
+  return { ...found, api: new KubeApi(found.kubeConfig, client) };
 }
 
-function fromFile(path: string): LoadedKubeconfig {
+function fromFile(KubeConfig: new () => KubeConfig, path: string): Omit<LoadedKubeconfig, 'api'> {
   try {
     if (!statSync(path).isFile()) throw new Error('not a regular file');
   } catch (err) {
@@ -66,7 +73,7 @@ function fromFile(path: string): LoadedKubeconfig {
   return { kubeConfig: kc, server: checkServer(cluster.server, where), origin: `kubeconfig ${path}` };
 }
 
-function inCluster(env: NodeJS.ProcessEnv, rootPrefix: string): LoadedKubeconfig {
+function inCluster(KubeConfig: new () => KubeConfig, env: NodeJS.ProcessEnv, rootPrefix: string): Omit<LoadedKubeconfig, 'api'> {
   const dir = rootPrefix + SERVICE_ACCOUNT_DIR;
   if (!env.KUBERNETES_SERVICE_HOST || !env.KUBERNETES_SERVICE_PORT) {
     throw new KubeconfigError('no --kubeconfig given and not running in a cluster (KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set): pass --kubeconfig FILE or --source file:PATH');

@@ -1,3 +1,4 @@
+import { ListWatch } from '@kubernetes/client-node/dist/cache.js';
 import { describe, expect, it } from 'vitest';
 import { FakeClock, flushMicrotasks } from '../../clock-fake.ts';
 import { MemoryLog } from '../../log.ts';
@@ -11,22 +12,34 @@ interface Obj {
 
 const svc = (name: string, rv: string, port = 80): Obj => ({ metadata: { name, namespace: 'ns', resourceVersion: rv }, spec: { port } });
 
-function setup(initial: Obj[], opts: { onChange?: (prev: Obj | null, cur: Obj | null) => void } = {}) {
+/** SpyListWatch is client-node's ListWatch, each instance kept so a test can read its cache. */
+class SpyListWatch<T extends Obj & { metadata?: object }> extends ListWatch<T & { metadata?: object }> {
+  static made: SpyListWatch<Obj>[] = [];
+  constructor(...args: ConstructorParameters<typeof ListWatch<T & { metadata?: object }>>) {
+    super(...args);
+    SpyListWatch.made.push(this as never);
+  }
+}
+
+function setup(initial: Obj[], opts: { onChange?: (prev: Obj | null, cur: Obj | null) => void; keep?: (o: unknown) => Obj } = {}) {
   const clock = new FakeClock();
   const log = new MemoryLog();
   const watch = new FakeWatchClient();
   const api = { items: initial, rv: '100', failures: [] as unknown[], lists: 0 };
   const changes: string[] = [];
+  const delivered: (Obj | null)[] = [];
   let synced = 0;
   const inf = new ResilientInformer<Obj>({
     kind: 'Service',
     path: '/api/v1/services',
-    list: async () => {
+    list: async (keep) => {
       api.lists++;
       if (api.failures.length) throw api.failures.shift();
-      return { metadata: { resourceVersion: api.rv }, items: structuredClone(api.items) };
+      return { metadata: { resourceVersion: api.rv }, items: structuredClone(api.items).map((o) => keep(o) as Obj) };
     },
     watch,
+    ListWatch: SpyListWatch as typeof ListWatch,
+    keep: opts.keep,
     server: 'https://api.example:6443',
     clock,
     logger: log.logger,
@@ -34,11 +47,12 @@ function setup(initial: Obj[], opts: { onChange?: (prev: Obj | null, cur: Obj | 
     onChange: (prev, cur) => {
       const o = (cur ?? prev)!;
       changes.push(`${prev && cur ? 'update' : cur ? 'add' : 'delete'} ${o.metadata?.name} ${prev?.metadata?.resourceVersion ?? '-'}->${cur?.metadata?.resourceVersion ?? '-'}`);
+      delivered.push(cur);
       opts.onChange?.(prev, cur);
     },
     onSynced: () => synced++,
   });
-  return { clock, log, watch, api, changes, inf, synced: () => synced };
+  return { clock, log, watch, api, changes, delivered, inf, synced: () => synced };
 }
 
 describe('ResilientInformer', () => {
@@ -77,6 +91,20 @@ describe('ResilientInformer', () => {
     w.emit('MODIFIED', svc('a', '1'));
     w.emit('MODIFIED', svc('a', '5', 90));
     expect(t.changes).toEqual(['add a -->1', 'update a 1->5']);
+  });
+
+  it('holds and delivers only what keep makes of each listed and watched object, before ListWatch caches it', async () => {
+    const noSpec = (o: unknown) => ({ metadata: (o as Obj).metadata });
+    const t = setup([svc('a', '1')], { keep: noSpec });
+    t.inf.start();
+    await flushMicrotasks();
+    t.watch.open[0].emit('ADDED', svc('b', '2'));
+    t.watch.open[0].emit('MODIFIED', svc('a', '3', 81));
+    expect(t.delivered).toEqual([noSpec(svc('a', '1')), noSpec(svc('b', '2')), noSpec(svc('a', '3'))]);
+    // client-node's own cache holds the very objects delivered: nothing holds the whole ones.
+    const cached = SpyListWatch.made.at(-1)!.list();
+    expect(cached).toEqual([noSpec(svc('a', '3')), noSpec(svc('b', '2'))]);
+    expect(cached.every((o) => t.delivered.includes(o))).toBe(true);
   });
 
   it('drops objects without a name, counting them, and keeps delivering the others', async () => {

@@ -1,4 +1,4 @@
-import { ListWatch, type KubernetesListObject, type KubernetesObject, type Watch } from '@kubernetes/client-node';
+import type { KubernetesListObject, KubernetesObject, ListWatch, Watch } from '@kubernetes/client-node';
 import type { Clock, TimerHandle } from '../../clock.ts';
 import { errorMessage, ListFailedError, WatchFailedError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
@@ -10,9 +10,20 @@ export interface ResilientInformerOptions<T extends KubernetesObject> {
   kind: InformerKind;
   /** path: the watch path ("/api/v1/services"). */
   path: string;
-  /** list: one list call with the same selectors as the watch. */
-  list: () => Promise<KubernetesListObject<T>>;
+  /**
+   * list: one list call with the same selectors as the watch, each item
+   * through keep as soon as it is decoded (KubeApi.list).
+   */
+  list: (keep: (item: unknown) => unknown) => Promise<KubernetesListObject<T>>;
   watch: WatchClient;
+  /** ListWatch: client-node's class (loaded with the client, client-node.ts). */
+  ListWatch: typeof ListWatch;
+  /**
+   * keep: what of an object the informer holds (keptFields), applied to listed
+   * and watched objects before anything caches them: client-node's ListWatch
+   * cache, the informer's own, the handlers. Default: the whole object.
+   */
+  keep?: (obj: unknown) => T;
   labelSelector?: string;
   fieldSelector?: string;
   /** server: where the API is, for log lines. */
@@ -45,6 +56,7 @@ export class ResilientInformer<T extends KubernetesObject> {
   readonly #random: () => number;
   readonly #backoff: Backoff;
   readonly #what: string;
+  readonly #keep: (obj: unknown) => T;
   #lw: ListWatch<T> | null = null;
   #state: InformerState = 'idle';
   readonly #delivered = new Map<string, T>();
@@ -85,6 +97,7 @@ export class ResilientInformer<T extends KubernetesObject> {
     this.#random = opts.random ?? Math.random;
     this.#backoff = new Backoff(this.#tuning.backoff, this.#random);
     this.#what = PLURAL[opts.kind];
+    this.#keep = opts.keep ?? ((o) => o as T);
   }
 
   /** start lists and watches in the background; it never throws and never waits for the API. */
@@ -143,7 +156,7 @@ export class ResilientInformer<T extends KubernetesObject> {
     const self: { lw: ListWatch<T> | null } = { lw: null };
     const current = () => self.lw !== null && self.lw === this.#lw && this.#state !== 'stopped';
     const watch: WatchClient = { watch: (path, query, cb, done) => this.#watch(current, path, query, cb, done) };
-    const lw = new ListWatch<T>(this.#o.path, watch as unknown as Watch, () => this.#list(current), false, this.#o.labelSelector, this.#o.fieldSelector, {
+    const lw = new this.#o.ListWatch<T>(this.#o.path, watch as unknown as Watch, () => this.#list(current), false, this.#o.labelSelector, this.#o.fieldSelector, {
       delayFn: (ms) => this.#delay(current, ms),
     });
     self.lw = lw;
@@ -157,7 +170,7 @@ export class ResilientInformer<T extends KubernetesObject> {
   async #list(current: () => boolean): Promise<KubernetesListObject<T>> {
     let list: KubernetesListObject<T>;
     try {
-      list = await this.#o.list();
+      list = await this.#o.list(this.#keep);
     } catch (err) {
       throw new ListFailedError(`listing ${this.#what} from ${this.#o.server} failed`, { cause: err });
     }
@@ -209,7 +222,8 @@ export class ResilientInformer<T extends KubernetesObject> {
     let controller: AbortController | null = null;
     const onEvent = (phase: string, obj: any, raw?: any) => {
       if (!current()) return;
-      if (this.#watchEvent(phase, obj)) cb(phase, obj, raw);
+      const kept = phase === 'ADDED' || phase === 'MODIFIED' || phase === 'DELETED' ? this.#keep(obj) : obj;
+      if (this.#watchEvent(phase, kept)) cb(phase, kept, raw);
     };
     const onDone = (err: unknown) => {
       ended = true;
