@@ -9,9 +9,10 @@
  *   start  spawn → its first log line (Node.js start and kproxy's imports)
  *   read   → "sources synced" (assembly, the Kubernetes client's import where
  *          used, the lists or the manifest's read and parse, the trackers)
+ *   wait   → the first sync starting (the sync runner's turn)
  *   build  kproxy's part of the first sync (the sync log line's buildMs)
- *   kernel the rest of the sync (iptables-save, iptables-restore: applyMs)
- *   other  what is left (the sync runner's turn, the log line itself)
+ *   kernel the sync's kernel part (iptables-save, iptables-restore: applyMs)
+ *   other  the rest of the sync (its log line's ms less build and kernel)
  */
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -33,6 +34,7 @@ export interface ColdStart {
   readonly totalMs: number;
   readonly startMs: number;
   readonly readMs: number;
+  readonly waitMs: number;
   readonly buildMs: number;
   readonly kernelMs: number;
   readonly otherMs: number;
@@ -89,6 +91,7 @@ export async function coldStartRun(o: ColdStartOptions): Promise<ColdStart> {
     const totalMs = first.finishedAt - d.startedAt;
     const startMs = firstLine - d.startedAt;
     const readMs = synced - firstLine;
+    const waitMs = first.finishedAt - first.ms - synced;
     return {
       source: o.manifest ? 'file' : 'api',
       size: o.size,
@@ -96,9 +99,10 @@ export async function coldStartRun(o: ColdStartOptions): Promise<ColdStart> {
       totalMs,
       startMs,
       readMs,
+      waitMs,
       buildMs: first.buildMs,
       kernelMs: first.applyMs,
-      otherMs: totalMs - startMs - readMs - first.buildMs - first.applyMs,
+      otherMs: first.ms - first.buildMs - first.applyMs,
       manifestBytes: o.manifest?.bytes ?? 0,
       peakRssMiB: peak / MiB,
     };
