@@ -3,13 +3,13 @@
  * samples (full-sync.ts): the example cluster idle in each mode (what a
  * laptop demo or a small node holds), and a daemon at scale while a dashboard
  * client stays connected. Memory comes from /proc/PID (outside the process),
- * the live heap from the daemon's /metrics after a full GC (gc-signal.ts).
+ * the live heap from the daemon's /metrics after a full GC (GC_ON_SIGUSR2).
  */
 import { join } from 'node:path';
 import type { PROXY_MODES } from '../../server/config/modes.ts';
 import { Agent, Daemon } from './daemon.ts';
 import { memorySample, METRICS, type RunContext } from './full-sync.ts';
-import { createNetns, deleteNetns } from './netns.ts';
+import { createNetns, deleteNetns, sh } from './netns.ts';
 import { MiB } from './stats.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..');
@@ -38,6 +38,10 @@ export interface ExampleIdle {
  */
 export async function exampleIdle(mode: Mode, idleMs: number): Promise<ExampleIdle> {
   const ns = createNetns('example');
+  // The example node's addresses on a dummy link: userspace mode sends the node's own service traffic to one.
+  sh('ip', ['-n', ns, 'link', 'add', 'kpt-node', 'type', 'dummy']);
+  sh('ip', ['-n', ns, 'addr', 'add', '10.0.0.10/24', 'dev', 'kpt-node']);
+  sh('ip', ['-n', ns, 'link', 'set', 'kpt-node', 'up']);
   const d = new Daemon({ ns, manifests: EXAMPLES, flavor: 'auto', nodeName: EXAMPLE_NODE, extraArgs: ['--dry-run', `--proxy-mode=${mode}`] });
   const agent = new Agent(ns);
   try {
