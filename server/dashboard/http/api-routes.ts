@@ -283,7 +283,8 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
       } else {
         const input = which === 'last' ? dashboard.provider.lastInput(family) : dashboard.provider.lastFailedInput(family);
         if (input) {
-          body = input.error ? `# sync ${input.seq} failed: ${input.error.replace(/\n/g, '\n# ')}\n${input.text}` : input.text;
+          const text = await input.body.text();
+          body = input.error ? `# sync ${input.seq} failed: ${input.error.replace(/\n/g, '\n# ')}\n${text}` : text;
           file = `kproxy-${node}-sync-${input.seq}${which === 'failed' ? '-failed' : ''}.${ext}`;
         }
       }

@@ -1,7 +1,6 @@
-import { promisify } from 'node:util';
-import { deflate, inflate } from 'node:zlib';
 import { IptablesParseError } from '../../errors.ts';
 import { isBuiltinChain, ruleTarget, splitArgs, type ChainLine, type CommandLine } from '../../kernel/iptables-save-parser.ts';
+import { PackedText } from '../../proxy/packed-text.ts';
 import { kernelTables, type KernelChain, type KernelRule, type KernelTables } from '../kernel-view.ts';
 import type { Yield } from '../yield.ts';
 import { forEachIptablesEntry } from './chunks.ts';
@@ -87,15 +86,12 @@ class Interner {
  * reference. The tables are built only when the dashboard asks (tables())
  * and can be dropped again when nobody looks (release()): at 10,000 services
  * × 10 endpoints they take about 140 MB, the text about 34 MB, and the
- * base text is deflated in the background (zlib on libuv's threads, off the
- * event loop) to a few MB. When partial inputs pile up, compact() folds them
- * into a new base text.
+ * base text is a PackedText: deflated in the background to a few MB, and the
+ * very one the view offers as the last input when it came from a full sync.
+ * When partial inputs pile up, compact() folds them into a new base text.
  */
 export class IntendedIptables {
-  #base: string | null = null;
-  /** #packed: the base deflated (then #base is null); #packing: the deflate in flight. */
-  #packed: Buffer | null = null;
-  #packing: Promise<void> | null = null;
+  #base: PackedText | null = null;
   readonly #partials: string[] = [];
   #partialBytes = 0;
   readonly #intern = new Interner();
@@ -121,16 +117,20 @@ export class IntendedIptables {
 
   /** baseBytes: the base as kept (deflated or not); packedBase: it is deflated. */
   get baseBytes(): number {
-    return this.#packed?.length ?? this.#base?.length ?? 0;
+    return this.#base?.heldBytes ?? 0;
   }
 
   get packedBase(): boolean {
-    return this.#packed !== null;
+    return this.#base?.isPacked ?? false;
   }
 
   /** packed resolves once the base in hand is deflated (or found too small to bother). */
   async packed(): Promise<void> {
-    while (this.#packing) await this.#packing;
+    let base: PackedText | null;
+    do {
+      base = this.#base;
+      await base?.packed();
+    } while (base !== this.#base);
   }
 
   /** hasTables: the parsed tables are in memory (someone asked since the last release()). */
@@ -140,16 +140,20 @@ export class IntendedIptables {
 
   /** cleared records that kproxy removed all its objects (the dashboard's cleanup). */
   cleared(): void {
-    this.#rebase('');
+    this.#rebase(new PackedText(''));
     this.#version++;
   }
 
-  /** accepted records an input the kernel accepted; a full one replaces everything before it. */
-  accepted(input: string, full: boolean): void {
-    if (full) this.#rebase(input);
+  /**
+   * accepted records an input the kernel accepted; a full one replaces
+   * everything before it and is kept as packed, when given (the view's own
+   * PackedText of it: one copy for both).
+   */
+  accepted(input: string, full: boolean, packed?: PackedText): void {
+    if (full) this.#rebase(packed ?? new PackedText(input));
     else {
       // A partial input with no base before it (no full sync recorded yet) applies to empty tables.
-      if (this.#base === null && this.#packed === null) this.#rebase('');
+      if (this.#base === null) this.#rebase(new PackedText(''));
       this.#partials.push(input);
       this.#partialBytes += input.length;
     }
@@ -157,7 +161,7 @@ export class IntendedIptables {
   }
 
   /** #rebase starts the record over from base: the partial inputs and the parsed tables go. */
-  #rebase(base: string): void {
+  #rebase(base: PackedText): void {
     this.#partials.length = 0;
     this.#partialBytes = 0;
     this.#dropTables();
@@ -165,11 +169,9 @@ export class IntendedIptables {
     this.#setBase(base);
   }
 
-  /** #setBase keeps base as the record's start, to be deflated in the background. */
-  #setBase(base: string): void {
+  /** #setBase keeps base as the record's start (deflated in the background when large). */
+  #setBase(base: PackedText): void {
     this.#base = base;
-    this.#packed = null;
-    this.#pack();
   }
 
   #dropTables(): void {
@@ -216,7 +218,7 @@ export class IntendedIptables {
       const text = await formatTables(tables, pause);
       // A full input arrived meanwhile: it is the new base, this text is obsolete.
       if (generation === this.#generation) {
-        this.#setBase(text);
+        this.#setBase(new PackedText(text));
         const rest = this.#partials.splice(0, folded);
         for (const input of rest) this.#partialBytes -= input.length;
         this.#applied = 0;
@@ -226,28 +228,6 @@ export class IntendedIptables {
     this.#applying = job.finally(() => (this.#applying = null));
     await this.#applying;
     if (!keep) this.release();
-  }
-
-  /** #pack deflates a base worth it, unless a new base replaced it meanwhile. */
-  #pack(): void {
-    const text = this.#base;
-    if (text === null || text.length < PACK_MIN_CHARS) return;
-    const generation = this.#generation;
-    const job = (async () => {
-      try {
-        const packed = await deflateAsync(Buffer.from(text, 'utf8'), { level: 1 });
-        if (generation === this.#generation && this.#base === text) {
-          this.#packed = packed;
-          this.#base = null;
-        }
-      } catch {
-        // Out of memory in zlib, at worst: the base stays as text, which costs memory but loses nothing.
-      }
-    })();
-    const packing: Promise<void> = job.finally(() => {
-      if (this.#packing === packing) this.#packing = null;
-    });
-    this.#packing = packing;
   }
 
   async #apply(pause: Yield): Promise<KernelTables> {
@@ -261,7 +241,7 @@ export class IntendedIptables {
       const target = this.#tables;
       const apply = (input: string) => forEachIptablesEntry(input, (t, e) => applyEntry(target, t, e, this.#intern), pause);
       if (this.#applied < 0) {
-        const base = this.#base ?? (this.#packed ? (await inflateAsync(this.#packed)).toString('utf8') : null);
+        const base = this.#base ? await this.#base.text() : null;
         if (generation !== this.#generation) continue;
         if (base) await apply(base);
         if (generation !== this.#generation) continue;
@@ -281,12 +261,6 @@ export class IntendedIptables {
     }
   }
 }
-
-const deflateAsync = promisify(deflate);
-const inflateAsync = promisify(inflate);
-
-/** PACK_MIN_CHARS: a base shorter than this stays text (a small node's rules: not worth a thread). */
-const PACK_MIN_CHARS = 256 * 1024;
 
 /** FORMAT_CHUNK: rules written between two yields. */
 const FORMAT_CHUNK = 5000;

@@ -1,3 +1,4 @@
+import { PackedText } from '../../proxy/packed-text.ts';
 import { errorMessage } from '../../errors.ts';
 import type { IptablesRunner } from '../../kernel/iptables.ts';
 import { silentLogger, type Logger } from '../../log.ts';
@@ -80,9 +81,11 @@ export class IptablesView implements KernelViewProvider {
 
   noteSync(record: SyncRecord, result: BackendSyncResult): void {
     if (result.batch === undefined) return;
-    const input: RestoreInput = { seq: record.seq, at: record.finishedAt, full: result.full, text: result.batch };
+    const body = new PackedText(result.batch);
+    const input: RestoreInput = { seq: record.seq, at: record.finishedAt, full: result.full, body };
     if (record.ok) {
-      this.#intended.accepted(result.batch, result.full);
+      // A full input is the record's new base: the same PackedText, one copy for both.
+      this.#intended.accepted(result.batch, result.full, body);
       // Partial inputs pile up between full syncs: fold them into one text, off the sync's path.
       if (this.#intended.partialBytes > MAX_PENDING_BYTES) {
         this.#intended.compact(this.#pause).catch((err) => {

@@ -202,7 +202,8 @@ describe('IPVS kernel view: bookkeeping', () => {
     h.view.noteSync(record(1, true), { full: true, batch: '# ipvsadm -R\n-A -t 10.96.0.1:80 -s rr\n' } as never);
     h.view.noteSync(record(2, false), { full: false, batch: '# ipvsadm -R\n-a bad\n' } as never);
     h.view.noteSync(record(3, true), { full: false } as never);
-    expect(h.view.lastInput()).toMatchObject({ seq: 1, full: true, text: '# ipvsadm -R\n-A -t 10.96.0.1:80 -s rr\n' });
+    expect(h.view.lastInput()).toMatchObject({ seq: 1, full: true });
+    expect(h.view.lastInput()!.body.textSync()).toBe('# ipvsadm -R\n-A -t 10.96.0.1:80 -s rr\n');
     expect(h.view.lastFailedInput()).toMatchObject({ seq: 2, error: 'refused' });
   });
 

@@ -1,3 +1,4 @@
+import { PackedText } from '../../proxy/packed-text.ts';
 import type { Clock } from '../../clock.ts';
 import { DUMMY_DEVICE, FILTER_CHAINS, IPSETS, NAT_CHAINS, setName } from '../../proxy/ipvs/names.ts';
 import { JUMP_RULES } from '../../proxy/ipvs/iptables-rules.ts';
@@ -153,7 +154,7 @@ export class IpvsView implements KernelViewProvider {
 
   noteSync(record: SyncRecord, result: BackendSyncResult): void {
     if (result.batch === undefined) return;
-    const input: RestoreInput = { seq: record.seq, at: record.finishedAt, full: result.full, text: result.batch };
+    const input: RestoreInput = { seq: record.seq, at: record.finishedAt, full: result.full, body: new PackedText(result.batch) };
     if (record.ok) this.#lastInput = input;
     else this.#lastFailed = { ...input, error: record.error?.message ?? 'failed' };
   }

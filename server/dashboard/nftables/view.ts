@@ -1,3 +1,4 @@
+import { PackedText } from '../../proxy/packed-text.ts';
 import type { NftTable } from '../../kernel/nft-types.ts';
 import { formatTableDump } from '../../kernel/nft-script.ts';
 import type { BackendSyncResult } from '../../proxy/backend.ts';
@@ -109,12 +110,14 @@ export class NftablesView implements KernelViewProvider {
       // The proxier's wanted() moves with every successful sync, also one that wrote nothing (the first over a right table).
       this.#version++;
       this.#cleared = false;
-      if (result.batch !== undefined) this.#lastInput = { seq: record.seq, at: record.finishedAt, full: result.full, text: result.batch };
+      if (result.batch !== undefined) this.#lastInput = { seq: record.seq, at: record.finishedAt, full: result.full, body: new PackedText(result.batch) };
       return;
     }
     const failed = this.#src.lastFailedTransaction();
     const text = result.batch ?? failed?.transaction;
-    if (text !== undefined) this.#lastFailed = { seq: record.seq, at: record.finishedAt, full: result.full, text, error: record.error?.message ?? failed?.error.message ?? 'failed' };
+    if (text !== undefined) {
+      this.#lastFailed = { seq: record.seq, at: record.finishedAt, full: result.full, body: new PackedText(text), error: record.error?.message ?? failed?.error.message ?? 'failed' };
+    }
   }
 
   noteCleanup(): void {

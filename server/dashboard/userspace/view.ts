@@ -1,3 +1,4 @@
+import { PackedText } from '../../proxy/packed-text.ts';
 import type { Clock } from '../../clock.ts';
 import type { IptablesRunner } from '../../kernel/iptables.ts';
 import { silentLogger, type Logger } from '../../log.ts';
@@ -137,7 +138,7 @@ export class UserspaceView implements KernelViewProvider {
 
   noteSync(record: SyncRecord, result: BackendSyncResult): void {
     if (result.batch === undefined) return;
-    const input: RestoreInput = { seq: record.seq, at: record.finishedAt, full: result.full, text: result.batch };
+    const input: RestoreInput = { seq: record.seq, at: record.finishedAt, full: result.full, body: new PackedText(result.batch) };
     if (record.ok) this.#lastInput = input;
     else this.#lastFailed = { ...input, error: record.error?.message ?? 'failed' };
   }

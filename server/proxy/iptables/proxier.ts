@@ -94,8 +94,6 @@ export interface IptablesMetrics {
 /** IptablesBackend is the iptables Backend plus what the daemon and dashboard read from it. */
 export interface IptablesBackend extends Backend {
   readonly runner: IptablesRunner;
-  /** lastAppliedBatch: the restore input of the last successful sync. */
-  lastAppliedBatch(): string | null;
   lastFailedBatch(): FailedBatch | null;
   readonly metrics: IptablesMetrics;
 }
@@ -168,7 +166,6 @@ class IptablesProxier implements IptablesBackend {
   readonly #skipped = new Map<string, string>();
   #idsInMapOrder: string[] = [];
   #sortedIds: string[] = [];
-  #lastApplied: string | null = null;
   #lastFailed: FailedBatch | null = null;
   readonly #housekeeping: FirstSyncHousekeeping;
 
@@ -184,10 +181,6 @@ class IptablesProxier implements IptablesBackend {
     // admits 127.0.0.0/8 ("primary" never does).
     const isPrimary = npa.length === 1 && npa[0] === NODE_PORT_ADDRESSES_PRIMARY;
     this.#localhostNodePorts = opts.family === 'IPv4' && opts.config.iptables.localhostNodePorts && !isPrimary && new NodePortAddresses(opts.family, npa).containsIPv4Loopback;
-  }
-
-  lastAppliedBatch(): string | null {
-    return this.#lastApplied;
   }
 
   lastFailedBatch(): FailedBatch | null {
@@ -307,7 +300,6 @@ class IptablesProxier implements IptablesBackend {
       this.#chainLengths = built.chainLengths;
       this.#contextKey = key;
       this.#needFull = false;
-      if (built.text !== '') this.#lastApplied = built.text;
       if (full) this.#names.rotate();
       this.metrics.rulesTotal = built.rulesByTable;
       this.metrics.rulesLastSync = built.rulesWritten;

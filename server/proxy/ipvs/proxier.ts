@@ -109,8 +109,6 @@ export interface IpvsBackend extends Backend {
   readonly runners: IpvsRunners;
   /** draining lists real servers waiting for their connections to end. */
   draining(): DrainingRealServer[];
-  /** lastAppliedBatch: the batches of the last successful sync, each under a "# program" header. */
-  lastAppliedBatch(): string | null;
   /** planned: the objects of the last successful sync (null before one); a reference, nothing is copied. */
   planned(): IpvsPlanned | null;
 }
@@ -161,7 +159,6 @@ class IpvsProxier implements IpvsBackend {
   /** #skipped: service ports whose objects could not be built, with why (reported in each sync result). */
   readonly #skipped = new Map<string, string>();
   #lastIptables = '';
-  #lastApplied: string | null = null;
   #planned: IpvsPlanned | null = null;
   #plannedVersion = 0;
   readonly runners: IpvsRunners;
@@ -180,10 +177,6 @@ class IpvsProxier implements IpvsBackend {
 
   draining(): DrainingRealServer[] {
     return this.#graceful.list();
-  }
-
-  lastAppliedBatch(): string | null {
-    return this.#lastApplied;
   }
 
   planned(): IpvsPlanned | null {
@@ -353,7 +346,6 @@ class IpvsProxier implements IpvsBackend {
       this.#needFull = false;
       this.#lastIptables = rules.text;
       const batch = batches.join('');
-      this.#lastApplied = batch;
       // References only: the dashboard reads them later, off the sync's path.
       const cache = built.cache;
       this.#planned = {

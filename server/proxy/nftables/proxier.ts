@@ -72,8 +72,6 @@ export interface NftablesBackend extends Backend {
   readonly runner: NftRunner;
   readonly family: IPFamily;
   readonly metrics: NftablesMetrics;
-  /** lastAppliedTransaction: the text of the last transaction nft took. */
-  lastAppliedTransaction(): string | null;
   lastFailedTransaction(): FailedTransaction | null;
   /** wanted: the table as kproxy's last successful sync left it (its own objects; affinity sets without elements); null before one. */
   wanted(): NftTable | null;
@@ -134,7 +132,6 @@ class NftablesProxier implements NftablesBackend {
   #stale = new Map<string, number>();
   #rules = 0;
   #warned = new Set<string>();
-  #lastApplied: string | null = null;
   #lastFailed: FailedTransaction | null = null;
   readonly #housekeeping: FirstSyncHousekeeping;
 
@@ -145,10 +142,6 @@ class NftablesProxier implements NftablesBackend {
     this.#nftFamily = nftFamilyOf(opts.family);
     this.#log = opts.logger.child('nftables');
     this.#housekeeping = new FirstSyncHousekeeping(opts.afterFirstSync, this.#log, opts.clock);
-  }
-
-  lastAppliedTransaction(): string | null {
-    return this.#lastApplied;
   }
 
   lastFailedTransaction(): FailedTransaction | null {
@@ -267,7 +260,6 @@ class NftablesProxier implements NftablesBackend {
       this.#rules = built.rules;
       this.#contextKey = key;
       this.#needFull = false;
-      if (text !== '') this.#lastApplied = text;
       this.metrics.staleChains = this.#stale.size;
       for (const w of built.fixed.warnings) this.#warnOnce(w);
       // Not programming: kept out of this sync's build and kernel times.

@@ -1,0 +1,40 @@
+import { describe, expect, it } from 'vitest';
+import { PackedText } from './packed-text.ts';
+
+/** rules: restore input as kproxy writes it, n rules (text that deflates well, as the real one does). */
+function rules(n: number): string {
+  const lines = ['*nat'];
+  for (let i = 0; i < n; i++)
+    lines.push(`-A KUBE-SEP-${String(i).padStart(16, '0')} -m comment --comment "ns/svc-${i}:http" -p tcp -m tcp -j DNAT --to-destination 10.64.${(i >> 8) & 255}.${i & 255}:8080`);
+  lines.push('COMMIT', '');
+  return lines.join('\n');
+}
+
+describe('PackedText', () => {
+  it('keeps a small text as it is', async () => {
+    const p = new PackedText('*nat\nCOMMIT\n');
+    await p.packed();
+    expect(p.isPacked).toBe(false);
+    expect(p.textSync()).toBe('*nat\nCOMMIT\n');
+    expect(await p.text()).toBe('*nat\nCOMMIT\n');
+  });
+
+  it('holds a large text deflated once packed, and gives the same text back each time it is read', async () => {
+    const text = rules(20_000);
+    const p = new PackedText(text);
+    expect(p.length).toBe(text.length);
+    await p.packed();
+    expect(p.isPacked).toBe(true);
+    expect(p.heldBytes).toBeLessThan(text.length / 5);
+    expect(await p.text()).toBe(text);
+    expect(p.textSync()).toBe(text);
+    expect(await p.text()).toBe(text);
+  });
+
+  it('reads the text before it is packed too', async () => {
+    const text = rules(20_000);
+    const p = new PackedText(text);
+    expect(await p.text()).toBe(text);
+    await p.packed();
+  });
+});
