@@ -18,11 +18,16 @@ export type IPFamily = 'IPv4' | 'IPv6';
  */
 export function canonicalIP(text: unknown): string | null {
   if (typeof text !== 'string' || text.length === 0 || text.length > 45) return null;
+  // The text itself when it is canonical already (nearly always): a node holds one copy of each address, not two.
   const octets = ipv4Octets(text);
-  if (octets) return octets.join('.');
+  if (octets) return same(text, octets.join('.'));
   if (!text.includes(':')) return null;
   const groups = expandIPv6(text);
-  return groups ? compressIPv6(groups) : null;
+  return groups ? same(text, compressIPv6(groups)) : null;
+}
+
+function same(text: string, canonical: string): string {
+  return canonical === text ? text : canonical;
 }
 
 /** ipFamilyOf returns the family of a (canonical or sloppy) IP address, or null. */

@@ -2,6 +2,7 @@ import { EndpointSliceInvalidError } from '../errors.ts';
 import { endpointKey, type Endpoint } from './endpoint.ts';
 import { objectIP, type IPFamily } from '../net/ip.ts';
 import { LABEL_SERVICE_NAME, objectRef, type EndpointSlice } from './kube-objects.ts';
+import { flatString } from './flat-string.ts';
 import { PROTOCOLS, servicePortId, type Protocol } from './service-port.ts';
 
 /** The API server caps a slice at 1000 endpoints and an endpoint at 100 addresses. */
@@ -123,9 +124,22 @@ function hintNames(list: { name?: string }[] | undefined): readonly string[] {
   return names.length === 0 ? NO_HINTS : [...new Set(names)].sort();
 }
 
-/** sameSliceInfo compares two SliceInfos (an unchanged slice re-sent by a relist is not a change). */
-export function sameSliceInfo(a: SliceInfo | undefined, b: SliceInfo | undefined): boolean {
-  return a === b || (a !== undefined && b !== undefined && JSON.stringify(a) === JSON.stringify(b));
+/**
+ * StoredSlice is a slice as the cache holds it: for each of its ports, its
+ * endpoints as the Endpoint objects endpointsOf hands out. An endpoint of a
+ * service port is one object, made once when its slice arrives and shared by
+ * the cache and the endpoints map the proxiers read (not a slice's endpoint
+ * plus a copy per merge).
+ */
+interface StoredSlice {
+  readonly ports: readonly SlicePort[];
+  /** endpoints[i]: the endpoints of ports[i]. */
+  readonly endpoints: readonly (readonly Endpoint[])[];
+}
+
+/** sameSlice compares two stored slices (an unchanged slice re-sent by a relist is not a change). */
+function sameSlice(a: StoredSlice | undefined, b: StoredSlice): boolean {
+  return a !== undefined && JSON.stringify(a) === JSON.stringify(b);
 }
 
 /**
@@ -135,7 +149,7 @@ export function sameSliceInfo(a: SliceInfo | undefined, b: SliceInfo | undefined
  * merged eagerly.
  */
 export class EndpointSliceCache {
-  readonly #slices = new Map<string, Map<string, SliceInfo>>();
+  readonly #slices = new Map<string, Map<string, StoredSlice>>();
   readonly #nodeName: string;
 
   constructor(nodeName: string) {
@@ -146,9 +160,33 @@ export class EndpointSliceCache {
   set(service: string, sliceName: string, info: SliceInfo): boolean {
     let bySlice = this.#slices.get(service);
     if (!bySlice) this.#slices.set(service, (bySlice = new Map()));
-    if (sameSliceInfo(bySlice.get(sliceName), info)) return false;
-    bySlice.set(sliceName, info);
+    const stored = this.#store(info);
+    if (sameSlice(bySlice.get(sliceName), stored)) return false;
+    bySlice.set(sliceName, stored);
     return true;
+  }
+
+  /** #store makes a slice's Endpoint objects, one per endpoint and port, as endpointsOf will hand them out. */
+  #store(info: SliceInfo): StoredSlice {
+    return {
+      ports: info.ports,
+      endpoints: info.ports.map((port) =>
+        info.endpoints.map((e) => ({
+          ip: e.ip,
+          port: port.port,
+          // A flat string: the key is held as long as the endpoint (see flatString).
+          key: flatString(endpointKey(e.ip, port.port)),
+          isLocal: this.#nodeName !== '' && e.nodeName === this.#nodeName,
+          ready: e.ready,
+          serving: e.serving,
+          terminating: e.terminating,
+          nodeName: e.nodeName,
+          zone: e.zone,
+          zoneHints: e.zoneHints,
+          nodeHints: e.nodeHints,
+        })),
+      ),
+    };
   }
 
   /** delete removes a slice; returns false when it was not stored. */
@@ -170,28 +208,14 @@ export class EndpointSliceCache {
     if (!bySlice) return out;
     const [namespace, name] = service.split('/');
     const sets = new Map<string, Map<string, Endpoint>>();
-    for (const info of bySlice.values()) {
-      for (const port of info.ports) {
+    for (const slice of bySlice.values()) {
+      for (const [i, port] of slice.ports.entries()) {
         const id = servicePortId(namespace, name, port.name, port.protocol);
         let set = sets.get(id);
         if (!set) sets.set(id, (set = new Map()));
-        for (const e of info.endpoints) {
-          const key = endpointKey(e.ip, port.port);
-          const isLocal = this.#nodeName !== '' && e.nodeName === this.#nodeName;
-          if (set.has(key) && !isLocal) continue;
-          set.set(key, {
-            ip: e.ip,
-            port: port.port,
-            key,
-            isLocal,
-            ready: e.ready,
-            serving: e.serving,
-            terminating: e.terminating,
-            nodeName: e.nodeName,
-            zone: e.zone,
-            zoneHints: e.zoneHints,
-            nodeHints: e.nodeHints,
-          });
+        for (const e of slice.endpoints[i]) {
+          if (set.has(e.key) && !e.isLocal) continue;
+          set.set(e.key, e);
         }
       }
     }
