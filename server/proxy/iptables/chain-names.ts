@@ -1,4 +1,5 @@
 import { hash } from 'node:crypto';
+import { flatString } from '../flat-string.ts';
 
 /**
  * kube-proxy's chain names. Per-service-port chains are "KUBE-XXX-" plus the
@@ -79,14 +80,15 @@ export class ChainNames {
     const key = servicePortName + protocol;
     let h = this.#current.get(key);
     if (h !== undefined) return h;
-    h = (this.#previous.size > 0 ? this.#previous.get(key) : undefined) ?? hash16(key);
+    h = (this.#previous.size > 0 ? this.#previous.get(key) : undefined) ?? flatString(hash16(key));
     this.#current.set(key, h);
     return h;
   }
 
   /** endpointChain is KUBE-SEP- for one endpoint ("ip:port" as Go's JoinHostPort prints it) of a service port. */
   endpointChain(servicePortName: string, protocol: string, endpoint: string): string {
-    return SEP_PREFIX + hash16(servicePortName + protocol + endpoint);
+    // Flat: a name is held from sync to sync (memoized per service port).
+    return flatString(SEP_PREFIX + hash16(servicePortName + protocol + endpoint));
   }
 
   /** rotate starts a new generation; names unused for a whole generation are dropped. */
@@ -115,5 +117,6 @@ export interface ServicePortChains {
 /** servicePortChains names the chains of a service port (protocol in lower case, as kube-proxy hashes it). */
 export function servicePortChains(names: ChainNames, servicePortName: string, protocol: string): ServicePortChains {
   const h = names.portHash(servicePortName, protocol);
-  return { cluster: SVC_PREFIX + h, local: SVL_PREFIX + h, external: EXT_PREFIX + h, firewall: FW_PREFIX + h };
+  // Flat: the names are held by the sync's cache until the port changes.
+  return { cluster: flatString(SVC_PREFIX + h), local: flatString(SVL_PREFIX + h), external: flatString(EXT_PREFIX + h), firewall: flatString(FW_PREFIX + h) };
 }

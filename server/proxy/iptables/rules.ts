@@ -1,3 +1,4 @@
+import { flatString } from '../flat-string.ts';
 import { RuleBuildError } from '../../errors.ts';
 import { endpointKey, type Endpoint } from '../endpoint.ts';
 import { canonicalIP, cidrContains, parseCIDR, type IPFamily } from '../../net/ip.ts';
@@ -412,9 +413,10 @@ export function buildServicePortRules(
   return {
     id: sp.id,
     service: sp.service,
-    filterText: filter.text(),
+    // Flat: these two stay in the sync's cache (slimCache drops the others).
+    filterText: flatString(filter.text()),
     filterLines: filter.lines,
-    jumpsText: jumps.text(),
+    jumpsText: flatString(jumps.text()),
     jumpsLines: jumps.lines,
     chains: declared,
     chainsText: declared.map((c) => chainLine(c) + '\n').join(''),
