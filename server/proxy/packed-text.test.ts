@@ -31,6 +31,15 @@ describe('PackedText', () => {
     expect(await p.text()).toBe(text);
   });
 
+  it('keeps characters whole across the pieces it deflates', async () => {
+    const piece = 'x'.repeat((1 << 20) - 1);
+    const text = `${piece}😀${piece}é😀${rules(10)}`;
+    const p = new PackedText(text);
+    await p.packed();
+    expect(p.isPacked).toBe(true);
+    expect(await p.text()).toBe(text);
+  });
+
   it('reads the text before it is packed too', async () => {
     const text = rules(20_000);
     const p = new PackedText(text);

@@ -1,8 +1,34 @@
+import { once } from 'node:events';
 import { promisify } from 'node:util';
-import { deflate, inflate, inflateSync } from 'node:zlib';
+import { createDeflate, inflate, inflateSync } from 'node:zlib';
 
-const deflateAsync = promisify(deflate);
 const inflateAsync = promisify(inflate);
+
+/** DEFLATE_CHUNK: characters encoded and handed to zlib at a time. */
+const DEFLATE_CHUNK = 1 << 20;
+
+/**
+ * deflateText deflates a text a piece at a time: handed over whole, a 33 MB
+ * text would first be copied into a 33 MB buffer, right after the sync that
+ * made it, when memory is at its highest.
+ */
+async function deflateText(text: string): Promise<Buffer> {
+  const z = createDeflate({ level: 1 });
+  const out: Buffer[] = [];
+  z.on('data', (b: Buffer) => out.push(b));
+  const ended = once(z, 'end');
+  for (let at = 0; at < text.length;) {
+    let end = Math.min(at + DEFLATE_CHUNK, text.length);
+    // Never between the two halves of a surrogate pair: each piece is encoded on its own.
+    const last = text.charCodeAt(end - 1);
+    if (end < text.length && last >= 0xd800 && last <= 0xdbff) end--;
+    if (!z.write(text.slice(at, end))) await once(z, 'drain');
+    at = end;
+  }
+  z.end();
+  await ended;
+  return Buffer.concat(out);
+}
 
 /** PACK_MIN_CHARS: a text shorter than this stays text (a small node's rules: not worth a thread). */
 export const PACK_MIN_CHARS = 256 * 1024;
@@ -58,7 +84,7 @@ export class PackedText {
   #pack(text: string): void {
     this.#packing = (async () => {
       try {
-        this.#packed = await deflateAsync(Buffer.from(text, 'utf8'), { level: 1 });
+        this.#packed = await deflateText(text);
         this.#text = null;
       } catch {
         // Out of memory in zlib, at worst: the text stays, which costs memory but loses nothing.
