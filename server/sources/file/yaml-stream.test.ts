@@ -1,3 +1,5 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { parseManifest } from './manifest.ts';
@@ -57,5 +59,39 @@ describe('parseYamlStream', () => {
 
   it('leaves a stream with directives to the YAML parser whole', () => {
     expect(parseYamlStream('/m/a.yaml', '%YAML 1.2\n---\na: 1\n---\nb: 2\n')).toEqual([{ a: 1 }, { b: 2 }]);
+  });
+
+  it('reads every manifest of the repository the same with js-yaml as with the YAML parser alone', () => {
+    const root = join(import.meta.dirname, '..', '..', '..');
+    const files = [
+      ...readdirSync(join(root, 'deploy'))
+        .filter((f) => f.endsWith('.yaml'))
+        .map((f) => join(root, 'deploy', f)),
+      ...readdirSync(join(root, 'deploy', 'examples')).map((f) => join(root, 'deploy', 'examples', f)),
+      ...['iptables', 'nftables', 'ipvs'].flatMap((mode) => {
+        const dir = join(root, 'server', 'proxy', mode, 'testdata');
+        return readdirSync(dir).map((c) => join(dir, c, 'input.yaml'));
+      }),
+    ];
+    expect(files.length).toBeGreaterThan(40);
+    for (const f of files) {
+      const text = readFileSync(f, 'utf8');
+      expect(parseYamlStream(f, text), f).toEqual(parseYamlStream(f, text, { fast: false }));
+    }
+  });
+
+  it('leaves anchors, aliases and tags to the YAML parser, which limits aliases', () => {
+    const text = 'a: &x {p: 1}\nb: *x\nc: !!str 5\n';
+    const [doc] = parseYamlStream('/m/a.yaml', text) as [{ a: object; b: object; c: unknown }];
+    expect(doc).toEqual({ a: { p: 1 }, b: { p: 1 }, c: '5' });
+    // Each level names the one before ten times: a few lines for a million values.
+    const levels = ['a', 'b', 'c', 'd', 'e', 'f', 'g'];
+    const bomb = levels.map((l, i) => `${l}: &${l} [${Array.from({ length: 10 }, () => (i === 0 ? 'x' : `*${levels[i - 1]}`)).join(', ')}]`).join('\n');
+    expect(() => parseYamlStream('/m/bomb.yaml', bomb)).toThrow(/alias/);
+  });
+
+  it('reads the scalars of YAML 1.2 core as the YAML parser does: no timestamps, octal only as 0o, yes and no as text', () => {
+    const text = 'a: 2024-01-01\nb: 014\nc: 0o14\nd: yes\ne: 1_000\nf: .inf\ng: ~\nh: 0x1F\ni: "x: y"\nj: 1e3\nk: [a, {b: c}]\nl: >-\n  folded\n  text\n';
+    expect(parseYamlStream('/m/s.yaml', text)).toEqual(parseYamlStream('/m/s.yaml', text, { fast: false }));
   });
 });

@@ -1,3 +1,4 @@
+import { CORE_SCHEMA, load } from 'js-yaml';
 import { parseAllDocuments } from 'yaml';
 import { ManifestParseError } from '../../errors.ts';
 
@@ -15,10 +16,13 @@ const MARKER = /^---[ \t]*(?:#.*)?$/;
  * `.json` files with several documents (as generators write them) work too. A
  * document that looks like JSON (`{` or `[` first) is read with JSON.parse,
  * several times faster than the YAML parser on large files; one that is not
- * valid JSON is read as YAML, which reports the error. Throws
- * ManifestParseError naming file:line:column of the first error.
+ * valid JSON is read as YAML, which reports the error. Other documents are
+ * read with js-yaml where it reads what the YAML parser reads (readFast),
+ * about six times faster: 20,000 documents are a cold start's longest step
+ * otherwise. Throws ManifestParseError naming file:line:column of the first
+ * error. opts.fast false: the YAML parser only (tests compare the two).
  */
-export function parseYamlStream(file: string, text: string): unknown[] {
+export function parseYamlStream(file: string, text: string, opts: { fast?: boolean } = {}): unknown[] {
   // A directive (%YAML, %TAG) applies to the document after it: leave such rare
   // streams to the YAML parser whole rather than cut them apart.
   if (/^%/m.test(text)) return parseYaml(file, text, 0);
@@ -34,9 +38,38 @@ export function parseYamlStream(file: string, text: string): unknown[] {
         // Not JSON (a YAML flow mapping, or broken): the YAML parser decides and says where.
       }
     }
-    docs.push(...parseYaml(file, chunk.text, chunk.line - 1));
+    const fast = opts.fast === false ? NOT_READ : readFast(chunk.text);
+    if (fast === NOT_READ) docs.push(...parseYaml(file, chunk.text, chunk.line - 1));
+    // A document of comments only is no document, as for the YAML parser.
+    else if (fast !== undefined) docs.push(fast);
   }
   return docs;
+}
+
+/** NOT_READ: readFast left the document to the YAML parser. */
+const NOT_READ = Symbol('not read');
+
+/**
+ * SLOW_ONLY: characters that may start an anchor, an alias or a tag. js-yaml
+ * puts no limit on aliases (a few lines can stand for billions of values) and
+ * knows other tags: such documents, rare in manifests, go to the YAML parser
+ * (maxAliasCount), as does any document js-yaml refuses (the YAML parser says
+ * where the error is, in its words).
+ */
+const SLOW_ONLY = /[&*!]/;
+
+/**
+ * readFast reads one document with js-yaml's YAML 1.2 core schema, as the
+ * YAML parser reads it (no timestamps, no merge keys, a repeated key's last
+ * value wins), or returns NOT_READ; undefined: no document (comments only).
+ */
+function readFast(text: string): unknown {
+  if (SLOW_ONLY.test(text)) return NOT_READ;
+  try {
+    return load(text, { schema: CORE_SCHEMA, json: true });
+  } catch {
+    return NOT_READ;
+  }
 }
 
 interface Chunk {
