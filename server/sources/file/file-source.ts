@@ -86,6 +86,9 @@ export class FileSource implements Source {
   #rootProblem: string | undefined;
   /** #emitted: what handlers currently hold, by object key. */
   readonly #emitted = new Map<string, ManifestObject>();
+  /** #filesVersion counts changes to #files; #emittedVersion is the one #emitted was diffed from. */
+  #filesVersion = 0;
+  #emittedVersion = -1;
   #handlers: ChangeHandlers | null = null;
   #watcher: FSWatcher | null = null;
   #timer: TimerHandle | null = null;
@@ -284,6 +287,7 @@ export class FileSource implements Source {
       if (!present.has(f)) {
         this.#o.logger.info('manifest file removed, deleting its objects', { file: f, objects: this.#files.get(f)!.objects.size });
         this.#files.delete(f);
+        this.#filesVersion++;
       }
     }
     for (const f of [...this.#problems.keys()]) if (!present.has(f)) this.#problems.delete(f);
@@ -391,6 +395,7 @@ export class FileSource implements Source {
         objects.set(o.key, { ...o, object: keptFields(o.kind, o.object) });
       }
       this.#files.set(file, { objects, fingerprint, digest });
+      this.#filesVersion++;
       this.#solved(file);
     } catch (err) {
       this.#problem(file, fingerprint, errorMessage(err), 'parseErrors');
@@ -427,6 +432,10 @@ export class FileSource implements Source {
   }
 
   #emitDiff(): void {
+    // No file read or removed since the last diff: nothing changed. The poll finds unchanged
+    // files every few seconds, and a diff builds a map of every object of the cluster.
+    if (this.#emittedVersion === this.#filesVersion) return;
+    this.#emittedVersion = this.#filesVersion;
     const h = this.#handlers!;
     const wanted = new Map<string, ManifestObject>();
     const nodes = new Set<string>();
