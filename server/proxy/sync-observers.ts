@@ -9,6 +9,7 @@ import { healthCheckBindAddresses } from './healthcheck/node-addresses.ts';
 import { ProxyHealth } from './healthcheck/proxy-health.ts';
 import { ProxyReadiness } from './healthcheck/readiness.ts';
 import { ServiceHealthServer, type ListenFn, type PortError } from './healthcheck/service-health-server.ts';
+import { MemoryRelease, type Collect } from './memory-release.ts';
 import { ProxyMetrics } from './metrics/metrics.ts';
 import { NodePortAddresses } from './node-port-addresses.ts';
 import type { MetaProxier } from './meta-proxier.ts';
@@ -37,6 +38,8 @@ export interface SyncObserversOptions {
   simulateHealthChecks?: boolean;
   /** processMetrics: process_* and nodejs_* metrics (default true). */
   processMetrics?: boolean;
+  /** collect: the memory-reducing collection after big full syncs (default V8's, when exposed; null: none). */
+  collect?: Collect | null;
 }
 
 /**
@@ -51,7 +54,9 @@ export interface SyncObservers {
   /** readiness: /readyz, "has synced" (not ready before the first successful sync). */
   readonly readiness: ProxyReadiness;
   readonly serviceHealth: ServiceHealthServer;
-  readonly observers: { readonly metrics: SyncObserver; readonly health: SyncObserver };
+  /** memory gives memory back after big full syncs (MemoryRelease). */
+  readonly memory: MemoryRelease;
+  readonly observers: { readonly metrics: SyncObserver; readonly health: SyncObserver; readonly memory: SyncObserver };
   /** close closes the service health check listeners. */
   close(): Promise<void>;
 }
@@ -118,5 +123,17 @@ export function createSyncObservers(opts: SyncObserversOptions): SyncObservers {
       serviceHealth.reconcile(record.family, checkout).catch((err) => logger.error('reconciling service health checks failed', { err: errorMessage(err) }));
     },
   };
-  return { metrics, health, readiness, serviceHealth, observers: { metrics: metrics.observer, health: healthObserver }, close: () => serviceHealth.close() };
+  const memory = new MemoryRelease({ clock, logger: daemon.logger.child('memory'), ...(opts.collect !== undefined ? { collect: opts.collect } : {}) });
+  return {
+    metrics,
+    health,
+    readiness,
+    serviceHealth,
+    memory,
+    observers: { metrics: metrics.observer, health: healthObserver, memory },
+    close: () => {
+      memory.stop();
+      return serviceHealth.close();
+    },
+  };
 }
