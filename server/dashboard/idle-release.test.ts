@@ -39,6 +39,19 @@ describe('an idle dashboard drops its parsed tables', () => {
     expect(view().holdsIntended).toBe(true);
   });
 
+  it('gives memory back once when it drops them, not while nothing was parsed', async () => {
+    let collections = 0;
+    t = await testDashboard({ token: TOKEN, collect: () => collections++ });
+    await t.settle(61_000);
+    expect(collections).toBe(0);
+    await t.app.inject({ url: '/api/v1/tables', headers: AUTH });
+    await t.settle(61_000);
+    expect(t.dashboard.reader.tables).toBeNull();
+    expect(collections).toBe(1);
+    await t.settle(61_000);
+    expect(collections).toBe(1);
+  });
+
   it('keeps them while a client is connected, however long', async () => {
     t = await testDashboard({ token: TOKEN });
     const ws: WebSocket = await t.app.injectWS('/ws', { headers: AUTH });

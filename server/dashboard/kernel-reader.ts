@@ -103,6 +103,11 @@ export class KernelReader {
    * idle dashboard does not hold a copy of every rule; the next refresh reads again.
    * Not while a read is running: its result would come back right after.
    */
+  /** holdsTables: a read of the kernel, or what kproxy wrote, is parsed in memory. */
+  get holdsTables(): boolean {
+    return this.#tables !== null || (this.#o.provider.holdsIntended ?? false);
+  }
+
   release(): boolean {
     if (this.#reading) return false;
     this.#tables = null;

@@ -121,6 +121,8 @@ export interface KernelViewProvider {
   noteCleanup(): void;
   /** release drops what intended() built (nobody has looked for a while); the next call builds it again. */
   release(): void;
+  /** holdsIntended: what intended() built is in memory (views that build nothing leave it out). */
+  readonly holdsIntended?: boolean;
   /** ruleKey makes a listed rule and the written one compare equal when the kernel means the same thing. */
   ruleKey(table: string, rule: KernelRule): string;
   /** ownsChain: the name is in kproxy's namespace, so a chain kproxy did not write is drift. */

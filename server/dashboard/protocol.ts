@@ -136,6 +136,20 @@ export interface Overview {
   readonly relay?: RelayTotals;
   /** nodeIPs: the Node's addresses (InternalIP first, per family), for the Trace page's node port destinations. */
   readonly nodeIPs: readonly string[];
+  /** memory: the daemon's own memory now (the Overview shows it beside the cluster's size). */
+  readonly memory: ProcessMemory;
+}
+
+/**
+ * ProcessMemory is the daemon's memory as its /metrics reports it
+ * (process_resident_memory_bytes, nodejs_heap_size_used_bytes,
+ * nodejs_heap_size_total_bytes): resident memory is what a DaemonSet's memory
+ * limit is judged on, the heap what kproxy's objects take of it.
+ */
+export interface ProcessMemory {
+  readonly rssBytes: number;
+  readonly heapUsedBytes: number;
+  readonly heapTotalBytes: number;
 }
 
 /** RelayTotals are the userspace relay's node-wide figures and limits (0: no limit). */

@@ -75,6 +75,8 @@ export interface TestDashboardOptions {
   webRoot?: string;
   /** mode: the backend under the dashboard (default iptables); "ipvs" runs IPVS mode over its fakes. */
   mode?: 'iptables' | 'ipvs';
+  /** collect: what the dashboard runs to give memory back after dropping its tables (default none). */
+  collect?: () => void;
   /** conntrack: the counter's runner (default: an empty SimulatedConntrack) and its limits. */
   conntrack?: { runner?: ConntrackRunner } & Partial<Pick<ConntrackCountsOptions, 'maxQueued' | 'serviceIntervalMs'>>;
   /** wrapBackend lets a test change what the backend reports (the dashboard only sees sync results). */
@@ -157,6 +159,7 @@ export async function testDashboard(opts: TestDashboardOptions = {}): Promise<Te
     health: () => ({ healthy: true, lastUpdated: clock.now(), nodeEligible: true, ready: true, readyReason: null }),
     pause: noYield,
     hub: opts.hub,
+    collect: opts.collect ?? null,
     netInterfaces: {
       addresses: async () =>
         (opts.addresses ?? ['127.0.0.1', '10.0.0.10']).map((address) => ({ ifname: 'eth0', family: address.includes(':') ? ('IPv6' as const) : ('IPv4' as const), address, prefixLength: 32 })),

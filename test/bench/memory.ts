@@ -60,6 +60,8 @@ export async function exampleIdle(mode: Mode, idleMs: number): Promise<ExampleId
 export interface ClientConnected {
   /** snapshotMs: WebSocket open to the snapshot received. */
   readonly snapshotMs: number;
+  /** kernelReadMs: WebSocket open to the dashboard's first read of the kernel done (what a client makes it hold). */
+  readonly kernelReadMs?: number;
   /** rssMiB: RSS settleMs after the snapshot, the client still connected; peakRssMiB: VmHWM then (the whole life so far). */
   readonly rssMiB: number;
   readonly peakRssMiB: number;
@@ -69,9 +71,10 @@ export interface ClientConnected {
 
 /**
  * clientConnected opens the dashboard's WebSocket as a browser does, waits for
- * the snapshot and settleMs more, reads the daemon's memory with the client
- * still connected (the dashboard holds its parsed tables while someone looks),
- * then closes it.
+ * the snapshot and for the dashboard's read of the kernel (a connected client
+ * makes it read and parse the kernel's rules, and what kproxy wrote, and hold
+ * both while someone looks), then settleMs more, reads the daemon's memory
+ * with the client still connected, then closes it.
  */
 export async function clientConnected(ctx: Pick<RunContext, 'daemon' | 'agent'>, settleMs: number): Promise<ClientConnected> {
   const before = ctx.agent.wsMessages.length;
@@ -83,8 +86,18 @@ export async function clientConnected(ctx: Pick<RunContext, 'daemon' | 'agent'>,
   }
   const snap = ctx.agent.wsMessages.slice(before).find((m) => m.type === 'snapshot')!;
   try {
+    let kernelReadMs = NaN;
+    for (;;) {
+      const status = JSON.parse(await ctx.agent.get(`${METRICS}/api/v1/status`)) as { overview: { kernel: { readAt: number | null } } };
+      if (status.overview.kernel.readAt !== null && status.overview.kernel.readAt >= t0) {
+        kernelReadMs = status.overview.kernel.readAt - t0;
+        break;
+      }
+      if (Date.now() - t0 > 300_000) break;
+      await new Promise((r) => setTimeout(r, 500));
+    }
     const s = await memorySample(ctx.daemon, settleMs, ctx.agent);
-    return { snapshotMs: snap.connectMs ?? NaN, rssMiB: s.before.rss / MiB, peakRssMiB: s.afterGc.peakRss / MiB, afterGcRssMiB: s.afterGc.rss / MiB, heapMiB: s.heapAfterGc };
+    return { snapshotMs: snap.connectMs ?? NaN, kernelReadMs, rssMiB: s.before.rss / MiB, peakRssMiB: s.afterGc.peakRss / MiB, afterGcRssMiB: s.afterGc.rss / MiB, heapMiB: s.heapAfterGc };
   } finally {
     await ctx.agent.call({ op: 'ws-close' });
   }

@@ -473,11 +473,20 @@ export function renderMarkdown(r: Results): string {
     );
   }
   if (r.clientConnected?.length) {
-    parts.push('With one dashboard client connected (the WebSocket open, its snapshot received, a few seconds more):');
+    parts.push("With one dashboard client connected (the WebSocket open, its snapshot received, the dashboard's read of the kernel done, a few seconds more):");
     parts.push(
       table(
-        ['size', 'flavour', 'connect → snapshot', 'RSS', 'peak RSS (whole life)', 'RSS after a full GC', 'live heap (after GC)'],
-        r.clientConnected.map((c) => [sizeName(c.size), c.flavor, fmt(c.snapshotMs, 'ms'), fmt(c.rssMiB, 'MiB'), fmt(c.peakRssMiB, 'MiB'), fmt(c.afterGcRssMiB, 'MiB'), fmt(c.heapMiB, 'MiB')]),
+        ['size', 'flavour', 'connect → snapshot', 'connect → kernel read', 'RSS', 'peak RSS (whole life)', 'RSS after a full GC', 'live heap (after GC)'],
+        r.clientConnected.map((c) => [
+          sizeName(c.size),
+          c.flavor,
+          fmt(c.snapshotMs, 'ms'),
+          fmt(c.kernelReadMs ?? NaN, 'ms'),
+          fmt(c.rssMiB, 'MiB'),
+          fmt(c.peakRssMiB, 'MiB'),
+          fmt(c.afterGcRssMiB, 'MiB'),
+          fmt(c.heapMiB, 'MiB'),
+        ]),
       ),
     );
   }

@@ -59,6 +59,11 @@ describe('dashboard API (/api/v1)', () => {
     const status = (await t.app.inject({ url: '/api/v1/status', headers: AUTH })).json();
     expect(status.viewer).toEqual({ authMode: 'token', user: 'token', canAct: true });
     expect(status.overview).toMatchObject({ node: 'node-a', mode: 'iptables', paused: false, counts: { services: 10 }, conntrack: null });
+    // The daemon's own memory, as /metrics reports it (process_resident_memory_bytes, nodejs_heap_size_*).
+    const { rssBytes, heapUsedBytes, heapTotalBytes } = status.overview.memory;
+    expect(heapUsedBytes).toBeGreaterThan(0);
+    expect(heapTotalBytes).toBeGreaterThanOrEqual(heapUsedBytes);
+    expect(rssBytes).toBeGreaterThan(heapUsedBytes);
 
     const all = (await t.app.inject({ url: '/api/v1/services', headers: AUTH })).json().services as ServiceSummary[];
     expect(all.map((s) => s.key)).toEqual([...all.map((s) => s.key)].sort());
