@@ -3,6 +3,9 @@
  * restore text, no kernel): a full sync of N services x M endpoints, then a
  * partial sync after one service changed. Run: node test/bench/iptables-build.ts [N] [M]
  * The kernel runner here accepts any input instantly, so the numbers are build time only.
+ * CPU: the main thread's CPU time (process.threadCpuUsage), steadier than the
+ * wall clock on a busy machine (V8's helper threads, which run concurrent
+ * marking, left out).
  */
 import { realClock } from '../../server/clock.ts';
 import type { IptablesRunner } from '../../server/kernel/iptables.ts';
@@ -74,24 +77,37 @@ const backend = createIptablesBackend({
   logger: silentLogger,
 });
 
+/** cpuMs: the main thread's CPU time so far. */
+const cpuMs = () => {
+  const u = process.threadCpuUsage();
+  return (u.user + u.system) / 1000;
+};
 const heap0 = process.memoryUsage().heapUsed;
+let c0 = cpuMs();
 const full = await backend.sync({ state: checkout, forceFull: true });
+const fullCpu = cpuMs() - c0;
 const heap1 = process.memoryUsage().heapUsed;
+c0 = cpuMs();
 const full2 = await backend.sync({ state: state.checkout(), forceFull: true });
+const full2Cpu = cpuMs() - c0;
 state.onEndpointSlice(null, slice(7, 1));
 const partial = await backend.sync({ state: state.checkout(), forceFull: false });
 const partials: number[] = [];
+const partialCpus: number[] = [];
 for (let i = 0; i < 20; i++) {
   state.onEndpointSlice(null, slice(100 + i, 1));
+  c0 = cpuMs();
   partials.push((await backend.sync({ state: state.checkout(), forceFull: false })).buildMs);
+  partialCpus.push(cpuMs() - c0);
 }
 partials.sort((a, b) => a - b);
+partialCpus.sort((a, b) => a - b);
 
 const mb = (n: number) => (n / 1024 / 1024).toFixed(1);
 console.log(`services=${N} endpoints/service=${M} (model set-up ${modelMs.toFixed(0)} ms, not kproxy-iptables' share)`);
-console.log(`full sync (cold):  build ${full.buildMs.toFixed(0)} ms, ${full.linesWritten} lines, ${mb(full.bytesWritten)} MiB, heap +${mb(heap1 - heap0)} MiB`);
-console.log(`full sync (warm):  build ${full2.buildMs.toFixed(0)} ms`);
+console.log(`full sync (cold):  build ${full.buildMs.toFixed(0)} ms (CPU ${fullCpu.toFixed(0)} ms), ${full.linesWritten} lines, ${mb(full.bytesWritten)} MiB, heap +${mb(heap1 - heap0)} MiB`);
+console.log(`full sync (warm):  build ${full2.buildMs.toFixed(0)} ms (CPU ${full2Cpu.toFixed(0)} ms)`);
 console.log(
-  `partial sync:      build ${partial.buildMs.toFixed(1)} ms, ${partial.linesWritten} lines, ${mb(partial.bytesWritten)} MiB; median of 20: ${partials[10].toFixed(1)} ms, max ${partials[19].toFixed(1)} ms`,
+  `partial sync:      build ${partial.buildMs.toFixed(1)} ms, ${partial.linesWritten} lines, ${mb(partial.bytesWritten)} MiB; median of 20: ${partials[10].toFixed(1)} ms (CPU ${partialCpus[10].toFixed(1)} ms), max ${partials[19].toFixed(1)} ms`,
 );
 if (full.error || partial.error) throw full.error ?? partial.error;
