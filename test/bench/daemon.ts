@@ -156,12 +156,15 @@ export class Agent {
 
 /**
  * SHIPPED_NODE_FLAGS: the Node.js flags kproxy ships with (deploy/Dockerfile's
- * ENTRYPOINT, `npm run kproxy`): V8's young generation capped at 16 MiB per
- * semi-space. Uncapped, a full sync at 10,000 × 10 grows it to 128 MiB, which
- * stays resident; capped, the sync's build takes about 0.1 s more.
- * The benchmark measures kproxy as shipped (test/unit/bench checks they agree).
+ * ENTRYPOINT, `npm run kproxy`), each for a measured gain (docs/performance.md):
+ * V8's young generation capped at 2 MiB a semi-space (uncapped, a full sync
+ * at 10,000 × 10 grows it to 128 MiB, which stays resident; 16 MiB, shipped
+ * before, held 35-50 MiB more at rest for 3-7% less CPU in a full build), and
+ * --expose-gc, for MemoryRelease's collection after a big full sync (300 →
+ * 250 MiB at rest at 10,000 × 10). The benchmark measures kproxy as shipped
+ * (test/unit/bench checks they agree).
  */
-export const SHIPPED_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=16'];
+export const SHIPPED_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=2', '--expose-gc'];
 
 export interface DaemonOptions {
   ns: string;

@@ -1,7 +1,7 @@
 /**
  * memory-sizing measures what the DaemonSet's memory request and limit must
  * cover (docs/deploy.md, "Memory"): the built daemon exactly as the image
- * starts it (node --max-semi-space-size=16 dist/server/cli.js, the shipped
+ * starts it (node with SHIPPED_NODE_FLAGS, dist/server/cli.js, the shipped
  * ConfigMap's config.conf, the Kubernetes source) against the fake API server
  * holding a synthetic cluster, in a namespace of its own. Memory is read from
  * /proc/PID/status, outside the process: VmRSS idle (30 s after the first
