@@ -38,10 +38,11 @@ export interface ExampleIdle {
  */
 export async function exampleIdle(mode: Mode, idleMs: number): Promise<ExampleIdle> {
   const ns = createNetns('example');
-  // The example node's addresses on a dummy link: userspace mode sends the node's own service traffic to one.
-  sh('ip', ['-n', ns, 'link', 'add', 'kpt-node', 'type', 'dummy']);
+  // The example node's address on a link of its own (a veth pair inside the namespace: kernels without the
+  // dummy link type have veth): userspace mode sends the node's own service traffic to it.
+  sh('ip', ['-n', ns, 'link', 'add', 'kpt-node', 'type', 'veth', 'peer', 'name', 'kpt-peer']);
   sh('ip', ['-n', ns, 'addr', 'add', '10.0.0.10/24', 'dev', 'kpt-node']);
-  sh('ip', ['-n', ns, 'link', 'set', 'kpt-node', 'up']);
+  for (const link of ['kpt-node', 'kpt-peer']) sh('ip', ['-n', ns, 'link', 'set', link, 'up']);
   const d = new Daemon({ ns, manifests: EXAMPLES, flavor: 'auto', nodeName: EXAMPLE_NODE, extraArgs: ['--dry-run', `--proxy-mode=${mode}`] });
   const agent = new Agent(ns);
   try {
