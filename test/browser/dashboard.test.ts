@@ -42,6 +42,8 @@ describe.skipIf(!tiers().browser.ok)('dashboard in the browser', () => {
     await page.getByTestId('connection').getByText('Live').waitFor();
     await page.getByText('Healthy').waitFor();
     expect(await page.locator('header').textContent()).toContain('node-a');
+    // kproxy's own memory beside the cluster's size, as its /metrics reports it.
+    expect(await page.getByTestId('memory').textContent()).toMatch(/^resident · heap \d+(\.\d)? MiB used of \d+(\.\d)? MiB$/);
     await shot('overview');
   });
 

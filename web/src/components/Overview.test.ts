@@ -63,3 +63,12 @@ describe('Overview: what the dashboard refused', () => {
     expect(screen.queryByTestId('dashboard-refusals')).toBeNull();
   });
 });
+
+describe('Overview: the daemon itself', () => {
+  it("shows kproxy's resident memory and heap next to the cluster's size", () => {
+    const o = overview({ memory: { rssBytes: 287 * 1024 * 1024, heapUsedBytes: 141 * 1024 * 1024, heapTotalBytes: 160 * 1024 * 1024 } });
+    render(Overview, { props: { store: storeWith(o), now: o.now } });
+    expect(screen.getByText('287 MiB')).toBeTruthy();
+    expect(screen.getByTestId('memory').textContent).toBe('resident · heap 141 MiB used of 160 MiB');
+  });
+});

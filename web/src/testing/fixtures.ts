@@ -62,6 +62,7 @@ export function overview(over: Partial<Overview> = {}): Overview {
     stream: { clients: 1, slowClientsDropped: 0, lastSnapshotBytes: 4000, lastSnapshotMs: 1.5, refusedSignIns: 0, refusedRequests: 0 },
     syncPeriodMs: 30_000,
     nodeIPs: ['10.0.0.10'],
+    memory: { rssBytes: 96 * 1024 * 1024, heapUsedBytes: 30 * 1024 * 1024, heapTotalBytes: 40 * 1024 * 1024 },
     ...over,
   };
 }
