@@ -316,14 +316,8 @@ export class FakeApiServer {
    * resourceVersion stays the first page's.
    */
   #list(res: ServerResponse, r: Resource, match: Matcher, query: Record<string, string>): void {
-    const { items, resourceVersion } = this.store.list(r.plural, match);
-    // A real server leaves kind/apiVersion off the items of a typed list.
-    for (const item of items) {
-      delete item.kind;
-      delete item.apiVersion;
-    }
     let start = 0;
-    let rv = resourceVersion;
+    let rv: number | null = null;
     if (query.continue) {
       const token = decodeContinue(query.continue);
       if (!token || this.#expireContinue || this.store.tooOld(token.rv)) {
@@ -332,11 +326,18 @@ export class FakeApiServer {
       }
       ({ start, rv } = token);
     }
-    const limit = Number(query.limit);
-    const end = limit > 0 ? start + limit : items.length;
-    const more = end < items.length;
-    const metadata = { resourceVersion: String(rv), ...(more ? { continue: encodeContinue({ rv, start: end }), remainingItemCount: items.length - end } : {}) };
-    this.#json(res, 200, { kind: r.listKind, apiVersion: r.apiVersion, metadata, items: items.slice(start, end) });
+    const limit = Number(query.limit) > 0 ? Number(query.limit) : undefined;
+    const { items, resourceVersion, total } = this.store.list(r.plural, match, { start, limit });
+    rv ??= resourceVersion;
+    // A real server leaves kind/apiVersion off the items of a typed list.
+    for (const item of items) {
+      delete item.kind;
+      delete item.apiVersion;
+    }
+    const end = start + items.length;
+    const more = end < total;
+    const metadata = { resourceVersion: String(rv), ...(more ? { continue: encodeContinue({ rv, start: end }), remainingItemCount: total - end } : {}) };
+    this.#json(res, 200, { kind: r.listKind, apiVersion: r.apiVersion, metadata, items });
   }
 
   #watch(res: ServerResponse, r: Resource, match: Matcher, query: Record<string, string>): void {

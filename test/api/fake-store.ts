@@ -145,10 +145,16 @@ export class FakeStore {
     return o && clone(o);
   }
 
-  /** list returns the matching objects at the current version. */
-  list(plural: Resource['plural'], match: Matcher): { items: Obj[]; resourceVersion: number } {
-    const items = [...this.#objects.get(plural)!.values()].filter(match).map(clone);
-    return { items, resourceVersion: this.#rv };
+  /**
+   * list returns the matching objects at the current version, or a page of
+   * them (start, then at most limit; total counts them all): only what is
+   * returned is copied, so a list in pages costs what the pages hold.
+   */
+  list(plural: Resource['plural'], match: Matcher, page?: { start: number; limit?: number }): { items: Obj[]; resourceVersion: number; total: number } {
+    const all = [...this.#objects.get(plural)!.values()].filter(match);
+    const start = page?.start ?? 0;
+    const items = all.slice(start, page?.limit ? start + page.limit : undefined).map(clone);
+    return { items, resourceVersion: this.#rv, total: all.length };
   }
 
   /** compact forgets the history: watches resuming from before now get 410 Gone. */
