@@ -94,7 +94,7 @@ describe.each(Object.keys(modes))("%s mode removes the other modes' leftovers on
   it('logs a failed cleanup as a warning and the sync still succeeds', async () => {
     const log = new MemoryLog();
     const m = modes[mode]!(async () => {
-      throw new Error('nft -j list tables failed (exit 1): Operation not permitted');
+      throw new Error('nft delete table ip kube-proxy failed (exit 1): Operation not permitted');
     }, log.logger);
     expect((await m.sync(true)).error).toBeUndefined();
     expect(log.lines('warn').join('\n')).toMatch(/removing other modes' leftovers failed .*Operation not permitted/);

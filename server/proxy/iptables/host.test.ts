@@ -34,7 +34,7 @@ describe('host wiring', () => {
 
   it('--cleanup sweeps every flavour and family that exists, and the nftables tables', async () => {
     const restored: string[] = [];
-    const nftInput: string[] = [];
+    const nftDeleted: string[] = [];
     const exec: ExecFn = async (file, args, opts) => {
       if (file.startsWith('ip6tables')) throw new CommandNotFoundError(`${file} is not installed`);
       if (args[0] === '--version') return { code: 0, stdout: `${file} v1.8.9 (nf_tables)`, stderr: '' };
@@ -43,13 +43,12 @@ describe('host wiring', () => {
         restored.push(String(opts?.stdin));
         return { code: 0, stdout: '', stderr: '' };
       }
-      if (file === 'nft' && args.join(' ') === '-j list tables') {
-        const tables = [{ table: { family: 'ip', name: 'kube-proxy', handle: 1 } }, { table: { family: 'ip', name: 'filter', handle: 2 } }];
-        return { code: 0, stdout: JSON.stringify({ nftables: [{ metainfo: { version: '1.0.6', json_schema_version: 1 } }, ...tables] }), stderr: '' };
-      }
-      if (file === 'nft' && args.join(' ') === '-f -') {
-        nftInput.push(String(opts?.stdin));
-        return { code: 0, stdout: '', stderr: '' };
+      if (file === 'nft' && args[0] === 'delete') {
+        // The host has ip kube-proxy (and someone else's ip filter), no ip6 kube-proxy.
+        nftDeleted.push(args.join(' '));
+        return args.join(' ') === 'delete table ip kube-proxy'
+          ? { code: 0, stdout: '', stderr: '' }
+          : { code: 1, stdout: '', stderr: `Error: Could not process rule: No such file or directory\n${args.join(' ')}\n` };
       }
       return { code: 1, stdout: '', stderr: `unexpected ${file}` };
     };
@@ -58,8 +57,8 @@ describe('host wiring', () => {
     // One chain and the one rule jumping to it.
     expect(result.removed).toEqual({ nat: 2, nftables: 1 });
     expect(restored).toEqual(['*nat\n:KUBE-SERVICES - [0:0]\n-D PREROUTING -j KUBE-SERVICES\n-X KUBE-SERVICES\nCOMMIT\n']);
-    // Through nftables mode's own cleanup: kube-proxy's table only, someone else's stays.
-    expect(nftInput).toEqual(['delete table ip kube-proxy\n']);
+    // Through nftables mode's own cleanup: kube-proxy's tables by name only, so someone else's stays.
+    expect(nftDeleted).toEqual(['delete table ip kube-proxy', 'delete table ip6 kube-proxy']);
   });
 
   /** hostExec answers like a host with iptables-nft, and with or without working ip6tables. */
