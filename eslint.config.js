@@ -22,8 +22,9 @@ export default ts.config(
     languageOptions: { globals: { ...globals.node }, ecmaVersion: 'latest', sourceType: 'module' },
     rules: {
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
-      // Svelte 5 stores keep big tables in $state.raw and private caches deliberately outside
-      // reactivity (STYLE.md 8); a reactive Map or URL there would cost memory and updates for nothing.
+      // The dashboard's state lives in *.svelte.ts modules that keep big tables in $state.raw
+      // and private caches deliberately outside reactivity (a node can hold 100k rules): a
+      // reactive Map or URL there would cost memory and updates for nothing.
       'svelte/prefer-svelte-reactivity': 'off',
     },
   },
