@@ -1,3 +1,4 @@
+import type { FastifyInstance } from 'fastify';
 import type { Clock } from '../clock.ts';
 import { modeSettings } from '../config/modes.ts';
 import type { ProxyConfig } from '../config/types.ts';
@@ -7,6 +8,7 @@ import type { Logger } from '../log.ts';
 import type { Source } from '../sources/source.ts';
 import { healthCheckBindAddresses } from './healthcheck/node-addresses.ts';
 import { ProxyHealth } from './healthcheck/proxy-health.ts';
+import { buildProxyHealthApp } from './healthcheck/proxy-health-server.ts';
 import { ProxyReadiness } from './healthcheck/readiness.ts';
 import { ServiceHealthServer, type ListenFn, type PortError } from './healthcheck/service-health-server.ts';
 import { ProxyMetrics } from './metrics/metrics.ts';
@@ -43,7 +45,8 @@ export interface SyncObserversOptions {
  * SyncObservers are the node's health, its metrics and its service health
  * checks, with the two sync observers that keep them current. Add both
  * observers to the daemon's sync loop before it starts (the HTTP layer only
- * serves what they hold; server/http/node-servers.ts).
+ * serves what they hold: server/http/node-servers.ts opens the listeners for
+ * healthzApp and metrics).
  */
 export interface SyncObservers {
   readonly metrics: ProxyMetrics;
@@ -52,6 +55,13 @@ export interface SyncObservers {
   readonly readiness: ProxyReadiness;
   readonly serviceHealth: ServiceHealthServer;
   readonly observers: { readonly metrics: SyncObserver; readonly health: SyncObserver };
+  /**
+   * healthzApp builds the app of the healthz listener (/healthz, /livez,
+   * /readyz) over this health and readiness, each answer counted in the
+   * metrics (kubeproxy_proxy_healthz_total, kubeproxy_proxy_livez_total,
+   * kproxy_proxy_readyz_total).
+   */
+  healthzApp(): FastifyInstance;
   /** close closes the service health check listeners. */
   close(): Promise<void>;
 }
@@ -118,5 +128,13 @@ export function createSyncObservers(opts: SyncObserversOptions): SyncObservers {
       serviceHealth.reconcile(record.family, checkout).catch((err) => logger.error('reconciling service health checks failed', { err: errorMessage(err) }));
     },
   };
-  return { metrics, health, readiness, serviceHealth, observers: { metrics: metrics.observer, health: healthObserver }, close: () => serviceHealth.close() };
+  return {
+    metrics,
+    health,
+    readiness,
+    serviceHealth,
+    observers: { metrics: metrics.observer, health: healthObserver },
+    healthzApp: () => buildProxyHealthApp({ health, readiness, onServed: (probe, code) => metrics.probeServed(probe, code) }),
+    close: () => serviceHealth.close(),
+  };
 }
