@@ -10,6 +10,7 @@ import { NftablesView } from './dashboard/nftables/view.ts';
 import { ADDRESSES_TABLE, IPVS_TABLE, SETS_TABLE } from './dashboard/ipvs/tables.ts';
 import { FamilyKernelView } from './dashboard/family-view.ts';
 import type { KernelViewProvider } from './dashboard/kernel-view.ts';
+import type { PacketTracerFactory } from './dashboard/packet-tracer.ts';
 import { ProxyModeUnsupportedError } from './errors.ts';
 import { ApiEventSink } from './events/event-sink.ts';
 import { teeRecorder, type EventRecorder } from './events/event-recorder.ts';
@@ -30,6 +31,7 @@ import { FileSource } from './sources/file/file-source.ts';
 import { KubeSource } from './sources/k8s/kube-source.ts';
 import { loadKubeConfig } from './sources/k8s/kubeconfig.ts';
 import type { Source } from './sources/source.ts';
+import { dashboardTracer } from './trace/dashboard-trace.ts';
 
 /** Assembled is a daemon with the parts the CLI and the dashboard reach into. */
 export interface Assembled {
@@ -50,6 +52,8 @@ export interface Assembled {
    * the mode has none yet and the dashboard is off).
    */
   readonly kernelView: ((logger: Logger) => KernelViewProvider) | null;
+  /** tracer builds the dashboard's packet tracer over its kernel read (the tracer sits above the dashboard, which never imports it). */
+  readonly tracer: PacketTracerFactory;
   /** packetCounters: kube-proxy's nfacct packet counters (iptables mode where the kernel has nfacct), else null. */
   readonly packetCounters: PacketCounters | null;
   /** attachMetrics registers the backend's own metric families (the userspace relay's); null when it has none. */
@@ -154,5 +158,5 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
   const conntrack = run.once ? null : new ConntrackSetup({ config, families: daemon.proxy.families, nodeName, dryRun: run.dryRun, clock, logger: logger.child('conntrack'), events });
   // Each family's cleaner hears its own family's syncs (its stale flows are in that family's table).
   if (conntrack) for (const p of daemon.proxy.proxiers) p.loop.addObserver(conntrack.cleaners.get(p.family)!);
-  return { daemon, memoryEvents, kubeEvents, dryRunKernel, backendDescription, conntrack, kernelView, packetCounters, attachMetrics };
+  return { daemon, memoryEvents, kubeEvents, dryRunKernel, backendDescription, conntrack, kernelView, tracer: dashboardTracer(), packetCounters, attachMetrics };
 }

@@ -21,6 +21,7 @@ import type { AccessReviewer } from './auth/access-review.ts';
 import { DashboardAuth } from './auth/auth.ts';
 import { Dashboard } from './dashboard.ts';
 import type { HeavyReads } from './heavy-reads.ts';
+import type { PacketTracerFactory } from './packet-tracer.ts';
 import { dashboardPlugins } from './http/plugin.ts';
 import { IptablesView } from './iptables/view.ts';
 import { IpvsView } from './ipvs/view.ts';
@@ -83,8 +84,8 @@ export interface TestDashboardOptions {
   heavy?: HeavyReads;
   /** pingIntervalMs: the live stream's keep-alive pings (default 30 s). */
   pingIntervalMs?: number;
-  /** addresses: the node's interface addresses the packet tracer sees (default 127.0.0.1 and 10.0.0.10). */
-  addresses?: string[];
+  /** tracer: the packet tracer GET /api/v1/trace answers with (default none: 503). */
+  tracer?: PacketTracerFactory;
 }
 
 /** TestDashboard is a daemon over the simulated kernel with its dashboard on a metrics app (not listening). */
@@ -157,10 +158,7 @@ export async function testDashboard(opts: TestDashboardOptions = {}): Promise<Te
     health: () => ({ healthy: true, lastUpdated: clock.now(), nodeEligible: true, ready: true, readyReason: null }),
     pause: noYield,
     hub: opts.hub,
-    netInterfaces: {
-      addresses: async () =>
-        (opts.addresses ?? ['127.0.0.1', '10.0.0.10']).map((address) => ({ ifname: 'eth0', family: address.includes(':') ? ('IPv6' as const) : ('IPv4' as const), address, prefixLength: 32 })),
-    },
+    tracer: opts.tracer,
   });
   const actions = new DashboardActions({ dashboard, events, limiter: new ActionRateLimiter(clock), clock, logger: log.logger.child('dashboard') });
   const app = buildMetricsApp({
