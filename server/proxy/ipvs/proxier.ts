@@ -13,7 +13,7 @@ import type { Logger } from '../../log.ts';
 import type { Backend, BackendSyncInput, BackendSyncResult, CleanupResult } from '../backend.ts';
 import type { Endpoint } from '../endpoint.ts';
 import { FirstSyncHousekeeping } from '../first-sync-housekeeping.ts';
-import { cidrContains, isLoopbackIP, parseCIDR, type CIDR, type IPFamily } from '../../net/ip.ts';
+import { cidrContains, isLinkLocalIPv6, isLoopbackIP, parseCIDR, type CIDR, type IPFamily } from '../../net/ip.ts';
 import { startCanaryMonitor } from '../iptables/canary-monitor.ts';
 import { ensureJumpRules } from '../iptables/jump-chains.ts';
 import { extractLines } from '../iptables/restore-writer.ts';
@@ -248,7 +248,7 @@ class IpvsProxier implements IpvsBackend {
       for (const a of addrs) {
         all.push(a.address);
         // kube-proxy's isValidForSet: this family, no loopback, no IPv6 link-local.
-        if (a.family !== family || isLoopbackIP(a.address) || /^fe[89ab]/i.test(a.address)) continue;
+        if (a.family !== family || isLoopbackIP(a.address) || isLinkLocalIPv6(a.address)) continue;
         nodeAddresses.add(a.address);
       }
     }

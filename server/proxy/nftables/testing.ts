@@ -2,6 +2,7 @@ import { FakeClock } from '../../clock-fake.ts';
 import { testConfig } from '../../config/testing.ts';
 import type { ProxyConfig } from '../../config/types.ts';
 import type { InterfaceAddress } from '../../kernel/netif.ts';
+import { isLoopbackIP } from '../../net/ip.ts';
 import { FakeNetInterfaces } from '../../kernel/netif-fake.ts';
 import { SimulatedNft } from '../../kernel/nft-simulated.ts';
 import { silentLogger, type Logger } from '../../log.ts';
@@ -25,7 +26,7 @@ export interface NftHarness {
 
 /** hostAddress makes an interface address ("lo" for 127.x). */
 export function hostAddress(a: string): InterfaceAddress {
-  return { ifname: a.startsWith('127.') ? 'lo' : 'eth0', family: a.includes(':') ? 'IPv6' : 'IPv4', address: a, prefixLength: a.includes(':') ? 64 : 24 };
+  return { ifname: isLoopbackIP(a) ? 'lo' : 'eth0', family: a.includes(':') ? 'IPv6' : 'IPv4', address: a, prefixLength: a.includes(':') ? 64 : 24 };
 }
 
 /** nftHarness builds an nftables backend over the simulated kernel. */
