@@ -23,7 +23,6 @@ export interface DaemonParts {
   source: Source;
   /** events: where Kubernetes Events go (the Node's events, invalid objects' warnings). */
   events: EventRecorder;
-  observers?: SyncObserver[];
 }
 
 /** ALL_KINDS: every list a source delivers. */
@@ -79,7 +78,6 @@ export class Daemon {
         },
       },
     });
-    for (const o of parts.observers ?? []) this.proxy.addObserver(o);
     this.proxy.addObserver(this.#failureEvents());
   }
 

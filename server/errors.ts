@@ -71,7 +71,6 @@ export const WatchFailedError = define('KPROXY_ERR_WATCH_FAILED');
 export const ListFailedError = define('KPROXY_ERR_LIST_FAILED');
 export const KubeconfigError = define('KPROXY_ERR_KUBECONFIG');
 export const EventRecordError = define('KPROXY_ERR_EVENT_RECORD');
-export const FileSourceError = define('KPROXY_ERR_FILE_SOURCE');
 /** SourceNotSyncedError: a source never read completely (--once exits 1 with it, touching nothing). */
 export const SourceNotSyncedError = define('KPROXY_ERR_SOURCE_NOT_SYNCED');
 /** NodeNotFoundError: the API server has no Node by this node's name (--once exits 1 with it, touching nothing). */

@@ -79,25 +79,12 @@ export interface FailedBatch {
   readonly at: number;
 }
 
-/** IptablesMetrics are the counters kube-proxy's iptables metrics read. */
-export interface IptablesMetrics {
-  restoreFailuresTotal: number;
-  partialRestoreFailuresTotal: number;
-  /** rulesTotal: rules kproxy owns per table after the last successful sync. */
-  rulesTotal: Record<string, number>;
-  /** rulesLastSync: rules written per table by the last successful sync. */
-  rulesLastSync: Record<string, number>;
-  noLocalEndpointsInternal: number;
-  noLocalEndpointsExternal: number;
-}
-
 /** IptablesBackend is the iptables Backend plus what the daemon and dashboard read from it. */
 export interface IptablesBackend extends Backend {
   readonly runner: IptablesRunner;
   /** lastAppliedBatch: the restore input of the last successful sync. */
   lastAppliedBatch(): string | null;
   lastFailedBatch(): FailedBatch | null;
-  readonly metrics: IptablesMetrics;
 }
 
 interface CacheEntry {
@@ -143,14 +130,6 @@ class IptablesProxier implements IptablesBackend {
     return this.#o.family;
   }
   readonly runner: IptablesRunner;
-  readonly metrics: IptablesMetrics = {
-    restoreFailuresTotal: 0,
-    partialRestoreFailuresTotal: 0,
-    rulesTotal: {},
-    rulesLastSync: {},
-    noLocalEndpointsInternal: 0,
-    noLocalEndpointsExternal: 0,
-  };
   readonly #o: IptablesBackendOptions;
   readonly #log: Logger;
   readonly #names = new ChainNames();
@@ -164,6 +143,8 @@ class IptablesProxier implements IptablesBackend {
   #contextKey = '';
   /** #cache: the last successful sync's rules per service port id. */
   #cache = new Map<string, CacheEntry>();
+  /** #rulesByTable: the rules kproxy owns per table after the last successful sync (a failed sync reports them unchanged). */
+  #rulesByTable: Readonly<Record<string, number>> = {};
   /** #skipped: service ports whose objects could not be built, with why (reported in each sync result). */
   readonly #skipped = new Map<string, string>();
   #idsInMapOrder: string[] = [];
@@ -309,10 +290,7 @@ class IptablesProxier implements IptablesBackend {
       this.#needFull = false;
       if (built.text !== '') this.#lastApplied = built.text;
       if (full) this.#names.rotate();
-      this.metrics.rulesTotal = built.rulesByTable;
-      this.metrics.rulesLastSync = built.rulesWritten;
-      this.metrics.noLocalEndpointsInternal = built.noLocalInternal;
-      this.metrics.noLocalEndpointsExternal = built.noLocalExternal;
+      this.#rulesByTable = built.rulesByTable;
       for (const w of built.warnings) this.#log.warn(w);
       // Not programming: kept out of this sync's build and kernel times.
       const housekeepingMs = await this.#housekeeping.afterSuccessfulSync();
@@ -333,8 +311,6 @@ class IptablesProxier implements IptablesBackend {
       this.#needFull = true;
       const error = this.#describeFailure(err, batch);
       if (batch !== undefined) {
-        this.metrics.restoreFailuresTotal++;
-        if (!full) this.metrics.partialRestoreFailuresTotal++;
         this.#lastFailed = { batch, error, at: this.#o.clock.now() };
       }
       this.#log.error('iptables sync failed; the next sync rewrites everything', { full, code: error.code, err: error.message });
@@ -345,7 +321,7 @@ class IptablesProxier implements IptablesBackend {
         linesWritten: 0,
         bytesWritten: 0,
         servicesWritten: 0,
-        rulesByTable: this.metrics.rulesTotal,
+        rulesByTable: this.#rulesByTable,
         error,
         ...(batch !== undefined ? { batch } : {}),
       };
@@ -411,8 +387,6 @@ class IptablesProxier implements IptablesBackend {
     // Service chains written in this sync, in blocks of whole service ports (see natTablePart in restore-text.ts).
     const blocks: { chains: LineBuffer; rules: LineBuffer }[] = [];
     let block = { chains: new LineBuffer(), rules: new LineBuffer() };
-    let noLocalInternal = 0;
-    let noLocalExternal = 0;
 
     for (const id of this.#orderedIds(state.services)) {
       const sp = state.services.get(id)!;
@@ -451,8 +425,6 @@ class IptablesProxier implements IptablesBackend {
       }
       filterCount += r.filterLines;
       natCount += r.jumpsLines + r.rulesLines;
-      if (r.noLocalInternal) noLocalInternal++;
-      if (r.noLocalExternal) noLocalExternal++;
       const write = full || entry !== prev || changed.has(sp.service);
       if (write) {
         if (block.rules.lines > 0 && block.rules.lines + r.rulesLines > this.#rulesPerCommit) {
@@ -519,8 +491,6 @@ class IptablesProxier implements IptablesBackend {
       servicesWritten: writtenServices.size,
       rulesByTable: { filter: fixedFilter + filterCount, nat: fixedNat + natCount },
       rulesWritten: { filter: filter.rulesWritten, nat: shared.rulesWritten + natServiceRulesWritten + natJumps.length },
-      noLocalInternal,
-      noLocalExternal,
       warnings: fixed.warnings,
     };
   }

@@ -58,17 +58,6 @@ export interface IpvsBackendOptions {
   simulated?: boolean;
 }
 
-/** IpvsMetrics are the counters and facts the metrics and the dashboard read. */
-export interface IpvsMetrics {
-  /** iptablesRestoreFailuresTotal feeds kubeproxy_sync_proxy_rules_iptables_restore_failures_total. */
-  iptablesRestoreFailuresTotal: number;
-  /** failuresByRunner counts failed syncs by the step that failed (ipvsadm, ipset, ip, iptables-restore, read). */
-  failuresByRunner: Record<string, number>;
-  virtualServers: number;
-  realServers: number;
-  ipsetEntries: number;
-}
-
 /** IpvsRunners are the kernel runners a backend programs through (the dashboard reads through them too). */
 export interface IpvsRunners {
   readonly ipvs: IpvsRunner;
@@ -105,7 +94,6 @@ export interface IpvsPlanned {
 
 /** IpvsBackend is the IPVS Backend plus what the daemon and the dashboard read. */
 export interface IpvsBackend extends Backend {
-  readonly metrics: IpvsMetrics;
   readonly runners: IpvsRunners;
   /** draining lists real servers waiting for their connections to end. */
   draining(): DrainingRealServer[];
@@ -143,13 +131,6 @@ class IpvsProxier implements IpvsBackend {
   get family(): IPFamily {
     return this.#o.family;
   }
-  readonly metrics: IpvsMetrics = {
-    iptablesRestoreFailuresTotal: 0,
-    failuresByRunner: {},
-    virtualServers: 0,
-    realServers: 0,
-    ipsetEntries: 0,
-  };
   readonly #o: IpvsBackendOptions;
   readonly #log: Logger;
   readonly #scheduler: string;
@@ -385,8 +366,6 @@ class IpvsProxier implements IpvsBackend {
       // What this sync checked out is consumed: only a full sync can bring the kernel back in line.
       this.#needFull = true;
       const error = this.#describeFailure(err, step, batches.at(-1));
-      this.metrics.failuresByRunner[step] = (this.metrics.failuresByRunner[step] ?? 0) + 1;
-      if (error.code === RestoreFailedError.code) this.metrics.iptablesRestoreFailuresTotal++;
       this.#log.error('IPVS sync failed; the next sync is full', { full, step, code: error.code, err: error.message });
       return {
         full,
@@ -407,9 +386,6 @@ class IpvsProxier implements IpvsBackend {
     for (const w of wanted.virtualServers.values()) reals += w.reals.size;
     let entries = 0;
     for (const s of wanted.sets.values()) entries += s.size;
-    this.metrics.virtualServers = wanted.virtualServers.size;
-    this.metrics.realServers = reals;
-    this.metrics.ipsetEntries = entries;
     return { 'virtual-servers': wanted.virtualServers.size, 'real-servers': reals, 'ipset-entries': entries, nat: iptables.nat, filter: iptables.filter };
   }
 

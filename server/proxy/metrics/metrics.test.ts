@@ -258,11 +258,10 @@ describe('kube-proxy metrics on /metrics', () => {
         ['kubeproxy_sync_full_proxy_rules_duration_seconds', 'kubeproxy_sync_proxy_rules_nftables_sync_failures_total', 'kubeproxy_sync_proxy_rules_iptables_total'],
       ],
     ] as const) {
-      const { sync, scrape, metrics } = setup(mode);
+      const { sync, scrape } = setup(mode);
       sync(record({ full: true, rulesByTable: { nat: 3 } }));
-      sync(record({ full: false }));
+      sync(record({ full: false }), EMPTY_CHECKOUT, { nftablesCleanupFailures: 1 });
       sync(record({ ok: false, full: true, error: { code: RestoreFailedError.code, message: 'x' } }));
-      metrics.nftablesCleanupFailed('IPv4');
       const { families, text } = await scrape();
       for (const name of only) expect(families.has(name), `${mode}: ${name}`).toBe(true);
       for (const name of absent) expect(families.has(name), `${mode}: ${name}`).toBe(false);

@@ -100,11 +100,6 @@ export class ProxyMetrics {
     this.kubeProxy.conntrackReconciled(family, seconds, deleted);
   }
 
-  /** nftablesCleanupFailed is the nftables backend's hook for a failed deferred stale-chain cleanup. */
-  nftablesCleanupFailed(family: IPFamily): void {
-    this.kubeProxy.nftablesCleanupFailed(family);
-  }
-
   /** enablePacketCounters publishes the iptables backend's nfacct packet counters. */
   enablePacketCounters(read: PacketCounters): void {
     this.kubeProxy.enablePacketCounters(read, (err) => {

@@ -55,23 +55,11 @@ export interface FailedTransaction {
   readonly at: number;
 }
 
-/** NftablesMetrics are the counters the metrics, logs and dashboard read. */
-export interface NftablesMetrics {
-  /** syncFailuresTotal: refused sync transactions (kubeproxy_sync_proxy_rules_nftables_sync_failures_total). */
-  syncFailuresTotal: number;
-  /** cleanupFailuresTotal: refused stale-chain deletions (kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total). */
-  cleanupFailuresTotal: number;
-  /** staleChains: chains flushed and waiting to be deleted. */
-  staleChains: number;
-  skippedServicePorts: Map<string, string>;
-}
-
 /** NftablesBackend is the nftables Backend plus what the daemon and the dashboard read. */
 export interface NftablesBackend extends Backend {
   sync(input: BackendSyncInput): Promise<BackendSyncResult & NftablesSyncReport>;
   readonly runner: NftRunner;
   readonly family: IPFamily;
-  readonly metrics: NftablesMetrics;
   /** lastAppliedTransaction: the text of the last transaction nft took. */
   lastAppliedTransaction(): string | null;
   lastFailedTransaction(): FailedTransaction | null;
@@ -121,7 +109,8 @@ class NftablesProxier implements NftablesBackend {
   readonly mode = 'nftables' as const;
   readonly runner: NftRunner;
   readonly family: IPFamily;
-  readonly metrics: NftablesMetrics = { syncFailuresTotal: 0, cleanupFailuresTotal: 0, staleChains: 0, skippedServicePorts: new Map() };
+  /** #skipped: service ports whose objects could not be built, with why (reported in each sync result). */
+  readonly #skipped = new Map<string, string>();
   readonly #o: NftablesBackendOptions;
   readonly #log: Logger;
   readonly #nftFamily: 'ip' | 'ip6';
@@ -268,7 +257,6 @@ class NftablesProxier implements NftablesBackend {
       this.#contextKey = key;
       this.#needFull = false;
       if (text !== '') this.#lastApplied = text;
-      this.metrics.staleChains = this.#stale.size;
       for (const w of built.fixed.warnings) this.#warnOnce(w);
       // Not programming: kept out of this sync's build and kernel times.
       const housekeepingMs = await this.#housekeeping.afterSuccessfulSync();
@@ -280,7 +268,7 @@ class NftablesProxier implements NftablesBackend {
         bytesWritten: Buffer.byteLength(text),
         servicesWritten: built.servicesWritten,
         rulesByTable: { [KUBE_PROXY_TABLE]: this.#rules },
-        skippedServicePorts: new Map(this.metrics.skippedServicePorts),
+        skippedServicePorts: new Map(this.#skipped),
         ...(text !== '' ? { batch: text } : {}),
         ...(cleanupFailures ? { nftablesCleanupFailures: cleanupFailures } : {}),
       };
@@ -294,7 +282,6 @@ class NftablesProxier implements NftablesBackend {
       this.#index = index;
       const error = this.#describeFailure(err, text);
       if (err instanceof NftTransactionFailure && text !== undefined) {
-        this.metrics.syncFailuresTotal++;
         this.#lastFailed = { transaction: text, error, at: clock.now() };
       }
       this.#log.error('nftables sync failed; the table keeps its previous state and the next sync is full', { full, code: error.code, err: error.message });
@@ -353,12 +340,10 @@ class NftablesProxier implements NftablesBackend {
       // As kube-proxy: forget them; this sync is full, its listing finds those still there and retries them a second later.
       for (const name of due) this.#stale.delete(name);
       this.#needFull = true;
-      this.metrics.cleanupFailuresTotal++;
       const lines = err instanceof NftTransactionFailure ? err.lines.map((n) => `line ${n}: ${formatOp(this.#nftFamily, KUBE_PROXY_TABLE, ops[n - 1] ?? ops[0])}`) : [];
       this.#log.error('deleting stale chains failed; retrying later', { chains: due.length, err: errorMessage(err), ...(lines.length ? { lines: lines.join('; ') } : {}) });
       return 1;
     }
-    this.metrics.staleChains = this.#stale.size;
     return 0;
   }
 
@@ -385,11 +370,11 @@ class NftablesProxier implements NftablesBackend {
       cache.set(id, entry);
       rebuilt.add(id);
       if (entry.objects === null) {
-        if (this.metrics.skippedServicePorts.get(id) !== entry.error) this.#log.warn('service port skipped: its objects cannot be written safely', { servicePort: id, err: entry.error });
-        this.metrics.skippedServicePorts.set(id, entry.error!);
-      } else this.metrics.skippedServicePorts.delete(id);
+        if (this.#skipped.get(id) !== entry.error) this.#log.warn('service port skipped: its objects cannot be written safely', { servicePort: id, err: entry.error });
+        this.#skipped.set(id, entry.error!);
+      } else this.#skipped.delete(id);
     }
-    for (const id of this.metrics.skippedServicePorts.keys()) if (!state.services.has(id)) this.metrics.skippedServicePorts.delete(id);
+    for (const id of this.#skipped.keys()) if (!state.services.has(id)) this.#skipped.delete(id);
     return { cache, rebuilt };
   }
 
