@@ -69,6 +69,8 @@ describe('iptables proxier: full and partial syncs', () => {
     expect(h.kernel.rules('nat', 'KUBE-SERVICES').some((s) => s.includes('ns1/a:http cluster IP'))).toBe(true);
     // nat: 5 fixed rules; per service 1 jump + 2 balancing rules + 2 endpoint chains of 2 rules.
     expect(r.rulesByTable).toEqual({ filter: 4, nat: 5 + (1 + 2 + 4) + (1 + 2 + 4) });
+    // What it wrote (kubeproxy_sync_proxy_rules_iptables_last): ns1/b's 2 balancing rules and its 2 endpoint chains of 2.
+    expect(r.rulesWrittenByTable).toEqual({ filter: 0, nat: 2 + 4 });
   });
 
   it('reports rule counts that match what the kernel holds in kproxy chains', async () => {
@@ -77,6 +79,8 @@ describe('iptables proxier: full and partial syncs', () => {
     const dump = h.kernel.dump();
     const count = (table: string) => [...dump.tables.get(table)!.chains.values()].filter((c) => !c.builtin).reduce((n, c) => n + c.rules.length, 0);
     expect(r.rulesByTable).toEqual({ filter: count('filter'), nat: count('nat') });
+    // A full sync wrote all of them: the metrics take rulesByTable for what it wrote.
+    expect(r.rulesWrittenByTable).toBeUndefined();
   });
 
   it('rewrites everything when the sync loop forces it or the build context changes', async () => {

@@ -8,6 +8,7 @@ import type { NetInterfaces } from '../../kernel/netif.ts';
 import { ensureSysctl, sysctlInt, type Sysctl } from '../../kernel/sysctl.ts';
 import type { Logger } from '../../log.ts';
 import type { Backend, BackendSyncInput, BackendSyncResult, CleanupResult } from '../backend.ts';
+import type { RulesWrittenReport } from '../metrics/kube-proxy-metrics.ts';
 import type { Endpoint } from '../endpoint.ts';
 import { FirstSyncHousekeeping } from '../first-sync-housekeeping.ts';
 import type { IPFamily } from '../../net/ip.ts';
@@ -81,6 +82,8 @@ export interface FailedBatch {
 
 /** IptablesBackend is the iptables Backend plus what the daemon and dashboard read from it. */
 export interface IptablesBackend extends Backend {
+  /** sync reports, after a partial sync, the rules it wrote per table (kubeproxy_sync_proxy_rules_iptables_last). */
+  sync(input: BackendSyncInput): Promise<BackendSyncResult & RulesWrittenReport>;
   readonly runner: IptablesRunner;
   /** lastAppliedBatch: the restore input of the last successful sync. */
   lastAppliedBatch(): string | null;
@@ -251,7 +254,7 @@ class IptablesProxier implements IptablesBackend {
     return this.#sortedIds;
   }
 
-  async sync(input: BackendSyncInput): Promise<BackendSyncResult> {
+  async sync(input: BackendSyncInput): Promise<BackendSyncResult & RulesWrittenReport> {
     const clock = this.#o.clock;
     const t0 = clock.monotonic();
     let ioMs = 0;
@@ -302,6 +305,10 @@ class IptablesProxier implements IptablesBackend {
         bytesWritten: Buffer.byteLength(built.text),
         servicesWritten: built.servicesWritten,
         rulesByTable: built.rulesByTable,
+        // A full sync writes every rule kproxy owns (rulesByTable; the jumps from built-in chains a
+        // fresh node gets in the same input are not kproxy's rules, as kube-proxy adds them outside
+        // its restore); a partial one writes the chains that changed.
+        ...(full ? {} : { rulesWrittenByTable: built.rulesWritten }),
         skippedServicePorts: new Map(this.#skipped),
         // Nothing sent, nothing to show: the last input stays the one the kernel last took.
         ...(built.text !== '' ? { batch: built.text } : {}),
