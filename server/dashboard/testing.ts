@@ -74,7 +74,7 @@ export interface TestDashboardOptions {
   objects?: (Service | EndpointSlice | Node)[];
   hub?: Omit<StreamHubOptions, 'logger'>;
   webRoot?: string;
-  /** mode: the backend under the dashboard (default iptables); "ipvs" runs IPVS mode over its fakes. */
+  /** mode: the backend under the dashboard (default iptables); "ipvs" runs IPVS mode over its simulated kernel. */
   mode?: 'iptables' | 'ipvs';
   /** conntrack: the counter's runner (default: an empty SimulatedConntrack) and its limits. */
   conntrack?: { runner?: ConntrackRunner } & Partial<Pick<ConntrackCountsOptions, 'maxQueued' | 'serviceIntervalMs'>>;
@@ -93,11 +93,11 @@ export interface TestDashboard {
   clock: FakeClock;
   /** kernel: the simulated iptables (in IPVS mode too: its nat and filter rules). */
   kernel: SimulatedIptables;
-  /** ipvs: the IPVS mode's fakes (mode "ipvs" only). */
+  /** ipvs: the IPVS mode's simulated kernel (mode "ipvs" only). */
   ipvs: IpvsHarness | null;
-  /** conntrack: the fake conntrack table the counts list (unless options.conntrack.runner replaced it). */
+  /** conntrack: the simulated conntrack table the counts list (unless options.conntrack.runner replaced it). */
   conntrack: SimulatedConntrack;
-  /** sysctl: the fake /proc the node counts read (nf_conntrack_count 1234, nf_conntrack_max 262144). */
+  /** sysctl: the simulated /proc the node counts read (nf_conntrack_count 1234, nf_conntrack_max 262144). */
   sysctl: SimulatedSysctl;
   daemon: Daemon;
   source: MemorySource;

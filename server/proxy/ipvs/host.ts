@@ -85,11 +85,11 @@ export async function createHostIpvsBackends(opts: HostIpvsOptions): Promise<Hos
   let kernel: DryRunIpvsKernel | null = null;
   let unsupported: string | null = null;
   if (opts.dryRun) {
-    const fake = await dryRunKernel(opts, exec, log);
-    kernel = fake;
-    ({ ipvs, ipset, netlink } = fake);
-    for (const [family, runner] of fake.iptables) iptables.set(family, runner);
-    decision = { flavor: fake.iptables.get(opts.families[0])!.flavor, reason: '--dry-run: simulated kernel' };
+    const simulated = await dryRunKernel(opts, exec, log);
+    kernel = simulated;
+    ({ ipvs, ipset, netlink } = simulated);
+    for (const [family, runner] of simulated.iptables) iptables.set(family, runner);
+    decision = { flavor: simulated.iptables.get(opts.families[0])!.flavor, reason: '--dry-run: simulated kernel' };
     sysctl = await seededSysctl(opts.config.ipvs.strictARP, log);
   } else {
     await checkIpvsSupport({ exec, exists: opts.exists, scheduler });

@@ -54,7 +54,7 @@ export interface IpvsBackendOptions {
   drainCheckIntervalMs?: number;
   drainTimeoutMs?: number;
   canaryIntervalMs?: number;
-  /** simulated: the kernel runners are --dry-run fakes (logs say "would set"). */
+  /** simulated: the kernel runners are the simulated kernel of --dry-run (logs say "would set"). */
   simulated?: boolean;
 }
 
