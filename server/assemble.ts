@@ -48,10 +48,9 @@ export interface Assembled {
   readonly conntrack: ConntrackSetup | null;
   /**
    * kernelView builds the dashboard's view of this mode's kernel objects; it is
-   * chosen here, with the backend, so a new mode brings its own view (null:
-   * the mode has none yet and the dashboard is off).
+   * chosen here, with the backend, so a new mode brings its own view.
    */
-  readonly kernelView: ((logger: Logger) => KernelViewProvider) | null;
+  readonly kernelView: (logger: Logger) => KernelViewProvider;
   /** tracer builds the dashboard's packet tracer over its kernel read (the tracer sits above the dashboard, which never imports it). */
   readonly tracer: PacketTracerFactory;
   /** packetCounters: kube-proxy's nfacct packet counters (iptables mode where the kernel has nfacct), else null. */

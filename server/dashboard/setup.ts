@@ -94,8 +94,8 @@ export interface DashboardParts {
   readonly backendDescription: string;
   /** conntrack: the daemon's conntrack counts (shared with the metrics), null without. */
   readonly conntrack: { readonly counts: DashboardConntrack; readonly simulated: boolean } | null;
-  /** kernelView builds the view of the mode's kernel objects (null: the mode has none and the dashboard is off). */
-  readonly kernelView: ((logger: Logger) => KernelViewProvider) | null;
+  /** kernelView builds the view of the mode's kernel objects. */
+  readonly kernelView: (logger: Logger) => KernelViewProvider;
   /** tracer builds the packet tracer over the dashboard's kernel read (GET /api/v1/trace). */
   readonly tracer: PacketTracerFactory;
 }
@@ -152,10 +152,6 @@ export async function setupDashboard(opts: SetupDashboardOptions): Promise<Dashb
   );
   // A pair that does not load stops start-up here (exit 1), before anything listens.
   await tls?.load();
-  if (!assembled.kernelView) {
-    log.warn(`the dashboard has no view of the ${config.mode} mode yet; it is off`);
-    return { ...off, auth };
-  }
   const provider = assembled.kernelView(log);
   const dashboard = new Dashboard({
     daemon,

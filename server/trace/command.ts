@@ -119,7 +119,7 @@ async function traceDryRun(loaded: Awaited<ReturnType<typeof loadConfiguration>>
     const recs = await a.daemon.once();
     const failed = recs.find((r) => !r.ok);
     if (failed) throw new Error(`the simulated sync failed: ${failed.error?.message ?? 'unknown error'}`);
-    const view = a.kernelView!(logger);
+    const view = a.kernelView(logger);
     const read = await view.read();
     const intended = await view.intended();
     const drift: TraceDrift[] = intended ? (await findDrift(intended, read, view, yieldToEventLoop)).map((f) => ({ table: f.table, chain: f.chain, kind: f.kind, detail: f.detail })) : [];
