@@ -308,8 +308,10 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
       const { action } = req.params as { action: 'resync' | 'cleanup' | 'pause' | 'resume' };
       const body = (req.body ?? {}) as { pause?: boolean };
       const out = await actions.run({ action, viewer: viewer(req), remote: remoteOf(req), pause: body.pause === true });
+      if ('result' in out) return out.result;
+      // Refused or failed: the error handler answers with the code's status (a 5xx without its details).
       if (out.retryAfterMs !== undefined) reply.header('retry-after', String(Math.ceil(out.retryAfterMs / 1000)));
-      return reply.code(out.status).send(out.result);
+      throw out.error;
     },
   );
 };

@@ -200,6 +200,7 @@ describe('dashboard actions', () => {
     const again = await post('resync');
     expect(again.statusCode).toBe(429);
     expect(again.headers['retry-after']).toBe('9');
+    expect(again.json().error).toEqual({ code: 'KPROXY_ERR_RATE_LIMITED', message: 'resync was asked less than 10 s after the previous one; try again in 9 s' });
     expect(t.log.lines('warn').some((l) => /dashboard action action=resync .*outcome=refused/.test(l))).toBe(true);
     await t.settle(9_000);
     expect((await post('resync')).statusCode).toBe(200);
@@ -258,7 +259,25 @@ describe('dashboard actions', () => {
     expect((await post('pause')).statusCode).toBe(200);
     const res = await post('resync');
     expect(res.statusCode).toBe(409);
-    expect(res.json().message).toMatch(/paused/);
+    expect(res.json().error).toEqual({ code: 'KPROXY_ERR_SYNCS_PAUSED', message: 'syncs are paused: resume to sync' });
+    // Everyone watching sees it as the last action.
+    expect((await t.app.inject({ url: '/api/v1/status', headers: AUTH })).json().lastAction).toMatchObject({ action: 'resync', ok: false, message: 'syncs are paused: resume to sync' });
+  });
+
+  it('answers a failed action with its code only; the detail goes to the log and the audit Event', async () => {
+    t = await testDashboard({ token: TOKEN });
+    t.daemon.cleanup = async () => {
+      throw new Error('EACCES: permission denied, open /run/xtables.lock');
+    };
+    const res = await post('cleanup');
+    expect(res.statusCode).toBe(500);
+    const { error } = res.json();
+    expect(error.code).toBe('KPROXY_ERR_CLEANUP_FAILED');
+    expect(error.message).toMatch(/^kproxy could not answer this request \(KPROXY_ERR_CLEANUP_FAILED\); the kproxy log on this node has the details \(request req-\d+\)$/);
+    expect(res.body).not.toMatch(/EACCES|xtables/);
+    expect(t.log.lines('error').some((l) => l.includes('dashboard request failed: cleanup failed: EACCES: permission denied, open /run/xtables.lock'))).toBe(true);
+    const event = t.events.recent().find((e) => e.reason === 'DashboardCleanup')!;
+    expect(event).toMatchObject({ type: 'Warning', note: expect.stringMatching(/: failed: cleanup failed: EACCES/) });
   });
 });
 
