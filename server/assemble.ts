@@ -3,6 +3,7 @@ import { otherFamily } from './net/ip.ts';
 import { realClock } from './clock.ts';
 import { primaryFamily } from './config/families.ts';
 import type { LoadedConfiguration } from './config/load.ts';
+import { PROXY_MODES } from './config/modes.ts';
 import { Daemon } from './daemon.ts';
 import { IptablesView } from './dashboard/iptables/view.ts';
 import { IpvsView } from './dashboard/ipvs/view.ts';
@@ -150,7 +151,7 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
       break;
     }
     default:
-      throw new ProxyModeUnsupportedError(`--proxy-mode ${config.mode} is not available in this kproxy version (available: iptables, nftables, ipvs, userspace)`);
+      throw new ProxyModeUnsupportedError(`--proxy-mode ${config.mode} is not available in this kproxy version (available: ${PROXY_MODES.join(', ')})`);
   }
   const daemon = new Daemon({ config, run, nodeName, logger, clock, backends, source, events });
   // --once programs rules and exits: no stale-entry cleanup or sysctls for a one-shot run.

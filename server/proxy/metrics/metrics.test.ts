@@ -5,6 +5,7 @@ import { buildMetricsApp } from '../../http/app.ts';
 import { testProxyConfig } from '../../http/testing.ts';
 import { silentLogger } from '../../log.ts';
 import type { ProxyMode } from '../../config/modes.ts';
+import type { IPFamily } from '../../net/ip.ts';
 import type { BackendSyncResult } from '../backend.ts';
 import { unknownNode } from '../node-info.ts';
 import { ProxyState, type ObjectKind, type StateCheckout } from '../proxy-state.ts';
@@ -46,7 +47,7 @@ const NETPROG_LE = [
 ];
 
 interface FakeState {
-  families: 'IPv4'[];
+  families: IPFamily[];
   ready: boolean;
   servicesPending: number;
   endpointsPending: number;
@@ -483,6 +484,22 @@ describe('kube-proxy metrics on /metrics', () => {
 });
 
 describe('kproxy metrics and process defaults', () => {
+  it('starts the failed syncs of kproxy_syncs_total at 0 for each family and trigger, so rate() sees the first failure', async () => {
+    const state = { ...fakeState(), families: ['IPv4', 'IPv6'] as IPFamily[] };
+    const { sync, scrape } = setup('iptables', state);
+    const failures = (text: string) => text.split('\n').filter((l) => l.startsWith('kproxy_syncs_total{') && l.includes('result="failure"'));
+    const before = failures((await scrape()).text);
+    expect(before).toEqual(
+      (['IPv4', 'IPv6'] as const).flatMap((f) =>
+        ['startup', 'change', 'periodic', 'retry', 'resync', 'tampering', 'once', 'resume'].map((t) => `kproxy_syncs_total{ip_family="${f}",result="failure",trigger="${t}"} 0`),
+      ),
+    );
+    // No success series until a sync succeeds; a failure counts on its own series.
+    expect((await scrape()).text).not.toContain('result="success"');
+    sync(record({ family: 'IPv6', trigger: 'retry', ok: false, consecutiveFailures: 2, error: { code: RestoreFailedError.code, message: 'x' } }));
+    expect(failures((await scrape()).text)).toContain('kproxy_syncs_total{ip_family="IPv6",result="failure",trigger="retry"} 1');
+  });
+
   it('counts invalid objects by kind, syncs by trigger, and the source counters', async () => {
     const state = fakeState();
     state.invalidTotal.Service = 3;

@@ -57,6 +57,7 @@ export class ProxyMetrics {
       state: opts.state,
       version: KPROXY_VERSION,
       mode: opts.mode,
+      families: opts.state.families,
       source: opts.source,
       serviceHealth: () => this.#serviceHealth?.() ?? null,
       ready: () => this.#ready?.() ?? null,
