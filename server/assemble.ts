@@ -54,8 +54,11 @@ export interface Assembled {
   readonly kernelView: (logger: Logger) => KernelViewProvider;
   /** tracer builds the dashboard's packet tracer over its kernel read (the tracer sits above the dashboard, which never imports it). */
   readonly tracer: PacketTracerFactory;
-  /** packetCounters: kube-proxy's nfacct packet counters (iptables mode where the kernel has nfacct), else null. */
-  readonly packetCounters: PacketCounters | null;
+  /**
+   * packetCounters: kube-proxy's nfacct packet counters (iptables mode where the kernel has nfacct), else null;
+   * known once the backends' init made them (the daemon's start).
+   */
+  readonly packetCounters: () => PacketCounters | null;
   /** attachMetrics registers the backend's own metric families (the userspace relay's); null when it has none. */
   readonly attachMetrics: ((metrics: ProxyMetrics) => void) | null;
 }
@@ -84,7 +87,7 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
   let dryRunKernel: Assembled['dryRunKernel'] = null;
   let backendDescription: string;
   let kernelView: Assembled['kernelView'];
-  let packetCounters: PacketCounters | null = null;
+  let packetCounters: () => PacketCounters | null = () => null;
   // Both families when the host supports the secondary one, as kube-proxy (see config/families.ts).
   const primary = primaryFamily(config);
   const families = [primary, otherFamily(primary)] as const;

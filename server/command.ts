@@ -163,7 +163,6 @@ async function serve(loaded: LoadedConfiguration, a: Assembled, logger: Logger):
       ),
   });
   for (const o of Object.values(observers.observers)) daemon.loop.addObserver(o);
-  if (a.packetCounters) observers.metrics.enablePacketCounters(a.packetCounters);
   a.attachMetrics?.(observers.metrics);
   let dashboard: DashboardSetup;
   try {
@@ -188,6 +187,9 @@ async function serve(loaded: LoadedConfiguration, a: Assembled, logger: Logger):
     await a.conntrack.applySysctls();
   }
   await daemon.start();
+  // The nfacct counters exist once the backends' init (in start) made them.
+  const packets = a.packetCounters();
+  if (packets) observers.metrics.enablePacketCounters(packets);
   recordStarting(daemon.events, daemon.nodeName);
   logger.info('kproxy is running', {
     node: loaded.nodeName,

@@ -4,6 +4,8 @@ import { CommandNotFoundError } from '../../errors.ts';
 import type { ExecFn } from '../../kernel/exec.ts';
 import { silentLogger } from '../../log.ts';
 import { ep, makeService, makeSlice } from '../testing.ts';
+import { FakeNfacct } from '../../kernel/nfacct-fake.ts';
+import { SimulatedSysctl } from '../../kernel/sysctl-simulated.ts';
 import { cleanupIptablesHost, createHostIptablesBackend, createHostIptablesBackends } from './host.ts';
 import { stateFromObjects, testConfig } from './testing.ts';
 
@@ -82,6 +84,23 @@ describe('host wiring', () => {
     expect(host.hosts.map((h) => `${h.family} ${h.backend.runner.family} ${h.backend.runner.flavor}`)).toEqual(['IPv4 IPv4 nft', 'IPv6 IPv6 nft']);
     // As kube-proxy's Present(): ip6tables must list the nat table's POSTROUTING.
     expect(ran).toContain('ip6tables-nft -w 5 -W 100000 -S POSTROUTING -t nat');
+  });
+
+  it("changes nothing on the host until a backend's init: the nfacct counters come with the first init, once for both families", async () => {
+    const { exec, ran } = hostExec(true);
+    const nfacct = new FakeNfacct();
+    const sysctl = new SimulatedSysctl({ 'net/ipv4/conf/all/route_localnet': '0', 'net/netfilter/nf_conntrack_tcp_be_liberal': '0' });
+    const host = await createHostIptablesBackends({ ...opts, config: testConfig(), families: ['IPv4', 'IPv6'], exec, nfacct, sysctl });
+    // Only reads so far (versions, the nat table's POSTROUTING): what --once may do before its source synced.
+    expect(nfacct.calls).toEqual([]);
+    expect(ran.filter((c) => !/ --version$| -S POSTROUTING -t nat$/.test(c))).toEqual([]);
+    expect(host.hosts[0].packetCounters()).toBeNull();
+    expect(sysctl.writes).toEqual([]);
+    await host.hosts[0].backend.init!();
+    await host.hosts[1].backend.init!();
+    expect(nfacct.calls).toEqual(['ensure ct_state_invalid_dropped_pkts', 'ensure localhost_nps_accepted_pkts']);
+    expect(host.hosts[0].packetCounters()).not.toBeNull();
+    expect(sysctl.writes).toEqual([{ name: 'net/ipv4/conf/all/route_localnet', value: '1' }]);
   });
 
   it('runs single-stack, saying why, when the host has no ip6tables', async () => {

@@ -30,6 +30,12 @@ import { buildServicePortRules, contextKey, LARGE_CLUSTER_ENDPOINTS, masqueradeM
 export const SYSCTL_ROUTE_LOCALNET = 'net/ipv4/conf/all/route_localnet';
 export const SYSCTL_TCP_BE_LIBERAL = 'net/netfilter/nf_conntrack_tcp_be_liberal';
 
+/** NfacctRules: which of kube-proxy's nfacct counters the rules may name. */
+export interface NfacctRules {
+  readonly ctStateInvalid: boolean;
+  readonly localhostNodePorts: boolean;
+}
+
 export interface IptablesBackendOptions {
   config: ProxyConfig;
   nodeName: string;
@@ -48,8 +54,17 @@ export interface IptablesBackendOptions {
   afterFirstSync?: () => Promise<unknown>;
   /** canaryIntervalMs: how often watchTampering polls the canary chain; default 1000. */
   canaryIntervalMs?: number;
-  /** nfacct: the nfacct counters exist, so kube-proxy's two nfacct rules are written; default none. */
-  nfacct?: { ctStateInvalid: boolean; localhostNodePorts: boolean };
+  /**
+   * nfacct: which nfacct counters exist, so kube-proxy's two nfacct rules are
+   * written; a function is read at each sync (after prepare made them); default none.
+   */
+  nfacct?: NfacctRules | (() => NfacctRules);
+  /**
+   * prepare makes the host objects the mode needs before its first sync
+   * (host.ts: the nfacct counters), run first by init: never at construction,
+   * so `--once` touches nothing before its source synced.
+   */
+  prepare?: () => Promise<void>;
   /**
    * rulesPerCommit splits the service chains of a big nat rewrite into several
    * COMMITs of about this many rules (still one iptables-restore). Default:
@@ -178,8 +193,9 @@ class IptablesProxier implements IptablesBackend {
     return this.#lastFailed;
   }
 
-  /** init sets route_localnet for localhost node ports and reads whether conntrack is liberal. */
+  /** init prepares the host's objects (prepare), sets route_localnet for localhost node ports and reads whether conntrack is liberal. */
   async init(): Promise<void> {
+    await this.#o.prepare?.();
     if (this.#localhostNodePorts) {
       this.#log.info('setting route_localnet=1 so node ports answer on localhost; set iptables.localhostNodePorts=false or --nodeport-addresses without 127.0.0.0/8 to avoid it');
       await ensureSysctl(this.#o.sysctl, SYSCTL_ROUTE_LOCALNET, '1');
@@ -230,7 +246,7 @@ class IptablesProxier implements IptablesBackend {
       nodeIP: nodeIPOf(node, family),
       conntrackTCPLiberal: this.#conntrackTCPLiberal,
       randomFully: this.runner.hasRandomFully,
-      nfacct: this.#o.nfacct ?? { ctStateInvalid: false, localhostNodePorts: false },
+      nfacct: (typeof this.#o.nfacct === 'function' ? this.#o.nfacct() : this.#o.nfacct) ?? { ctStateInvalid: false, localhostNodePorts: false },
       largeClusterMode: totalEndpoints > LARGE_CLUSTER_ENDPOINTS,
     };
   }

@@ -48,6 +48,12 @@ export interface IpvsBackendOptions {
    * nftables mode's tables are removed then, when this mode's objects serve).
    */
   afterFirstSync?: () => Promise<unknown>;
+  /**
+   * prepare makes the host objects the mode needs before its first sync
+   * (host.ts: kube-ipvs0 and the scheduler probe), run first by init: never
+   * at construction, so `--once` touches nothing before its source synced.
+   */
+  prepare?: () => Promise<void>;
   /** kernelRelease: `uname -r`, for conn_reuse_mode (default os.release()). */
   kernelRelease?: string;
   /** graceful termination timing; defaults as kube-proxy (1 min checks, 15 min timeout). */
@@ -174,8 +180,9 @@ class IpvsProxier implements IpvsBackend {
   /** #manages mirrors planIpvs: virtual servers of the other family or in excludeCIDRs are never deleted. */
   readonly #manages = (address: string): boolean => (this.#o.family === 'IPv6') === address.includes(':') && !this.#excludeCIDRs.some((c) => cidrContains(c, address));
 
-  /** init sets the sysctls IPVS mode needs and the IPVS timeouts, as kube-proxy's NewProxier does. */
+  /** init makes the host objects the mode needs (prepare), then sets its sysctls and the IPVS timeouts, as kube-proxy's NewProxier does. */
   async init(): Promise<void> {
+    await this.#o.prepare?.();
     const { config, sysctl } = this.#o;
     for (const s of ipvsSysctls(config.ipvs.strictARP, this.#o.kernelRelease ?? release())) {
       if (s.value === null) {
