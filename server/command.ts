@@ -93,8 +93,11 @@ async function recordCleanupEvent(loaded: LoadedConfiguration, logger: Logger, s
 
 async function once(loaded: LoadedConfiguration, a: Assembled, logger: Logger): Promise<number> {
   let recs: SyncRecord[];
+  // The clock's timers (list retries, --once-timeout) do not hold the process open: while --once
+  // waits for its source this does, or Node would exit 0 with nothing done and nothing said.
+  const hold = setInterval(() => {}, 60_000);
   try {
-    recs = await a.daemon.once();
+    recs = await a.daemon.once({ timeoutMs: loaded.run.onceTimeoutMs });
   } catch (err) {
     await a.daemon.stop();
     if (err instanceof SourceNotSyncedError || err instanceof NodeNotFoundError) {
@@ -104,6 +107,8 @@ async function once(loaded: LoadedConfiguration, a: Assembled, logger: Logger): 
     }
     logger.error(`sync failed: ${errorMessage(err)}`);
     return 1;
+  } finally {
+    clearInterval(hold);
   }
   await a.daemon.stop();
   if (a.dryRunKernel) process.stdout.write(await a.dryRunKernel.describe());

@@ -310,6 +310,15 @@ export const FLAG_SPECS: readonly FlagSpec[] = [
     run: 'once',
     help: "do one full sync, print a one-line summary and exit; rules stay in place. Exit 0 on success, also when objects were skipped: the rest is programmed, the summary counts the invalid objects (a bad IP, a port out of range; each listed after it with why) and the manifest documents left out (another apiVersion, no name; named in the warnings); exit 1 when the sync failed, or when a source could not be read completely (the file and the error are printed, nothing is touched), or when the Kubernetes API has no Node by this node's name (nothing is touched)",
   }),
+  f({
+    name: 'once-timeout',
+    kind: 'duration',
+    arg: 'DURATION',
+    group: 'Run modes',
+    run: 'onceTimeoutMs',
+    defaultText: '2m0s',
+    help: "how long --once waits for its source's first complete read (the Kubernetes API's first lists); past it kproxy exits 1 naming what never answered, touching nothing; 0 waits as long as it takes",
+  }),
   f({ name: 'cleanup', kind: 'bool', group: 'Run modes', run: 'cleanup', help: 'remove every rule, chain, set and table kproxy or kube-proxy created (all modes), then exit' }),
   f({
     name: 'dry-run',

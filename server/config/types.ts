@@ -103,6 +103,8 @@ export interface RunOptions {
   /** sourceIsDefault: the embedded default (deploy/examples/) was chosen because no cluster config exists. */
   sourceIsDefault: boolean;
   once: boolean;
+  /** onceTimeoutMs (--once-timeout): how long --once waits for its source to sync; 0 = no limit. */
+  onceTimeoutMs: number;
   cleanup: boolean;
   dryRun: boolean;
   dashboardTokenFile: string | null;

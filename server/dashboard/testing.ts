@@ -127,6 +127,7 @@ export async function testDashboard(opts: TestDashboardOptions = {}): Promise<Te
     source: 'file:memory',
     sourceIsDefault: false,
     once: false,
+    onceTimeoutMs: 0,
     cleanup: false,
     dryRun: true,
     dashboardTokenFile: null,
