@@ -82,11 +82,7 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
     const permission = req.routeOptions.config?.permission ?? 'view';
     req.dashboardViewer = await guard(req, auth, permission, req.method !== 'GET' && req.method !== 'HEAD');
   });
-  // Answers carry the node's live state (and errors): never kept by a browser or a proxy.
-  app.addHook('onSend', async (_req, reply, payload) => {
-    reply.header('cache-control', 'no-store');
-    return payload;
-  });
+  // Every answer is marked no-store by the /api plugin around these routes (plugin.ts).
   const viewer = (req: FastifyRequest): Viewer => req.dashboardViewer!;
 
   app.get('/whoami', { schema: { response: json } }, async (req) => viewer(req));
