@@ -69,6 +69,17 @@ describe('Daemon.once', () => {
     expect(sysctl.writes).toEqual([]);
   });
 
+  it('touches nothing when the source path does not exist (yet), naming it', async () => {
+    await rm(dir, { recursive: true, force: true });
+    const { daemon, kernel, sysctl } = onceDaemon();
+    await expect(daemon.once()).rejects.toMatchObject({
+      code: 'KPROXY_ERR_SOURCE_NOT_SYNCED',
+      message: expect.stringContaining(`manifests from ${dir} could not be read completely: ${dir} cannot be read: ENOENT`),
+    });
+    expect(kernel.calls).toEqual([]);
+    expect(sysctl.writes).toEqual([]);
+  });
+
   it('programs the valid objects and keeps the invalid ones aside, with why', async () => {
     await writeFile(join(dir, 'a.yaml'), web);
     const { daemon, kernel } = onceDaemon();

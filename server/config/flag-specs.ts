@@ -308,7 +308,7 @@ export const FLAG_SPECS: readonly FlagSpec[] = [
     kind: 'bool',
     group: 'Run modes',
     run: 'once',
-    help: "do one full sync, print a one-line summary and exit; rules stay in place. Exit 0 on success, also when objects were skipped: the rest is programmed, the summary counts the invalid objects (a bad IP, a port out of range; each listed after it with why) and the manifest documents left out (another apiVersion, no name; named in the warnings); exit 1 when the sync failed, or when a source could not be read completely (the file and the error are printed, nothing is touched), or when the Kubernetes API has no Node by this node's name (nothing is touched)",
+    help: "do one full sync, print a one-line summary and exit; rules stay in place. Exit 0 on success, also when objects were skipped: the rest is programmed, the summary counts the invalid objects (a bad IP, a port out of range; each listed after it with why) and the manifest documents left out (a kind kproxy reads in another apiVersion; named in the warnings); exit 1 when the sync failed, or when a source could not be read completely or within --once-timeout (the file and the error, or what never answered, are printed; nothing is touched), or when the Kubernetes API has no Node by this node's name (nothing is touched)",
   }),
   f({
     name: 'once-timeout',
