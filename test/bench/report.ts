@@ -8,6 +8,8 @@ import { readFileSync } from 'node:fs';
 import { fmt, fmtSummary, summarize, type Percentiles } from './stats.ts';
 import type { NftablesRun, NftChange } from './nftables.ts';
 import { traceTarget } from './trace.ts';
+import { parseTargets } from './parse.ts';
+import { livezTargets, renderLivez } from './livez-load.ts';
 import type { UserspaceRun } from './userspace.ts';
 import { sizeName, type Results, type Size, type TargetResult } from './results.ts';
 
@@ -128,6 +130,8 @@ export function evaluateTargets(r: Results): TargetResult[] {
   out.push(...nftablesTargets(r));
   if (r.userspace) out.push(...userspaceTargets(r.userspace));
   if (r.trace) out.push(traceTarget(r.trace));
+  if (r.parse) out.push(...parseTargets(r.parse));
+  if (r.livez) out.push(...livezTargets(r.livez));
   return out;
 }
 
@@ -501,6 +505,7 @@ export function renderMarkdown(r: Results): string {
     );
   }
   if (r.nftables?.length) parts.push(...renderNftables(r));
+  if (r.livez) parts.push(renderLivez(r.livez));
   if (r.notes.length) parts.push('#### Notes\n' + r.notes.map((n) => `- ${n}`).join('\n'));
   if (r.dualStack?.length) parts.push(renderDualStack(r.dualStack));
   return parts.join('\n\n') + '\n';
