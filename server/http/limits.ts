@@ -160,7 +160,8 @@ function admitConnections(server: LimitedServer, limits: ListenerLimits): void {
   server.on('newListener', (event) => {
     if (event !== 'upgrade' || watchingUpgrades) return;
     watchingUpgrades = true;
-    server.prependListener('upgrade', (req: IncomingMessage) => upgraded.add(connectionOf(req.socket)));
+    // (A test's injected upgrade, fastify-websocket's injectWS, comes without a socket.)
+    server.prependListener('upgrade', (req: IncomingMessage) => req.socket && upgraded.add(connectionOf(req.socket)));
   });
 
   const forget = (addr: string, key: string, socket: Socket): boolean => {
