@@ -6,6 +6,7 @@ import { FirstSyncHousekeeping } from './first-sync-housekeeping.ts';
 import { harness as iptablesHarness, stateFromObjects, testConfig } from './iptables/testing.ts';
 import { ipvsConfig, ipvsHarness } from './ipvs/testing.ts';
 import { nftHarness } from './nftables/testing.ts';
+import { harness as userspaceHarness } from './userspace/testing.ts';
 import { ep, makeService, makeSlice } from './testing.ts';
 
 const objects = () => [
@@ -59,6 +60,20 @@ const modes: Record<string, Build> = {
       if (!fail) return null;
       fail = false;
       return 'Error: Could not process rule: No such file or directory';
+    };
+    return { sync: (forceFull = false) => h.backend.sync({ state: state.checkout(), forceFull }), failNextWrite: () => (fail = true), clock: h.clock };
+  },
+  userspace: (afterFirstSync, logger) => {
+    const h = userspaceHarness({ afterFirstSync, logger });
+    const state = stateFromObjects('node-a', objects(), h.clock);
+    const restore = h.iptables.restore.bind(h.iptables);
+    let fail = false;
+    h.iptables.restore = async (input, opts) => {
+      if (fail) {
+        fail = false;
+        throw new Error('iptables-restore: line 3 failed');
+      }
+      return restore(input, opts);
     };
     return { sync: (forceFull = false) => h.backend.sync({ state: state.checkout(), forceFull }), failNextWrite: () => (fail = true), clock: h.clock };
   },
