@@ -191,7 +191,14 @@ async function serve(loaded: LoadedConfiguration, a: Assembled, logger: Logger):
     a.conntrack.attachMetrics(observers.metrics);
     await a.conntrack.applySysctls();
   }
-  await daemon.start();
+  try {
+    await daemon.start();
+  } catch (err) {
+    // A backend's init refused the host (no dummy link type for kube-ipvs0, no IPVS scheduler module, a sysctl it must set).
+    logger.error(`cannot start: ${errorMessage(err)}`, { code: isKproxyError(err) ? err.code : undefined });
+    await Promise.allSettled([servers.close(), observers.close(), daemon.stop(), a.kubeEvents?.stop(), a.conntrack?.stop()]);
+    return 1;
+  }
   // The nfacct counters exist once the backends' init (in start) made them.
   const packets = a.packetCounters();
   if (packets) observers.metrics.enablePacketCounters(packets);

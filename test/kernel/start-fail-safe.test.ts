@@ -247,6 +247,21 @@ describe.skipIf(!tiers().kernel.ok)('a start with a bad config file (iptables, r
     }));
 });
 
+describe.skipIf(!tiers().kernel.ok)('a start the host refuses (real node namespace)', () => {
+  it('the daemon exits 1 naming what the host refused when a backend cannot prepare it (a read-only /proc/sys: route_localnet), and programs no rule', () =>
+    withTestCluster(async (c) => {
+      c.manifests.writeService(web, ready(a0, a1));
+      // /proc/sys read-only in a mount namespace of the daemon's own, as in a container without privileges.
+      const cli = [process.execPath, CLI, ...kproxyArgs(c.kproxyOptions('nft'))].map((a) => `'${a}'`).join(' ');
+      const r = await nsExec(c.ns.nodeA, ['unshare', '--mount', 'sh', '-c', `mount -o bind,ro /proc/sys /proc/sys && exec ${cli}`], { timeoutMs: 60_000 });
+      c.kproxy.log.push(`----- kproxy with /proc/sys read-only\n${r.stderr}${r.stdout}----- exited ${r.code}\n`);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/cannot start: cannot set sysctl net\/ipv4\/conf\/all\/route_localnet to 1 \[KPROXY_ERR_SYSCTL\]: EROFS/);
+      expect(r.stderr).not.toMatch(/unexpected failure/);
+      expect(await kubeRules(c)).toEqual([]);
+    }));
+});
+
 describe.skipIf(!tiers().kernel.ok)('a start with no usable source (real node namespace)', () => {
   it.skipIf(existsSync(SERVICE_ACCOUNT_TOKEN))('a pod without its service account token exits 1 saying what it looked for, and leaves the rules as they were', () =>
     withTestCluster(async (c) => {
