@@ -289,7 +289,17 @@ function healthAbuse(healthPort: number, posters = 500, tricklers = 100): Load {
  * rendered, after reading them: a scrape shows what the one before it folded in.
  */
 async function loopLag(metricsPort: number): Promise<{ maxMs: number; p99Ms: number }> {
-  const scrape = async () => (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  // A pooled keep-alive connection the server closed as it was reused (its idle timeout, or
+  // room made for a newcomer at the connection cap) fails once: a scrape asks again on a new one.
+  const scrape = async (): Promise<string> => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+      } catch (err) {
+        if (attempt >= 3) throw err;
+      }
+    }
+  };
   await scrape();
   const text = await scrape();
   const read = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN) * 1000;
@@ -328,14 +338,18 @@ interface Target {
   readonly pid: number;
 }
 
-/** waitForFirstSync waits until the daemon's dashboard lists a successful sync. */
-async function waitForFirstSync(metricsPort: number, alive: () => boolean, timeoutMs = 900_000): Promise<void> {
+/**
+ * waitForFirstSync waits until the daemon is ready: /readyz answers 200 once
+ * every IP family's first sync succeeded. (A successful sync in the dashboard's
+ * history is not enough: the IPv6 family, with no Services, syncs in
+ * milliseconds while the IPv4 one still builds 10,000 × 10.)
+ */
+async function waitForFirstSync(healthPort: number, alive: () => boolean, timeoutMs = 900_000): Promise<void> {
   const t0 = Date.now();
   for (;;) {
     if (!alive()) throw new Error('kproxy exited before its first sync');
     try {
-      const syncs = (await (await fetch(`http://127.0.0.1:${metricsPort}/api/v1/syncs`)).json()) as { syncs: { ok: boolean }[] };
-      if (syncs.syncs.some((x) => x.ok)) return;
+      if ((await fetch(`http://127.0.0.1:${healthPort}/readyz`)).status === 200) return;
     } catch {
       // not up yet
     }
@@ -433,7 +447,7 @@ export async function measureLivezUnderLoad(opts: LivezLoadOptions): Promise<Liv
       if (code !== 0) throw new Error(`the load in namespace ${ns} exited ${code}; kproxy said: ${logs}`);
       phases = JSON.parse(out.trim().split('\n').at(-1)!) as LivezPhase[];
     } else {
-      await waitForFirstSync(metricsPort, () => running.exitCode === null);
+      await waitForFirstSync(healthPort, () => running.exitCode === null);
       log(`daemon up at ${opts.services} × ${opts.endpoints} after ${((Date.now() - t0) / 1000).toFixed(1)} s, RSS ${Math.round(rssMiB(target.pid))} MiB`);
       phases = await runPhases(target, phaseOpts);
     }
@@ -460,7 +474,7 @@ if (isMainThread && process.argv[1] === import.meta.filename) {
     // Inside the daemon's namespace (measureLivezUnderLoad with kernel "netns"): wait for it, run the phases, print them.
     const [metricsPort, healthPort, pid] = values.attach.split(',').map(Number);
     const t0 = Date.now();
-    await waitForFirstSync(metricsPort, () => existsSync(`/proc/${pid}`));
+    await waitForFirstSync(healthPort, () => existsSync(`/proc/${pid}`));
     log(`daemon up after ${((Date.now() - t0) / 1000).toFixed(1)} s, RSS ${Math.round(rssMiB(pid))} MiB`);
     process.stdout.write(JSON.stringify(await runPhases({ metricsPort, healthPort, pid }, { seconds: Number(values.seconds), phases, log })) + '\n');
   } else {
