@@ -26,7 +26,7 @@ if (process.env.KPROXY_NATIVE_BUILD === 'skip') {
   const cc = process.env.CC || 'cc';
   mkdirSync(join(root, 'dist', 'native'), { recursive: true });
   const r = spawnSync(cc, [...CFLAGS, '-o', output, source], { stdio: 'inherit' });
-  if (r.error && (r.error).code === 'ENOENT') {
+  if (r.error && r.error.code === 'ENOENT') {
     console.warn(`native: no C compiler (${cc}): nfnl-pipe not built; nftables mode will write through nft -f alone`);
   } else if (r.status !== 0) {
     console.error(`native: ${cc} failed to build ${source}`);

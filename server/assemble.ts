@@ -129,7 +129,7 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
     }
     case 'nftables': {
       // Checks nft and nf_tables first: a host without them fails here, before anything is programmed.
-      const host = await createHostNftablesBackends({ config, nodeName, families, dryRun: run.dryRun, clock, logger });
+      const host = await createHostNftablesBackends({ config, nodeName, families, dryRun: run.dryRun, backend: run.nftablesBackend, clock, logger });
       if (host.unsupported) logger.info(`no ${families[1]} support on this host: proxying ${primary} only`, { why: host.unsupported });
       backends = host.backends;
       const tables = backends.map((b) => `${b.family === 'IPv6' ? 'ip6' : 'ip'} kube-proxy`).join(', ');

@@ -144,6 +144,16 @@ export const FLAG_SPECS: readonly FlagSpec[] = [
     defaultText: 'auto',
     help: "which iptables binaries to use; auto picks the one holding the most rules, like kube-proxy's image",
   }),
+  f({
+    name: 'nftables-backend',
+    kind: 'enum',
+    values: ['netlink', 'nft'],
+    arg: 'netlink|nft',
+    group: 'iptables and nftables',
+    run: 'nftablesBackend',
+    defaultText: 'netlink',
+    help: 'how nftables mode writes the kernel: netlink (straight to nf_tables through the nfnl-pipe program, falling back to nft -f for what it cannot write) or nft (nft -f for every sync)',
+  }),
   f({ name: 'iptables-masquerade-bit', kind: 'int32', arg: 'N', group: 'iptables and nftables', fields: ['iptables.masqueradeBit'], help: 'fwmark bit for packets needing SNAT; 0..31' }),
   f({
     name: 'iptables-sync-period',

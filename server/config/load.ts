@@ -65,6 +65,7 @@ const DEFAULT_RUN: RunOptions = {
   dashboardTlsKeyFile: null,
   dashboardTokenAudience: DEFAULT_TOKEN_AUDIENCE,
   iptablesFlavor: 'auto',
+  nftablesBackend: 'netlink',
   version: false,
   help: false,
 };

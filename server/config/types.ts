@@ -117,6 +117,8 @@ export interface RunOptions {
   dashboardTokenAudience: string;
   /** iptablesFlavor (--iptables-flavor): which iptables binaries to use; auto decides like kube-proxy's images. */
   iptablesFlavor: 'auto' | 'legacy' | 'nft';
+  /** nftablesBackend (--nftables-backend): nftables mode writes over netlink (nft -f as its fallback) or with nft -f alone. */
+  nftablesBackend?: 'netlink' | 'nft';
   /** userspace*: the userspace mode's limits (--userspace-max-connections…); absent keeps the default. */
   userspaceMaxConnections?: number;
   userspaceMaxConnectionsPerService?: number;

@@ -49,6 +49,54 @@ export const msgType = (t: number) => (NFNL_SUBSYS_NFTABLES << 8) | t;
 export interface EncodeOptions {
   /** ifindex resolves `iif NAME` (nft does it when it reads the rule; the interface must exist). */
   ifindex(name: string): number;
+  /**
+   * anonName names anonymous sets explicitly instead of nft's "__map%d"; with
+   * it their elements name the set by id alone. See nft-netlink.ts for why.
+   */
+  anonName?(kind: 'set' | 'map', id: number): string;
+  /**
+   * packElements: consecutive `add element` commands for one set go in one
+   * message (nft sends one each), up to about this many bytes of elements: one
+   * set lookup in the kernel per message instead of per element. A refusal
+   * then names the first line of the message.
+   */
+  packElements?: number;
+  /**
+   * context: what the whole transaction defines when this batch is one phase
+   * of it (nft-netlink-phases.ts): the types of sets made by an earlier phase,
+   * and the sets its rules update from the packet path.
+   */
+  context?: TransactionContext;
+}
+
+/**
+ * ByTable keeps values by table and name. Two levels, not "family table
+ * name" strings: a first sync looks names up hundreds of thousands of times,
+ * and a name kept as it was parsed hashes once.
+ */
+export class ByTable<V> {
+  readonly #tables = new Map<string, Map<string, V>>();
+  #table(family: string, table: string, create: boolean): Map<string, V> | undefined {
+    const k = family === 'ip' ? table : `${family} ${table}`;
+    let m = this.#tables.get(k);
+    if (!m && create) this.#tables.set(k, (m = new Map()));
+    return m;
+  }
+  get(family: string, table: string, name: string): V | undefined {
+    return this.#table(family, table, false)?.get(name);
+  }
+  set(family: string, table: string, name: string, v: V): void {
+    this.#table(family, table, true)!.set(name, v);
+  }
+  has(family: string, table: string, name: string): boolean {
+    return this.#table(family, table, false)?.has(name) ?? false;
+  }
+}
+
+/** TransactionContext: set definitions and dynamically updated sets of a transaction. */
+export interface TransactionContext {
+  readonly sets: ByTable<NftSetSpec>;
+  readonly dynamic: ByTable<true>;
 }
 
 export interface EncodedBatch {
@@ -119,15 +167,15 @@ class BatchEncoder {
   readonly lineOfSeq: number[] = [0];
   #seq = 0;
   #setIds = 0;
-  /** #sets: sets made in this batch, by family/table/name. */
-  readonly #sets = new Map<string, SetInfo>();
+  /** #sets: sets made in this batch. */
+  readonly #sets = new ByTable<SetInfo>();
 
   readonly opts: EncodeOptions;
-  readonly #dynamic: ReadonlySet<string>;
+  readonly #context: TransactionContext;
 
-  constructor(opts: EncodeOptions, dynamic: ReadonlySet<string>) {
+  constructor(opts: EncodeOptions, context: TransactionContext) {
     this.opts = opts;
-    this.#dynamic = dynamic;
+    this.#context = context;
     const at = this.b.begin(NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, 0, 0, NFNL_SUBSYS_NFTABLES);
     this.b.end(at);
   }
@@ -139,6 +187,7 @@ class BatchEncoder {
   }
 
   finish(): EncodedBatch {
+    this.#closePack();
     this.#seq++;
     this.lineOfSeq[this.#seq] = 0;
     const at = this.b.begin(NFNL_MSG_BATCH_END, NLM_F_REQUEST, this.#seq, 0, NFNL_SUBSYS_NFTABLES);
@@ -146,9 +195,20 @@ class BatchEncoder {
     return { bytes: this.b.bytes(), lineOfSeq: this.lineOfSeq, commands: this.#seq - 1 };
   }
 
+  /** #pack: the NEWSETELEM message open for more elements (packElements), if any. */
+  #pack: { family: string; table: string; set: string; at: number; list: number; count: number } | null = null;
+
+  #closePack(): void {
+    if (!this.#pack) return;
+    this.b.endNest(this.#pack.list);
+    this.b.end(this.#pack.at);
+    this.#pack = null;
+  }
+
   command(c: ParsedCommand): void {
     const { family, table, op, line } = c;
     const b = this.b;
+    if (this.#pack && !(op.kind === 'element' && op.op === 'add')) this.#closePack();
     switch (op.kind) {
       case 'table': {
         const at = this.#begin(op.op === 'add' ? NFT_MSG_NEWTABLE : NFT_MSG_DELTABLE, NLM_F_REQUEST, family, line);
@@ -209,10 +269,10 @@ class BatchEncoder {
     const key = setKeyType(spec.type);
     if (!key) throw new NftCompileError(`unsupported set type "${spec.type}"`);
     const b = this.b;
-    const flags = setFlags(spec) | (this.#dynamic.has(`${c.family} ${c.table} ${spec.name}`) ? NFT_SET_EVAL : 0);
+    const flags = setFlags(spec) | (this.#context.dynamic.has(c.family, c.table, spec.name) ? NFT_SET_EVAL : 0);
     const userdata = setUserdata(spec, key);
     const id = ++this.#setIds;
-    this.#sets.set(`${c.family} ${c.table} ${spec.name}`, { key, map: spec.map, id });
+    this.#sets.set(c.family, c.table, spec.name, { key, map: spec.map, id });
     const at = this.#begin(NFT_MSG_NEWSET, NLM_F_REQUEST | NLM_F_CREATE, c.family, c.line);
     b.strz(1, c.table); // NFTA_SET_TABLE
     b.strz(2, spec.name); // NFTA_SET_NAME
@@ -233,8 +293,9 @@ class BatchEncoder {
     const op = c.op;
     if (op.kind !== 'element') return;
     const b = this.b;
-    const made = this.#sets.get(`${c.family} ${c.table} ${op.set}`);
-    let key = made?.key ?? null;
+    const made = this.#sets.get(c.family, c.table, op.set);
+    const earlier = made ? undefined : this.#context.sets.get(c.family, c.table, op.set);
+    let key = made?.key ?? (earlier ? setKeyType(earlier.type) : null);
     if (!key) {
       const inferred = inferKeyType(op.key, c.family);
       key = inferred ? setKeyType(inferred) : null;
@@ -255,18 +316,23 @@ class BatchEncoder {
     }
     const value = op.value ?? null;
     if (made && made.map !== (value !== null)) throw new NftCompileError(made.map ? `element of map ${op.set} without a verdict` : `element of set ${op.set} with a verdict`);
-    const at = this.#begin(NFT_MSG_NEWSETELEM, NLM_F_REQUEST | NLM_F_CREATE, c.family, c.line);
-    b.strz(1, c.table);
-    b.strz(2, op.set);
-    if (made) b.u32be(4, made.id); // NFTA_SET_ELEM_LIST_SET_ID
-    const list = b.nest(3);
-    const e = b.nest(1);
+    const packing = this.opts.packElements;
+    const p = this.#pack;
+    if (p && (p.family !== c.family || p.table !== c.table || p.set !== op.set || b.length - p.list > packing!)) this.#closePack();
+    if (!this.#pack) {
+      const at = this.#begin(NFT_MSG_NEWSETELEM, NLM_F_REQUEST | NLM_F_CREATE, c.family, c.line);
+      b.strz(1, c.table);
+      b.strz(2, op.set);
+      if (made) b.u32be(4, made.id); // NFTA_SET_ELEM_LIST_SET_ID
+      this.#pack = { family: c.family, table: c.table, set: op.set, at, list: b.nest(3), count: 0 };
+    }
+    const pack = this.#pack!;
+    const e = b.nest(++pack.count);
     writeValue(b, 1, keyBytes);
     if (value !== null) writeVerdict(b, 2, parseVerdict(value)); // NFTA_SET_ELEM_DATA
     if (op.comment) b.attr(6, udataTLV(0, strzBytes(op.comment))); // NFTA_SET_ELEM_USERDATA
     b.endNest(e);
-    b.endNest(list);
-    b.end(at);
+    if (!packing) this.#closePack();
   }
 
   #anonSet(c: ParsedCommand, s: AnonSet): void {
@@ -290,7 +356,7 @@ class BatchEncoder {
 
     at = this.#begin(NFT_MSG_NEWSETELEM, NLM_F_REQUEST | NLM_F_CREATE, c.family, c.line);
     b.strz(1, c.table);
-    b.strz(2, s.name);
+    if (!this.opts.anonName) b.strz(2, s.name);
     b.u32be(4, s.id);
     const list = b.nest(3);
     s.elements.forEach((el, i) => {
@@ -308,9 +374,10 @@ class BatchEncoder {
   #rule(c: ParsedCommand, chain: string, text: string): void {
     const rule = compileRule(text, {
       family: c.family,
-      setId: (name) => this.#sets.get(`${c.family} ${c.table} ${name}`)?.id ?? null,
+      setId: (name) => this.#sets.get(c.family, c.table, name)?.id ?? null,
       newSetId: () => ++this.#setIds,
       ifindex: (name) => this.opts.ifindex(name),
+      ...(this.opts.anonName ? { anonName: this.opts.anonName } : {}),
     });
     for (const s of rule.sets) this.#anonSet(c, s);
     const b = this.b;
@@ -331,7 +398,7 @@ class BatchEncoder {
  * exactly as nft would, with that command's line.
  */
 export function encodeTransaction(commands: readonly ParsedCommand[], opts: EncodeOptions): EncodedBatch {
-  const enc = new BatchEncoder(opts, dynamicSets(commands));
+  const enc = new BatchEncoder(opts, opts.context ?? transactionContext(commands));
   for (const c of nftOrder(commands)) {
     try {
       enc.command(c);
@@ -354,7 +421,7 @@ const sameSet = (a: ParsedCommand, b: ParsedCommand) => a.family === b.family &&
  */
 export function nftOrder(commands: readonly ParsedCommand[]): ParsedCommand[] {
   const out: ParsedCommand[] = [];
-  for (let i = 0; i < commands.length; ) {
+  for (let i = 0; i < commands.length;) {
     let j = i + 1;
     if (isAddElement(commands[i])) while (j < commands.length && isAddElement(commands[j]) && sameSet(commands[i], commands[j])) j++;
     out.push(commands[i]);
@@ -365,18 +432,20 @@ export function nftOrder(commands: readonly ParsedCommand[]): ParsedCommand[] {
 }
 
 /**
- * dynamicSets: the sets a rule of the transaction updates from the packet
+ * transactionContext: the sets a transaction defines, and those its rules update from the packet
  * path (`update @set { … }`). nft marks such a set NFT_SET_EVAL when it makes
  * it in the same transaction, so the kernel picks a set type that can be
  * updated from a packet; the encoder must do the same.
  */
-function dynamicSets(commands: readonly ParsedCommand[]): Set<string> {
-  const out = new Set<string>();
+export function transactionContext(commands: readonly ParsedCommand[]): TransactionContext {
+  const dynamic = new ByTable<true>();
+  const sets = new ByTable<NftSetSpec>();
   for (const c of commands) {
+    if (c.op.kind === 'set' && c.op.op === 'add') sets.set(c.family, c.table, c.op.spec.name, c.op.spec);
     if (c.op.kind !== 'rule' || !c.op.rule.includes('update @')) continue;
-    for (const m of c.op.rule.matchAll(/\bupdate @(\S+)/g)) out.add(`${c.family} ${c.table} ${m[1]}`);
+    for (const m of c.op.rule.matchAll(/\bupdate @(\S+)/g)) dynamic.set(c.family, c.table, m[1], true);
   }
-  return out;
+  return { sets, dynamic };
 }
 
 /** NftLineError: the encoder could not write the command on `line` (1-based). */

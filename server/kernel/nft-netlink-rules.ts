@@ -54,7 +54,8 @@ export interface AnonSetElement {
 
 /** AnonSet: an anonymous set or map a rule binds (`{ … }` or `vmap { … }`), created in the same transaction. */
 export interface AnonSet {
-  readonly name: '__set%d' | '__map%d';
+  /** name: nft's "__set%d"/"__map%d" (the kernel numbers it), or a name the encoder chose (RuleContext.anonName). */
+  readonly name: string;
   readonly id: number;
   readonly flags: number;
   readonly keyType: number;
@@ -81,6 +82,8 @@ export interface RuleContext {
   newSetId(): number;
   /** ifindex: the interface index of `iif NAME` (nft resolves it when it reads the rule). */
   ifindex(name: string): number;
+  /** anonName: the name of anonymous set `id` ("__set%d"/"__map%d" as nft, or an explicit one). */
+  anonName?(kind: 'set' | 'map', id: number): string;
 }
 
 const NFT_SET_ANONYMOUS = 0x1;
@@ -92,15 +95,23 @@ const TYPE_INTEGER = 4;
 const PROTOCOLS: Readonly<Record<string, number>> = { tcp: 6, udp: 17, sctp: 132 };
 const CT_STATE_NEW = 8;
 
+/** hasAnonymousSet: the rule binds an anonymous set (`vmap { … }`, `saddr { … }`): what compileRule makes an AnonSet for. */
+export function hasAnonymousSet(rule: string): boolean {
+  return /\bvmap \{|\b[sd]addr (?:!= )?\{/.test(rule);
+}
+
 /** tokenize splits a rule at spaces, keeping quoted strings whole. */
 export function tokenize(text: string): string[] {
   return text.match(/"[^"]*"|\S+/g) ?? [];
 }
 
+const U32LE_SMALL = Array.from({ length: 16 }, (_, n) => Uint8Array.of(n, 0, 0, 0));
+
+/** u32le: a host-order (little endian) 32-bit value; the small ones shared (they are never written to). */
 function u32le(n: number): Uint8Array {
-  const b = new Uint8Array(4);
-  new DataView(b.buffer).setUint32(0, n >>> 0, true);
-  return b;
+  if (n >= 0 && n < 16) return U32LE_SMALL[n];
+  const v = n >>> 0;
+  return Uint8Array.of(v & 0xff, (v >>> 8) & 0xff, (v >>> 16) & 0xff, v >>> 24);
 }
 
 function be16(n: number): Uint8Array {
@@ -151,11 +162,7 @@ function addrSetUdata(family: AddrFamily, field: 'saddr' | 'daddr', interval: bo
   const tmpl = family === 'ip' ? (field === 'saddr' ? 11 : 12) : field === 'saddr' ? 8 : 9;
   const typeofData = concatBytes([udataTLV(0, u32le(desc)), udataTLV(1, u32le(tmpl))]);
   const typeofNest = concatBytes([udataTLV(0, u32le(7 /* EXPR_PAYLOAD */)), udataTLV(1, typeofData)]);
-  return concatBytes([
-    udataTLV(0, u32le(2 /* KEYBYTEORDER: big endian */)),
-    ...(interval ? [udataTLV(2, u32le(1) /* MERGE_ELEMENTS */)] : []),
-    udataTLV(3, typeofNest /* KEY_TYPEOF */),
-  ]);
+  return concatBytes([udataTLV(0, u32le(2 /* KEYBYTEORDER: big endian */)), ...(interval ? [udataTLV(2, u32le(1) /* MERGE_ELEMENTS */)] : []), udataTLV(3, typeofNest /* KEY_TYPEOF */)]);
 }
 
 /** NUMGEN_MAP_UDATA: `numgen … vmap { }`: host-order integer keys, verdict data (nft 1.0.6's bytes). */
@@ -373,11 +380,7 @@ export function compileRule(text: string, ctx: RuleContext): CompiledRule {
         const m = parseNumber(c.next(), 'a mask');
         c.expect('==');
         const v = parseNumber(c.next(), 'a value');
-        exprs.push(
-          load,
-          { kind: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, mask: u32le(m), xor: u32le(0), withOp: true },
-          { kind: 'cmp', sreg: NFT_REG_1, op: NFT_CMP_EQ, data: u32le(v) },
-        );
+        exprs.push(load, { kind: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, mask: u32le(m), xor: u32le(0), withOp: true }, { kind: 'cmp', sreg: NFT_REG_1, op: NFT_CMP_EQ, data: u32le(v) });
         break;
       }
       case 'numgen': {
@@ -397,8 +400,9 @@ export function compileRule(text: string, ctx: RuleContext): CompiledRule {
         }
         if (mod === 0 || elements.length === 0) throw new NftCompileError('empty numgen map');
         const id = ctx.newSetId();
+        const mapName = ctx.anonName ? ctx.anonName('map', id) : '__map%d';
         sets.push({
-          name: '__map%d',
+          name: mapName,
           id,
           flags: NFT_SET_ANONYMOUS | NFT_SET_CONSTANT | NFT_SET_MAP,
           keyType: TYPE_INTEGER,
@@ -408,7 +412,7 @@ export function compileRule(text: string, ctx: RuleContext): CompiledRule {
           userdata: NUMGEN_MAP_UDATA,
           elements,
         });
-        exprs.push({ kind: 'numgen', dreg: NFT_REG_1, modulus: mod }, { kind: 'lookup', sreg: NFT_REG_1, dreg: NFT_REG_VERDICT, set: '__map%d', setId: id, invert: false });
+        exprs.push({ kind: 'numgen', dreg: NFT_REG_1, modulus: mod }, { kind: 'lookup', sreg: NFT_REG_1, dreg: NFT_REG_VERDICT, set: mapName, setId: id, invert: false });
         ended = true;
         break;
       }
@@ -476,7 +480,11 @@ function addressMatch(load: PayloadExpr, text: string, op: number, family: AddrF
   }
   const prefix = r.prefix;
   if (prefix === bits) return [load, { kind: 'cmp', sreg: NFT_REG_1, op, data: r.first }];
-  if (prefix > 0 && prefix % 8 === 0) return [{ ...load, len: prefix / 8 }, { kind: 'cmp', sreg: NFT_REG_1, op, data: r.first.slice(0, prefix / 8) }];
+  if (prefix > 0 && prefix % 8 === 0)
+    return [
+      { ...load, len: prefix / 8 },
+      { kind: 'cmp', sreg: NFT_REG_1, op, data: r.first.slice(0, prefix / 8) },
+    ];
   const mask = new Uint8Array(len);
   for (let i = 0; i < prefix; i++) mask[i >> 3] |= 0x80 >> (i & 7);
   return [load, { kind: 'bitwise', sreg: NFT_REG_1, dreg: NFT_REG_1, mask, xor: new Uint8Array(len), withOp: false }, { kind: 'cmp', sreg: NFT_REG_1, op, data: r.first }];
@@ -500,9 +508,10 @@ function addressSet(items: readonly string[], ctx: RuleContext, field: 'saddr' |
   const keyLen = ctx.family === 'ip' ? 4 : 16;
   const keyType = ctx.family === 'ip' ? TYPE_IPADDR : TYPE_IP6ADDR;
   const id = ctx.newSetId();
+  const name = ctx.anonName ? ctx.anonName('set', id) : '__set%d';
   if (!interval) {
     return {
-      name: '__set%d',
+      name,
       id,
       flags: NFT_SET_ANONYMOUS | NFT_SET_CONSTANT,
       keyType,
@@ -530,7 +539,7 @@ function addressSet(items: readonly string[], ctx: RuleContext, field: 'saddr' |
     if (after) elements.push({ key: after, end: true, open: false, verdict: null });
   }
   return {
-    name: '__set%d',
+    name,
     id,
     flags: NFT_SET_ANONYMOUS | NFT_SET_CONSTANT | NFT_SET_INTERVAL,
     keyType,

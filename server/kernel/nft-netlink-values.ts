@@ -7,11 +7,26 @@
 
 export type AddrFamily = 'ip' | 'ip6';
 
-const V4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
-
+/** parseV4 reads a dotted quad as kproxy writes it (no leading zeros, as canonicalIP); null otherwise. */
 function parseV4(text: string): Uint8Array | null {
-  if (!V4.test(text)) return null;
-  return Uint8Array.from(text.split('.').map(Number));
+  const out = new Uint8Array(4);
+  let part = 0;
+  let value = 0;
+  let digits = 0;
+  for (let i = 0; i <= text.length; i++) {
+    const c = i < text.length ? text.charCodeAt(i) : 0x2e;
+    if (c === 0x2e) {
+      if (digits === 0 || part > 3) return null;
+      out[part++] = value;
+      value = 0;
+      digits = 0;
+    } else if (c >= 0x30 && c <= 0x39) {
+      if (digits > 0 && value === 0) return null;
+      value = value * 10 + (c - 0x30);
+      if (++digits > 3 || value > 255) return null;
+    } else return null;
+  }
+  return part === 4 ? out : null;
 }
 
 function parseV6(text: string): Uint8Array | null {
@@ -58,7 +73,8 @@ export function addressBytes(text: string, family: AddrFamily): Uint8Array {
 /** NftValueError: a value the encoder cannot read (the runner falls back to nft for that transaction). */
 export class NftValueError extends Error {}
 
-export type AddressRange = { readonly kind: 'prefix'; readonly first: Uint8Array; readonly last: Uint8Array; readonly prefix: number } | { readonly kind: 'range'; readonly first: Uint8Array; readonly last: Uint8Array };
+export type AddressRange =
+  { readonly kind: 'prefix'; readonly first: Uint8Array; readonly last: Uint8Array; readonly prefix: number } | { readonly kind: 'range'; readonly first: Uint8Array; readonly last: Uint8Array };
 
 /**
  * addressRange reads "A", "A/n" (A must be the network address, as kproxy

@@ -2,7 +2,7 @@ import { release } from 'node:os';
 import { CommandNotFoundError, NftListError, NftTransactionError, NftUnsupportedError } from '../errors.ts';
 import { execFile, type ExecFn } from './exec.ts';
 import { parseNftTableJson } from './nft-listing.ts';
-import type { NftFamily, NftTable } from './nft-types.ts';
+import type { NftFamily, NftOp, NftTable } from './nft-types.ts';
 
 /**
  * NftRunner is kproxy's boundary to nftables: one `nft -f -` process per
@@ -11,8 +11,13 @@ import type { NftFamily, NftTable } from './nft-types.ts';
  * which --dry-run and the unit tests use.
  */
 export interface NftRunner {
-  /** run applies one transaction; throws NftTransactionFailure naming the refused lines. */
-  run(transaction: string): Promise<void>;
+  /**
+   * run applies one transaction; throws NftTransactionFailure naming the
+   * refused lines. ops, when given, are the commands the text was written
+   * from (formatTransaction: one per line), so a runner that needs them
+   * (the netlink runner) does not parse the text back.
+   */
+  run(transaction: string, ops?: NftTransactionOps): Promise<void>;
   /** listTable lists one table (`nft -j list table FAMILY NAME`); null when it does not exist. */
   listTable(family: NftFamily, name: string): Promise<NftTable | null>;
   /**
@@ -23,6 +28,13 @@ export interface NftRunner {
    * Services x 2 endpoints per family), a delete costs a fraction of a second.
    */
   deleteTable(family: NftFamily, name: string): Promise<boolean>;
+}
+
+/** NftTransactionOps: a transaction's commands for one table, in the order (and lines) formatTransaction writes them. */
+export interface NftTransactionOps {
+  readonly family: NftFamily;
+  readonly table: string;
+  readonly ops: readonly NftOp[];
 }
 
 /** NftTransactionFailure is a refused transaction; lines are the 1-based input lines nft blamed. */

@@ -247,7 +247,7 @@ class NftablesProxier implements NftablesBackend {
       const built = full ? this.#planFull(state, ctx, listing) : this.#planPartial(state, ctx);
       const ops = built.plan.ops();
       text = formatTransaction(this.#nftFamily, KUBE_PROXY_TABLE, ops);
-      if (text !== '') await io(() => this.runner.run(text!));
+      if (text !== '') await io(() => this.runner.run(text!, { family: this.#nftFamily, table: KUBE_PROXY_TABLE, ops }));
 
       // Success: the kernel holds what this sync planned.
       this.#cache = built.cache;
@@ -333,7 +333,7 @@ class NftablesProxier implements NftablesBackend {
     const ops: NftOp[] = due.map((name) => ({ op: 'delete', kind: 'chain', name }));
     const text = formatTransaction(this.#nftFamily, KUBE_PROXY_TABLE, ops);
     try {
-      await this.runner.run(text);
+      await this.runner.run(text, { family: this.#nftFamily, table: KUBE_PROXY_TABLE, ops });
       for (const name of due) this.#stale.delete(name);
       this.#log.info('deleted stale chains', { chains: due.length });
     } catch (err) {
