@@ -69,7 +69,10 @@ export function startNfnlPipe(path: string, opts: StartOptions = {}): Promise<Nf
     child.unref();
     const handles = [child.stdin, child.stdout, child.stderr] as unknown as { ref?: () => void; unref?: () => void }[];
     const hold = (busy: boolean) => {
-      for (const h of handles) busy ? h?.ref?.() : h?.unref?.();
+      for (const h of handles) {
+        if (busy) h?.ref?.();
+        else h?.unref?.();
+      }
     };
     const queue: Pending[] = [];
     let started = false;

@@ -241,9 +241,17 @@ class BatchEncoder {
       }
       case 'set': {
         if (op.op === 'add') return this.#newSet(c, op.spec);
-        const at = this.#begin(op.op === 'flush' ? NFT_MSG_DELSETELEM : NFT_MSG_DELSET, NLM_F_REQUEST, family, line);
-        b.strz(1, table); // NFTA_SET_TABLE / NFTA_SET_ELEM_LIST_TABLE
-        b.strz(2, op.name); // NFTA_SET_NAME / NFTA_SET_ELEM_LIST_SET
+        if (op.op === 'flush') {
+          // A set's flush is an element deletion without elements (nft writes the set's name first).
+          const at = this.#begin(NFT_MSG_DELSETELEM, NLM_F_REQUEST, family, line);
+          b.strz(2, op.name); // NFTA_SET_ELEM_LIST_SET
+          b.strz(1, table); // NFTA_SET_ELEM_LIST_TABLE
+          b.end(at);
+          return;
+        }
+        const at = this.#begin(NFT_MSG_DELSET, NLM_F_REQUEST, family, line);
+        b.strz(1, table); // NFTA_SET_TABLE
+        b.strz(2, op.name); // NFTA_SET_NAME
         b.end(at);
         return;
       }

@@ -158,6 +158,8 @@ export interface NetlinkRunnerOptions {
   fallback: NftRunner;
   logger: Logger;
   now?: () => number;
+  /** phasedFrom: a table loaded from nothing with at least this many commands goes in phases (default MIN_PHASED_COMMANDS). */
+  phasedFrom?: number;
 }
 
 /** createNetlinkNftRunner wraps a started pipe; see the file's comment. */
@@ -215,7 +217,7 @@ export function createNetlinkNftRunner(opts: NetlinkRunnerOptions): NetlinkNftRu
         if (idx <= 0) return viaNft(text, `interface ${JSON.stringify(name)} not found`);
         ifindex.set(name, idx);
       }
-      const load = freshLoadPhases(commands);
+      const load = freshLoadPhases(commands, opts.phasedFrom);
       let fresh = load !== null;
       for (const t of load?.tables ?? []) if (fresh && (await tableExists(pipe, t.family, t.name).catch(() => true))) fresh = false;
       const context = transactionContext(commands);

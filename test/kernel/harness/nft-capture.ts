@@ -18,7 +18,7 @@ export function parseStraceDumps(text: string): Buffer[] {
   const out: Buffer[] = [];
   let cur: number[] | null = null;
   for (const line of text.split('\n')) {
-    const m = /^ \| [0-9a-f]{5}  ((?:[0-9a-f]{2} {1,2}){1,16})/.exec(line);
+    const m = /^ \| [0-9a-f]{5} {2}((?:[0-9a-f]{2} {1,2}){1,16})/.exec(line);
     if (m) {
       cur ??= [];
       for (const h of m[1].trim().split(/\s+/)) cur.push(Number.parseInt(h, 16));
