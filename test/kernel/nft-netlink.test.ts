@@ -123,7 +123,7 @@ describe.skipIf(!tiers().kernel.ok)('nftables mode over netlink and over nft -f,
       const objects = exampleObjects();
       const find = (kind: string, name: string) => objects.find((o) => o.kind === kind && o.metadata?.name === name)!;
       for (const s of [viaNetlink, viaNft]) feed(s.state, objects);
-      const services = objects.filter((o): o is Service => o.kind === 'Service' && (o.spec?.ipFamilies ?? ['IPv4']).includes(family));
+      const services = objects.filter((o): o is Service => o.kind === 'Service').filter((o) => (o.spec?.ipFamilies ?? ['IPv4']).includes(family));
       const shop = family === 'IPv4' ? services.filter((o) => o.metadata?.namespace === 'shop') : services.slice(0, 1);
       const balanced = family === 'IPv4' ? (find('Service', 'api') as Service) : services.at(-1)!;
       const more: ServiceCIDR = { apiVersion: 'networking.k8s.io/v1', kind: 'ServiceCIDR', metadata: { name: 'more' }, spec: { cidrs: ['10.97.0.0/16', 'fd00:97::/112'] } };
