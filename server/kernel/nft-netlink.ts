@@ -259,6 +259,10 @@ export function createNetlinkNftRunner(opts: NetlinkRunnerOptions): NetlinkNftRu
       } finally {
         last = { writer: 'netlink', encodeMs: t1 - t0, kernelMs: now() - t1, ...(fresh ? { phaseMs } : {}) };
       }
+      if (fresh) {
+        const ms = (x: number) => Math.round(x);
+        logger.info('loaded the table from nothing in phases', { transactions: phaseMs.length, encodeMs: ms(last.encodeMs), kernelMs: ms(last.kernelMs), slowestMs: ms(Math.max(...phaseMs)) });
+      }
     },
     listTable: (family, name) => fallback.listTable(family, name),
     // Deleting the table is nft's too (--cleanup, the dashboard's action, taking over from another mode).

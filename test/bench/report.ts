@@ -233,6 +233,7 @@ function renderNftables(r: Results): string[] {
     `*nftables*: \`--proxy-mode nftables\` in a fresh namespace (test/bench/nftables.ts); sync figures as the daemon logs them, *kernel* is the \`nft -f\` transaction. *bare nft -f*: the same transaction (kproxy's \`--dry-run\` writes it) loaded by a bare \`nft -f\` in another fresh namespace, once, in the same run. *restart*: the daemon stopped and started again over its table; *ready* is spawn → the first \`/readyz\` 200, polled every ~10 ms from an agent in the namespace. *iptables (${flavor})*: the iptables mode's figure at the same size in this run, where it was measured (– otherwise).`,
   );
   for (const n of r.nftables ?? []) {
+    if (n.writer) parts.push(`Writer: ${n.writer}${n.fallbacks?.length ? `; handed to nft -f: ${n.fallbacks.join('; ')}` : ''}.`);
     const ipt = r.fullSync.find((f) => same(f.size, n.size) && f.flavor === flavor);
     const iptRun = ipt?.runs.length ? ipt.runs : null;
     const iptPartial = r.partial.find((x) => same(x.size, n.size) && x.flavor === flavor);
@@ -248,6 +249,8 @@ function renderNftables(r: Results): string[] {
     ] as const) {
       rows.push([what, sync(nftPartial(n, kind)), sync(iptPartial?.samples.filter((s) => s.kind === kind) ?? [])]);
     }
+    // The other nftables writer (--nftables-backend), same table, same run.
+    if (n.other) for (const kind of ['add', 'endpoint', 'remove'] as const) rows.push([`… written by ${n.other.writer}: ${kind}`, sync(n.other.partial.filter((p) => p.kind === kind)), '–']);
     rows.push([
       'first full sync',
       `${fmt(n.first.ms, 'ms')} (kproxy ${fmt(n.first.buildMs, 'ms')}, kernel ${fmt(n.first.applyMs, 'ms')}), ${n.first.lines.toLocaleString('en-US')} lines`,
