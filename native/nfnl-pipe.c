@@ -22,6 +22,8 @@
  *       NLMSG_ERROR, or a reply without NLM_F_MULTI (a single answer).
  *   'I' interface index: the payload is an interface name; the answer is its
  *       index in this namespace (what `nft` resolves `iif NAME` to).
+ *   'N' interface name: the payload is an index (u32, little endian); the
+ *       answer is one 'D' frame with its name, then 'E' 0.
  * Answers on stdout, for each request in order: zero or more 'D' frames (the
  * bytes of one datagram from the kernel each), then one 'E' frame holding an
  * i32 status: 0 (or the index for 'I'), or -errno when the request could not
@@ -193,6 +195,21 @@ static void ifindex(const unsigned char *buf, uint32_t len) {
 	end(idx ? (int32_t)idx : -errno);
 }
 
+static void ifname(const unsigned char *buf, uint32_t len) {
+	char name[IF_NAMESIZE];
+	if (len != 4) {
+		end(-EINVAL);
+		return;
+	}
+	unsigned idx = buf[0] | buf[1] << 8 | buf[2] << 16 | (unsigned)buf[3] << 24;
+	if (!if_indextoname(idx, name)) {
+		end(-errno);
+		return;
+	}
+	frame('D', name, (uint32_t)strlen(name));
+	end(0);
+}
+
 int main(int argc, char **argv) {
 	if (argc > 1 && strcmp(argv[1], "--version") == 0) {
 		printf("nfnl-pipe %d\n", PROTOCOL_VERSION);
@@ -246,6 +263,9 @@ int main(int argc, char **argv) {
 			break;
 		case 'I':
 			ifindex(buf, len);
+			break;
+		case 'N':
+			ifname(buf, len);
 			break;
 		default:
 			end(-EINVAL);

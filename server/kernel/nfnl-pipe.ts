@@ -16,6 +16,8 @@ export interface NfnlPipe {
   requests(bytes: Uint8Array): Promise<Buffer[]>;
   /** ifindex resolves an interface name in the namespace (-errno when there is none). */
   ifindex(name: string): Promise<number>;
+  /** ifname is the name of an interface index in the namespace (null when there is none). */
+  ifname(index: number): Promise<string | null>;
   /** close ends the child (its stdin closes; it exits). */
   close(): void;
   readonly pid: number;
@@ -186,6 +188,12 @@ export function startNfnlPipe(path: string, opts: StartOptions = {}): Promise<Nf
       async ifindex(name) {
         const r = await request('I', Buffer.from(name, 'utf8'));
         return r.status;
+      },
+      async ifname(index) {
+        const b = Buffer.alloc(4);
+        b.writeUInt32LE(index >>> 0, 0);
+        const r = await request('N', b);
+        return r.status === 0 && r.data.length ? r.data[0].toString('utf8') : null;
       },
       close() {
         child.stdin!.end();

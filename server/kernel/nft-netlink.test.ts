@@ -46,6 +46,9 @@ class FakePipe implements NfnlPipe {
   async ifindex(name: string): Promise<number> {
     return this.interfaces.get(name) ?? -19;
   }
+  async ifname(index: number): Promise<string | null> {
+    return [...this.interfaces].find(([, i]) => i === index)?.[0] ?? null;
+  }
   close(): void {
     this.closed = true;
   }

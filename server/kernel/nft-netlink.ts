@@ -4,6 +4,7 @@ import { parseError, parseMessages, type NlMessage } from './nfnl.ts';
 import { findNfnlPipe, NfnlPipeError, startNfnlPipe, type NfnlPipe } from './nfnl-pipe.ts';
 import { NftTransactionFailure, type NftRunner } from './nft.ts';
 import { encodeTransaction, msgType, NFPROTO, NFT_MSG_GETTABLE, NftLineError, transactionContext, type EncodedBatch, type EncodeOptions } from './nft-netlink-encode.ts';
+import { listTableNetlink, tableExists } from './nft-netlink-list.ts';
 import { freshLoadPhases } from './nft-netlink-phases.ts';
 import { NlBuilder, NLM_F_REQUEST, NLMSG_ERROR as NLMSG_ERR } from './nfnl.ts';
 import type { NftFamily } from './nft-types.ts';
@@ -45,6 +46,8 @@ export interface NetlinkRunStats {
 export interface NetlinkNftRunner extends NftRunner {
   readonly writer: NftWriter;
   lastRun(): NetlinkRunStats | null;
+  /** lastList: how the last listing for a sync was read, and how long it took. */
+  lastList(): { writer: NftWriter; ms: number } | null;
   close(): void;
 }
 
@@ -120,23 +123,6 @@ export function refusalError(found: readonly KernelRefusal[], text: string): Nft
   return new NftTransactionFailure(`the kernel refused the transaction (netlink): ${summary}`, numbered, stderr.join('\n') + '\n');
 }
 
-/** tableExists asks the kernel for one table (NFT_MSG_GETTABLE): true, false (ENOENT), or an error. */
-export async function tableExists(pipe: NfnlPipe, family: NftFamily, name: string): Promise<boolean> {
-  const b = new NlBuilder(256);
-  const at = b.begin(msgType(NFT_MSG_GETTABLE), NLM_F_REQUEST, 1, NFPROTO[family]);
-  b.strz(1, name); // NFTA_TABLE_NAME
-  b.end(at);
-  const msgs: NlMessage[] = [];
-  for (const d of await pipe.requests(b.bytes())) parseMessages(d, msgs);
-  for (const m of msgs) {
-    if (m.type !== NLMSG_ERR) return true;
-    const e = parseError(m);
-    if (e.errno === constants.errno.ENOENT) return false;
-    if (e.errno !== 0) throw new NfnlPipeError(`asking for table ${family} ${name}: ${errnoText(e.errno)}`);
-  }
-  return true;
-}
-
 /** interfaceNames: the names `iif "NAME"` rules use (nft resolves them to indexes). */
 function interfaceNames(commands: readonly ParsedCommand[]): string[] {
   const out = new Set<string>();
@@ -168,6 +154,8 @@ export function createNetlinkNftRunner(opts: NetlinkRunnerOptions): NetlinkNftRu
   const now = opts.now ?? (() => performance.now());
   let pipe: NfnlPipe | null = opts.pipe;
   let last: NetlinkRunStats | null = null;
+  let lastList: { writer: NftWriter; ms: number } | null = null;
+  let listFailed = false;
   const fellBack = new Set<string>();
 
   const viaNft = async (text: string, why: string): Promise<void> => {
@@ -265,6 +253,26 @@ export function createNetlinkNftRunner(opts: NetlinkRunnerOptions): NetlinkNftRu
       }
     },
     listTable: (family, name) => fallback.listTable(family, name),
+    async listTableForSync(family, name) {
+      if (pipe && !listFailed) {
+        const t0 = now();
+        try {
+          const p = pipe;
+          const table = await listTableNetlink(p, family, name, { ifname: (i) => p.ifname(i) });
+          lastList = { writer: 'netlink', ms: now() - t0 };
+          return table;
+        } catch (err) {
+          // The dumps are a convenience: nft -j lists the same table, slower.
+          listFailed = true;
+          logger.warn('listing the table over netlink failed; listing with nft -j from now on', { err: err instanceof Error ? err.message : String(err) });
+        }
+      }
+      const t0 = now();
+      const table = await fallback.listTable(family, name);
+      lastList = { writer: 'nft', ms: now() - t0 };
+      return table;
+    },
+    lastList: () => lastList,
     // Deleting the table is nft's too (--cleanup, the dashboard's action, taking over from another mode).
     deleteTable: (family, name) => fallback.deleteTable(family, name),
   };

@@ -28,6 +28,12 @@ export interface NftRunner {
    * Services x 2 endpoints per family), a delete costs a fraction of a second.
    */
   deleteTable(family: NftFamily, name: string): Promise<boolean>;
+  /**
+   * listTableForSync, when a runner has it, lists a table for a full sync:
+   * the same NftTable as listTable, read a faster way (the netlink runner's
+   * dumps); listTable stays nft's for the dashboard.
+   */
+  listTableForSync?(family: NftFamily, name: string): Promise<NftTable | null>;
 }
 
 /** NftTransactionOps: a transaction's commands for one table, in the order (and lines) formatTransaction writes them. */

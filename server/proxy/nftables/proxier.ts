@@ -237,7 +237,7 @@ class NftablesProxier implements NftablesBackend {
       let listing: NftTable | null | 'unknown' = null;
       if (full) {
         try {
-          listing = await io(() => this.runner.listTable(this.#nftFamily, KUBE_PROXY_TABLE));
+          listing = await io(() => (this.runner.listTableForSync ?? this.runner.listTable).call(this.runner, this.#nftFamily, KUBE_PROXY_TABLE));
         } catch (err) {
           // Without a listing every object is written afresh (flushed first); stale chains are found next time.
           this.#log.error('cannot list the kube-proxy table; rewriting all of it this sync', { err: errorMessage(err) });
