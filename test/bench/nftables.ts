@@ -28,7 +28,7 @@
  * Timings on a shared machine are noisy; the lines written are not.
  */
 import { execFileSync } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -267,6 +267,11 @@ export async function nftablesRun(o: NftablesOptions): Promise<NftablesRun> {
     const readyAt = await waitReady(agent, 900_000);
     const restart = await firstSync(again);
     const after = listTable(ns);
+    // KPT_BENCH_KEEP=DIR keeps both listings (rule handles included) to see what a restart rewrote.
+    if (process.env.KPT_BENCH_KEEP) {
+      writeFileSync(join(process.env.KPT_BENCH_KEEP, 'before-restart.nft'), before);
+      writeFileSync(join(process.env.KPT_BENCH_KEEP, 'after-restart.nft'), after);
+    }
     await again.stop();
     const result: NftablesRun = {
       size: o.size,
