@@ -203,9 +203,9 @@ function renderText(exprs: readonly Expr[], ctx: RenderContext): string | null {
         i += 3;
         continue;
       }
-      let data: Uint8Array | null = null;
-      let prefix = addrLen * 8;
-      let op = -1;
+      let data: Uint8Array;
+      let prefix: number;
+      let op: number;
       if (n1?.kind === 'cmp' && n1.sreg === NFT_REG_1) {
         op = n1.op;
         data = new Uint8Array(addrLen);

@@ -62,8 +62,8 @@ class RecordingRunner implements NftRunner {
   async listTable(): Promise<null> {
     return null;
   }
-  async listTables(): Promise<{ family: string; name: string }[]> {
-    return [];
+  async deleteTable(): Promise<boolean> {
+    return false;
   }
 }
 

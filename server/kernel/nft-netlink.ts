@@ -1,13 +1,11 @@
 import { constants } from 'node:os';
 import type { Logger } from '../log.ts';
-import { parseError, parseMessages, type NlMessage } from './nfnl.ts';
+import { NLMSG_ERROR, parseError, parseMessages, type NlMessage } from './nfnl.ts';
 import { findNfnlPipe, NfnlPipeError, startNfnlPipe, type NfnlPipe } from './nfnl-pipe.ts';
 import { NftTransactionFailure, type NftRunner } from './nft.ts';
-import { encodeTransaction, msgType, NFPROTO, NFT_MSG_GETTABLE, NftLineError, transactionContext, type EncodedBatch, type EncodeOptions } from './nft-netlink-encode.ts';
+import { encodeTransaction, NftLineError, transactionContext, type EncodedBatch, type EncodeOptions } from './nft-netlink-encode.ts';
 import { listTableNetlink, tableExists } from './nft-netlink-list.ts';
 import { freshLoadPhases } from './nft-netlink-phases.ts';
-import { NlBuilder, NLM_F_REQUEST, NLMSG_ERROR as NLMSG_ERR } from './nfnl.ts';
-import type { NftFamily } from './nft-types.ts';
 import { tokenize } from './nft-netlink-rules.ts';
 import { NftParseError, parseTransaction, type ParsedCommand } from './nft-script.ts';
 
@@ -93,7 +91,7 @@ export function refusals(replies: readonly Buffer[], batch: EncodedBatch): Kerne
   for (const r of replies) parseMessages(r, msgs);
   const out: KernelRefusal[] = [];
   for (const m of msgs) {
-    if (m.type !== NLMSG_ERR) continue;
+    if (m.type !== NLMSG_ERROR) continue;
     const e = parseError(m);
     if (e.errno === 0) continue;
     out.push({ line: batch.lineOfSeq[e.seq] ?? 0, errno: e.errno, message: e.message });
