@@ -136,9 +136,9 @@ describe('the image (deploy/Dockerfile, read statically)', () => {
     expect(native.from).toBe(runtime.from);
     const apt = native.instructions.find((i) => i.keyword === 'RUN' && /apt-get install/.test(i.args))!;
     expect(apt.args.split(' ')).toEqual(expect.arrayContaining(['gcc', 'libc6-dev', '--no-install-recommends']));
-    expect(native.instructions.filter((i) => i.keyword === 'COPY').map((i) => i.args)).toEqual(['native/nfnl-pipe.c /src/nfnl-pipe.c']);
-    // The flags of `npm run build` (native/build.mjs), warnings as errors.
-    const flags = /const CFLAGS = \[([^\]]*)\]/.exec(readFileSync(join(root, 'native', 'build.mjs'), 'utf8'))![1].match(/-[\w-]+/g)!;
+    expect(native.instructions.filter((i) => i.keyword === 'COPY').map((i) => i.args)).toEqual(['server/kernel/native/nfnl-pipe.c /src/nfnl-pipe.c']);
+    // The flags of `npm run build` (server/kernel/native/build.mjs), warnings as errors.
+    const flags = /const CFLAGS = \[([^\]]*)\]/.exec(readFileSync(join(root, 'server', 'kernel', 'native', 'build.mjs'), 'utf8'))![1].match(/-[\w-]+/g)!;
     const cc = native.instructions.find((i) => i.keyword === 'RUN' && /\bgcc -/.test(i.args))!;
     expect(cc.args).toContain(`gcc ${flags.join(' ')} -o /out/nfnl-pipe /src/nfnl-pipe.c`);
     // The build stage, on the build machine's platform, leaves it out; the runtime takes the native stage's.

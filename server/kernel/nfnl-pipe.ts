@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 
 /**
- * NfnlPipe is kproxy's netfilter netlink socket, held by native/nfnl-pipe.c
+ * NfnlPipe is kproxy's netfilter netlink socket, held by server/kernel/native/nfnl-pipe.c
  * (Node has no AF_NETLINK sockets): one long-lived child process, spawned
  * with an argument array, that sends the bytes kproxy gives it and returns
  * the kernel's replies. Requests are answered in order; one is in flight at a

@@ -13,8 +13,8 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 
-const root = join(import.meta.dirname, '..');
-const source = join(root, 'native', 'nfnl-pipe.c');
+const root = join(import.meta.dirname, '..', '..', '..');
+const source = join(import.meta.dirname, 'nfnl-pipe.c');
 const output = join(root, 'dist', 'native', 'nfnl-pipe');
 
 /** CFLAGS: the flags the image's native stage uses too (deploy/Dockerfile). */
