@@ -302,6 +302,9 @@ export class SyncLoop {
         logger.error('sync observer failed', { err: errorMessage(err) });
       }
     }
+    // After the record and its observers: the rules are in, so the sync's duration, the network programming
+    // latency and readiness do not wait for the first sync's removal of other modes' leftovers.
+    if (ok && backend.afterSync) await backend.afterSync().catch((err: unknown) => logger.error('after-sync work failed', { err: errorMessage(err) }));
     return record;
   }
 }

@@ -96,8 +96,15 @@ describe.skipIf(!tiers().kernel.ok)('userspace mode taking over from the other m
     }));
 });
 
-/** waitForLog waits until kproxy's log of this cluster matches (a line the daemon writes right after its first sync). */
+/**
+ * waitForLog waits until the log of this cluster's running daemon matches (a line the daemon writes right after
+ * its first sync). Only the current run's lines count: an earlier `kproxy --once` writes the same lines.
+ */
 async function waitForLog(c: TestCluster, line: RegExp): Promise<void> {
-  for (let i = 0; i < 200 && !line.test(c.kproxy.log.tail(300)); i++) await new Promise((r) => setTimeout(r, 50));
-  expect(c.kproxy.log.tail(300)).toMatch(line);
+  const current = () => {
+    const t = c.kproxy.log.tail(300);
+    return t.slice(Math.max(0, t.lastIndexOf('----- daemon run ')));
+  };
+  for (let i = 0; i < 200 && !line.test(current()); i++) await new Promise((r) => setTimeout(r, 50));
+  expect(current()).toMatch(line);
 }
