@@ -5,13 +5,85 @@
 import js from '@eslint/js';
 import svelte from 'eslint-plugin-svelte';
 import globals from 'globals';
+import path from 'node:path';
 import ts from 'typescript-eslint';
 
 /**
- * Layers point down (docs/architecture.md): the bottom layers never import the
- * domain, the dashboard or the HTTP layer.
+ * The layers of server/ and what each may import (docs/architecture.md,
+ * "Layers"): a layer imports itself and the layers it lists, nothing else of
+ * server/. "base" is the bottom files (the error catalogue, the logger, the
+ * clock, the version); "composition" (assemble.ts, daemon.ts, command.ts,
+ * cli.ts, and `kproxy trace`'s trace/command.ts) may import everything. A test
+ * belongs to the layer of the file it tests (x.test.ts is x.ts's). typesMay
+ * lists layers a layer may import types from (`import type`: nothing at run
+ * time), testsMay what its tests and test helpers (testing.ts) may import
+ * besides. The value imports (`may`) form no cycle (test/unit/lint-boundaries.test.ts).
  */
-const upperLayers = ['proxy', 'dashboard', 'http', 'sources', 'events'].flatMap((dir) => [`**/server/${dir}/**`, `../${dir}/**`, `../../${dir}/**`]);
+export const LAYERS = {
+  net: { may: [] },
+  base: { may: [] },
+  kernel: { may: ['net', 'base'] },
+  config: { may: ['net', 'base'] },
+  events: { may: ['net', 'base'] },
+  // The listeners: they serve what the domain hands them, and import none of it.
+  http: { may: ['net', 'base', 'config'], testsMay: ['kernel', 'proxy', 'sources'] },
+  // Sources implement proxy's change handlers; proxy reads a source's status through its types only.
+  sources: { may: ['net', 'base', 'config', 'proxy'] },
+  proxy: { may: ['net', 'base', 'kernel', 'config', 'events', 'http'], typesMay: ['sources'], testsMay: ['sources'] },
+  dashboard: { may: ['net', 'base', 'kernel', 'config', 'events', 'http', 'sources', 'proxy'], testsMay: ['composition'] },
+  // The packet tracer walks the dashboard's kernel views; the dashboard never imports it.
+  trace: { may: ['net', 'base', 'kernel', 'config', 'events', 'http', 'sources', 'proxy', 'dashboard'] },
+  composition: { may: null },
+};
+
+const BASE_FILES = new Set(['errors.ts', 'log.ts', 'clock.ts', 'clock-fake.ts', 'version.ts']);
+const COMPOSITION_FILES = new Set(['assemble.ts', 'daemon.ts', 'command.ts', 'cli.ts', 'trace/command.ts']);
+const SERVER = path.join(import.meta.dirname, 'server');
+
+/** layerOf names the layer of a path relative to server/ (null: outside server/). */
+export function layerOf(rel) {
+  if (rel.startsWith('..') || path.isAbsolute(rel)) return null;
+  const file = rel
+    .split(path.sep)
+    .join('/')
+    .replace(/\.test\.ts$/, '.ts');
+  if (COMPOSITION_FILES.has(file)) return 'composition';
+  if (BASE_FILES.has(file)) return 'base';
+  const slash = file.indexOf('/');
+  return slash < 0 ? 'composition' : file.slice(0, slash);
+}
+
+const layerName = (layer) => (layer === 'base' ? 'the bottom files' : layer === 'composition' ? 'the composition' : `server/${layer}`);
+
+/** layersRule reports an import (static, dynamic, re-export or import type) of a layer the importing file's layer may not use. */
+const layersRule = {
+  meta: { type: 'problem', schema: [], docs: { description: 'server/ layers import only downward (docs/architecture.md)' } },
+  create(context) {
+    const from = path.relative(SERVER, context.filename);
+    const layer = layerOf(from);
+    const rules = layer && LAYERS[layer];
+    if (!rules || rules.may === null) return {};
+    const isTest = /\.test\.ts$/.test(from) || path.basename(from) === 'testing.ts';
+    const allowed = new Set([layer, ...rules.may, ...(isTest ? (rules.testsMay ?? []) : [])]);
+    const typesAllowed = new Set(rules.typesMay ?? []);
+    const check = (node, source, typesOnly = false) => {
+      const spec = source?.value;
+      if (typeof spec !== 'string' || !spec.startsWith('.')) return;
+      const target = layerOf(path.relative(SERVER, path.resolve(path.dirname(context.filename), spec)));
+      if (target === null || allowed.has(target) || (typesOnly && typesAllowed.has(target))) return;
+      const types = typesAllowed.size ? ` (and the types of ${[...typesAllowed].map(layerName).join(', ')})` : '';
+      const may = rules.may.length ? `only ${rules.may.map(layerName).join(', ')}${types}` : 'nothing of kproxy';
+      context.report({ node, message: `${layerName(layer)} may not import ${layerName(target)} ('${spec}'): it imports ${may} (docs/architecture.md, "Layers").` });
+    };
+    return {
+      ImportDeclaration: (node) => check(node, node.source, node.importKind === 'type' || (node.specifiers.length > 0 && node.specifiers.every((sp) => sp.importKind === 'type'))),
+      ExportNamedDeclaration: (node) => check(node, node.source, node.exportKind === 'type'),
+      ExportAllDeclaration: (node) => check(node, node.source, node.exportKind === 'type'),
+      ImportExpression: (node) => check(node, node.source),
+      TSImportType: (node) => check(node, node.source ?? node.argument?.literal, true),
+    };
+  },
+};
 
 export default ts.config(
   { ignores: ['dist/', 'node_modules/', 'test/bench/results/', 'test/kernel/ipvs-shim/'] },
@@ -22,8 +94,9 @@ export default ts.config(
     languageOptions: { globals: { ...globals.node }, ecmaVersion: 'latest', sourceType: 'module' },
     rules: {
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
-      // Svelte 5 stores keep big tables in $state.raw and private caches deliberately outside
-      // reactivity (STYLE.md 8); a reactive Map or URL there would cost memory and updates for nothing.
+      // The dashboard's state lives in *.svelte.ts modules that keep big tables in $state.raw
+      // and private caches deliberately outside reactivity (a node can hold 100k rules): a
+      // reactive Map or URL there would cost memory and updates for nothing.
       'svelte/prefer-svelte-reactivity': 'off',
     },
   },
@@ -46,16 +119,8 @@ export default ts.config(
     languageOptions: { parserOptions: { parser: ts.parser, extraFileExtensions: ['.svelte'] } },
   },
   {
-    files: ['server/net/**/*.ts'],
-    rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['../*', './*/**'], message: 'server/net is the bottom layer: it imports nothing of kproxy (docs/architecture.md).' }] }] },
-  },
-  {
-    files: ['server/kernel/**/*.ts', 'server/config/**/*.ts'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        { patterns: [{ group: upperLayers, message: 'server/kernel and server/config sit below proxy, dashboard and http: they must not import them (docs/architecture.md).' }] },
-      ],
-    },
+    files: ['server/**/*.ts'],
+    plugins: { kproxy: { rules: { layers: layersRule } } },
+    rules: { 'kproxy/layers': 'error' },
   },
 );

@@ -122,11 +122,34 @@ describe('the image (deploy/Dockerfile, read statically)', () => {
   it('has no npm, npx, corepack or yarn in the runtime: Debian plus the node binary alone', () => {
     expect(runtime.from).toMatch(/^debian:/);
     const copies = runtime.instructions.filter((i) => i.keyword === 'COPY' && /^--from=/.test(i.args));
-    const fromNode = copies.filter((i) => !i.args.startsWith(`--from=${build.name} `));
+    const fromNode = copies.filter((i) => !i.args.startsWith(`--from=${build.name} `) && !i.args.startsWith('--from=native '));
     expect(fromNode.map((i) => i.args)).toEqual(['--from=node-runtime /usr/local/bin/node /usr/local/bin/node']);
     expect(stageOf('node-runtime')!.from).toMatch(/^node:24-/);
     expect(stageOf('node-runtime')!.instructions).toEqual([]);
     for (const i of runtime.instructions.filter((x) => x.keyword === 'RUN')) expect(i.args).not.toMatch(/\b(npm|npx|corepack|yarn)\b/);
+  });
+
+  it('compiles nfnl-pipe on the target platform in a stage of its own, and ships the binary alone', () => {
+    const native = stageOf('native')!;
+    // The target platform (no --platform), the runtime's own Debian: the binary links the libc it runs with.
+    expect(native.platform).toBeNull();
+    expect(native.from).toBe(runtime.from);
+    const apt = native.instructions.find((i) => i.keyword === 'RUN' && /apt-get install/.test(i.args))!;
+    expect(apt.args.split(' ')).toEqual(expect.arrayContaining(['gcc', 'libc6-dev', '--no-install-recommends']));
+    expect(native.instructions.filter((i) => i.keyword === 'COPY').map((i) => i.args)).toEqual(['server/kernel/native/nfnl-pipe.c /src/nfnl-pipe.c']);
+    // The flags of `npm run build` (server/kernel/native/build.mjs), warnings as errors.
+    const flags = /const CFLAGS = \[([^\]]*)\]/.exec(readFileSync(join(root, 'server', 'kernel', 'native', 'build.mjs'), 'utf8'))![1].match(/-[\w-]+/g)!;
+    const cc = native.instructions.find((i) => i.keyword === 'RUN' && /\bgcc -/.test(i.args))!;
+    expect(cc.args).toContain(`gcc ${flags.join(' ')} -o /out/nfnl-pipe /src/nfnl-pipe.c`);
+    // The build stage, on the build machine's platform, leaves it out; the runtime takes the native stage's.
+    expect(build.instructions.some((i) => i.keyword === 'RUN' && /KPROXY_NATIVE_BUILD=skip npm run build/.test(i.args))).toBe(true);
+    const copies = runtime.instructions.filter((i) => i.keyword === 'COPY' && i.args.startsWith('--from=native '));
+    expect(copies.map((i) => i.args)).toEqual(['--from=native /out/nfnl-pipe ./dist/native/nfnl-pipe']);
+    // After dist/ is copied in, so the build stage's dist cannot overwrite it.
+    const distCopy = runtime.instructions.findIndex((i) => i.keyword === 'COPY' && i.args.startsWith(`--from=${build.name} /src/dist`));
+    expect(runtime.instructions.indexOf(copies[0])).toBeGreaterThan(distCopy);
+    // No compiler in the runtime.
+    for (const i of runtime.instructions.filter((x) => x.keyword === 'RUN')) expect(i.args).not.toMatch(/\b(gcc|libc6-dev|build-essential)\b/);
   });
 
   it('installs the kernel tools kproxy drives, and checks the node binary runs', () => {

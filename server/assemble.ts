@@ -3,6 +3,7 @@ import { otherFamily } from './net/ip.ts';
 import { realClock } from './clock.ts';
 import { primaryFamily } from './config/families.ts';
 import type { LoadedConfiguration } from './config/load.ts';
+import { PROXY_MODES } from './config/modes.ts';
 import { Daemon } from './daemon.ts';
 import { IptablesView } from './dashboard/iptables/view.ts';
 import { IpvsView } from './dashboard/ipvs/view.ts';
@@ -10,6 +11,7 @@ import { NftablesView } from './dashboard/nftables/view.ts';
 import { ADDRESSES_TABLE, IPVS_TABLE, SETS_TABLE } from './dashboard/ipvs/tables.ts';
 import { FamilyKernelView } from './dashboard/family-view.ts';
 import type { KernelViewProvider } from './dashboard/kernel-view.ts';
+import type { PacketTracerFactory } from './dashboard/packet-tracer.ts';
 import { ProxyModeUnsupportedError } from './errors.ts';
 import { ApiEventSink } from './events/event-sink.ts';
 import { teeRecorder, type EventRecorder } from './events/event-recorder.ts';
@@ -30,6 +32,7 @@ import { FileSource } from './sources/file/file-source.ts';
 import { KubeSource } from './sources/k8s/kube-source.ts';
 import { loadKubeConfig } from './sources/k8s/kubeconfig.ts';
 import type { Source } from './sources/source.ts';
+import { dashboardTracer } from './trace/dashboard-trace.ts';
 
 /** Assembled is a daemon with the parts the CLI and the dashboard reach into. */
 export interface Assembled {
@@ -46,12 +49,16 @@ export interface Assembled {
   readonly conntrack: ConntrackSetup | null;
   /**
    * kernelView builds the dashboard's view of this mode's kernel objects; it is
-   * chosen here, with the backend, so a new mode brings its own view (null:
-   * the mode has none yet and the dashboard is off).
+   * chosen here, with the backend, so a new mode brings its own view.
    */
-  readonly kernelView: ((logger: Logger) => KernelViewProvider) | null;
-  /** packetCounters: kube-proxy's nfacct packet counters (iptables mode where the kernel has nfacct), else null. */
-  readonly packetCounters: PacketCounters | null;
+  readonly kernelView: (logger: Logger) => KernelViewProvider;
+  /** tracer builds the dashboard's packet tracer over its kernel read (the tracer sits above the dashboard, which never imports it). */
+  readonly tracer: PacketTracerFactory;
+  /**
+   * packetCounters: kube-proxy's nfacct packet counters (iptables mode where the kernel has nfacct), else null;
+   * known once the backends' init made them (the daemon's start).
+   */
+  readonly packetCounters: () => PacketCounters | null;
   /** attachMetrics registers the backend's own metric families (the userspace relay's); null when it has none. */
   readonly attachMetrics: ((metrics: ProxyMetrics) => void) | null;
 }
@@ -80,7 +87,7 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
   let dryRunKernel: Assembled['dryRunKernel'] = null;
   let backendDescription: string;
   let kernelView: Assembled['kernelView'];
-  let packetCounters: PacketCounters | null = null;
+  let packetCounters: () => PacketCounters | null = () => null;
   // Both families when the host supports the secondary one, as kube-proxy (see config/families.ts).
   const primary = primaryFamily(config);
   const families = [primary, otherFamily(primary)] as const;
@@ -122,7 +129,7 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
     }
     case 'nftables': {
       // Checks nft and nf_tables first: a host without them fails here, before anything is programmed.
-      const host = await createHostNftablesBackends({ config, nodeName, families, dryRun: run.dryRun, clock, logger });
+      const host = await createHostNftablesBackends({ config, nodeName, families, dryRun: run.dryRun, backend: run.nftablesBackend, clock, logger });
       if (host.unsupported) logger.info(`no ${families[1]} support on this host: proxying ${primary} only`, { why: host.unsupported });
       backends = host.backends;
       const tables = backends.map((b) => `${b.family === 'IPv6' ? 'ip6' : 'ip'} kube-proxy`).join(', ');
@@ -147,12 +154,12 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
       break;
     }
     default:
-      throw new ProxyModeUnsupportedError(`--proxy-mode ${config.mode} is not available in this kproxy version (available: iptables, nftables, ipvs, userspace)`);
+      throw new ProxyModeUnsupportedError(`--proxy-mode ${config.mode} is not available in this kproxy version (available: ${PROXY_MODES.join(', ')})`);
   }
   const daemon = new Daemon({ config, run, nodeName, logger, clock, backends, source, events });
   // --once programs rules and exits: no stale-entry cleanup or sysctls for a one-shot run.
   const conntrack = run.once ? null : new ConntrackSetup({ config, families: daemon.proxy.families, nodeName, dryRun: run.dryRun, clock, logger: logger.child('conntrack'), events });
   // Each family's cleaner hears its own family's syncs (its stale flows are in that family's table).
   if (conntrack) for (const p of daemon.proxy.proxiers) p.loop.addObserver(conntrack.cleaners.get(p.family)!);
-  return { daemon, memoryEvents, kubeEvents, dryRunKernel, backendDescription, conntrack, kernelView, packetCounters, attachMetrics };
+  return { daemon, memoryEvents, kubeEvents, dryRunKernel, backendDescription, conntrack, kernelView, tracer: dashboardTracer(), packetCounters, attachMetrics };
 }

@@ -93,8 +93,11 @@ async function recordCleanupEvent(loaded: LoadedConfiguration, logger: Logger, s
 
 async function once(loaded: LoadedConfiguration, a: Assembled, logger: Logger): Promise<number> {
   let recs: SyncRecord[];
+  // The clock's timers (list retries, --once-timeout) do not hold the process open: while --once
+  // waits for its source this does, or Node would exit 0 with nothing done and nothing said.
+  const hold = setInterval(() => {}, 60_000);
   try {
-    recs = await a.daemon.once();
+    recs = await a.daemon.once({ timeoutMs: loaded.run.onceTimeoutMs });
   } catch (err) {
     await a.daemon.stop();
     if (err instanceof SourceNotSyncedError || err instanceof NodeNotFoundError) {
@@ -104,6 +107,8 @@ async function once(loaded: LoadedConfiguration, a: Assembled, logger: Logger): 
     }
     logger.error(`sync failed: ${errorMessage(err)}`);
     return 1;
+  } finally {
+    clearInterval(hold);
   }
   await a.daemon.stop();
   if (a.dryRunKernel) process.stdout.write(await a.dryRunKernel.describe());
@@ -163,7 +168,6 @@ async function serve(loaded: LoadedConfiguration, a: Assembled, logger: Logger):
       ),
   });
   for (const o of Object.values(observers.observers)) daemon.loop.addObserver(o);
-  if (a.packetCounters) observers.metrics.enablePacketCounters(a.packetCounters);
   a.attachMetrics?.(observers.metrics);
   let dashboard: DashboardSetup;
   try {
@@ -187,7 +191,17 @@ async function serve(loaded: LoadedConfiguration, a: Assembled, logger: Logger):
     a.conntrack.attachMetrics(observers.metrics);
     await a.conntrack.applySysctls();
   }
-  await daemon.start();
+  try {
+    await daemon.start();
+  } catch (err) {
+    // A backend's init refused the host (no dummy link type for kube-ipvs0, no IPVS scheduler module, a sysctl it must set).
+    logger.error(`cannot start: ${errorMessage(err)}`, { code: isKproxyError(err) ? err.code : undefined });
+    await Promise.allSettled([servers.close(), observers.close(), daemon.stop(), a.kubeEvents?.stop(), a.conntrack?.stop()]);
+    return 1;
+  }
+  // The nfacct counters exist once the backends' init (in start) made them.
+  const packets = a.packetCounters();
+  if (packets) observers.metrics.enablePacketCounters(packets);
   recordStarting(daemon.events, daemon.nodeName);
   logger.info('kproxy is running', {
     node: loaded.nodeName,

@@ -18,6 +18,7 @@ const run: RunOptions = {
   source: null,
   sourceIsDefault: false,
   once: true,
+  onceTimeoutMs: 0,
   cleanup: false,
   dryRun: true,
   dashboardTokenFile: null,
@@ -64,6 +65,17 @@ describe('Daemon.once', () => {
     await writeFile(join(dir, 'b.json'), '{ broken\n');
     const { daemon, kernel, sysctl } = onceDaemon();
     await expect(daemon.once()).rejects.toMatchObject({ code: 'KPROXY_ERR_SOURCE_NOT_SYNCED', message: expect.stringMatching(/b\.json:2:1: invalid YAML/) });
+    expect(kernel.calls).toEqual([]);
+    expect(sysctl.writes).toEqual([]);
+  });
+
+  it('touches nothing when the source path does not exist (yet), naming it', async () => {
+    await rm(dir, { recursive: true, force: true });
+    const { daemon, kernel, sysctl } = onceDaemon();
+    await expect(daemon.once()).rejects.toMatchObject({
+      code: 'KPROXY_ERR_SOURCE_NOT_SYNCED',
+      message: expect.stringContaining(`manifests from ${dir} could not be read completely: ${dir} cannot be read: ENOENT`),
+    });
     expect(kernel.calls).toEqual([]);
     expect(sysctl.writes).toEqual([]);
   });
@@ -137,6 +149,34 @@ describe("Daemon and this node's Node (Kubernetes source)", () => {
       code: 'KPROXY_ERR_NODE_NOT_FOUND',
       message: "Node node-a not found in the cluster (check --hostname-override): which endpoints are local, and the node's addresses, are unknown",
     });
+    expect(kernel.calls).toEqual([]);
+    expect(sysctl.writes).toEqual([]);
+  });
+
+  it('--once gives up after its timeout naming the source and what it waits for, and a list arriving later programs nothing', async () => {
+    const source = new (class extends ApiLikeSource {
+      override status(): SourceStatus {
+        return { ...super.status(), synced: false, waitingFor: 'the first list of Node (last error: connect ECONNREFUSED 10.0.0.1:6443)' };
+      }
+    })();
+    const { daemon, kernel, sysctl, clock } = apiDaemon(source);
+    const once = daemon.once({ timeoutMs: 120_000 });
+    await Promise.resolve();
+    source.listServices();
+    await clock.advanceAsync(119_999);
+    let settled = false;
+    void once.catch(() => (settled = true));
+    await Promise.resolve();
+    expect(settled).toBe(false);
+    await clock.advanceAsync(1);
+    await expect(once).rejects.toMatchObject({
+      code: 'KPROXY_ERR_SOURCE_NOT_SYNCED',
+      message: 'https://10.0.0.1:6443 did not sync within 2m0s (--once-timeout): waiting for the first list of Node (last error: connect ECONNREFUSED 10.0.0.1:6443)',
+    });
+    // The Node list comes after all: nothing is programmed, the run is over.
+    source.handlers!.onNode(null, { apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-a' } });
+    source.handlers!.onSynced('Node');
+    await new Promise((r) => setTimeout(r, 20));
     expect(kernel.calls).toEqual([]);
     expect(sysctl.writes).toEqual([]);
   });

@@ -1,7 +1,8 @@
-import { realClock, type Clock } from './clock.ts';
+import { realClock, type Clock, type TimerHandle } from './clock.ts';
+import { formatDuration } from './config/duration.ts';
 import { modeSettings } from './config/modes.ts';
 import type { ProxyConfig, RunOptions } from './config/types.ts';
-import { errorMessage, NodeNotFoundError } from './errors.ts';
+import { errorMessage, NodeNotFoundError, SourceNotSyncedError } from './errors.ts';
 import { nodeReference, type EventRecorder } from './events/event-recorder.ts';
 import type { Logger } from './log.ts';
 import type { Backend, CleanupResult } from './proxy/backend.ts';
@@ -23,7 +24,6 @@ export interface DaemonParts {
   source: Source;
   /** events: where Kubernetes Events go (the Node's events, invalid objects' warnings). */
   events: EventRecorder;
-  observers?: SyncObserver[];
 }
 
 /** ALL_KINDS: every list a source delivers. */
@@ -79,7 +79,6 @@ export class Daemon {
         },
       },
     });
-    for (const o of parts.observers ?? []) this.proxy.addObserver(o);
     this.proxy.addObserver(this.#failureEvents());
   }
 
@@ -158,13 +157,37 @@ export class Daemon {
    * server with no Node by this node's name (NodeNotFoundError), leaves the host
    * exactly as it was.
    */
-  async once(): Promise<SyncRecord[]> {
-    await this.source.start(this.proxy);
-    // The one sync must know this node's Node (its zone, pod CIDR and addresses): all three lists first, in every family.
-    await Promise.all(this.states.map((s) => s.whenListed(ALL_KINDS)));
+  async once(opts: { timeoutMs?: number } = {}): Promise<SyncRecord[]> {
+    const listed = (async () => {
+      await this.source.start(this.proxy);
+      // The one sync must know this node's Node (its zone, pod CIDR and addresses): all three lists first, in every family.
+      await Promise.all(this.states.map((s) => s.whenListed(ALL_KINDS)));
+    })();
+    await this.#within(listed, opts.timeoutMs ?? 0);
     if (this.#nodeMissing()) throw new NodeNotFoundError(nodeNotFound(this.nodeName));
     for (const b of this.backends) await b.init?.();
     return this.proxy.syncOnce();
+  }
+
+  /**
+   * #within waits for the source's first complete read at most timeoutMs (0:
+   * as long as it takes), else throws SourceNotSyncedError naming the source and
+   * what it still waits for; nothing after the wait runs then.
+   */
+  async #within(listed: Promise<void>, timeoutMs: number): Promise<void> {
+    if (timeoutMs <= 0) return listed;
+    let timer: TimerHandle | null = null;
+    const late = new Promise<never>((_, reject) => {
+      timer = this.clock.setTimeout(() => {
+        const st = this.source.status();
+        reject(new SourceNotSyncedError(`${st.description} did not sync within ${formatDuration(timeoutMs)} (--once-timeout): waiting for ${st.waitingFor ?? 'its first read'}`));
+      }, timeoutMs);
+    });
+    try {
+      await Promise.race([listed, late]);
+    } finally {
+      if (timer) this.clock.clearTimeout(timer);
+    }
   }
 
   async stop(): Promise<void> {

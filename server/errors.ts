@@ -71,7 +71,6 @@ export const WatchFailedError = define('KPROXY_ERR_WATCH_FAILED');
 export const ListFailedError = define('KPROXY_ERR_LIST_FAILED');
 export const KubeconfigError = define('KPROXY_ERR_KUBECONFIG');
 export const EventRecordError = define('KPROXY_ERR_EVENT_RECORD');
-export const FileSourceError = define('KPROXY_ERR_FILE_SOURCE');
 /** SourceNotSyncedError: a source never read completely (--once exits 1 with it, touching nothing). */
 export const SourceNotSyncedError = define('KPROXY_ERR_SOURCE_NOT_SYNCED');
 /** NodeNotFoundError: the API server has no Node by this node's name (--once exits 1 with it, touching nothing). */
@@ -133,6 +132,8 @@ export const MediaTypeUnsupportedError = define('KPROXY_ERR_MEDIA_TYPE_UNSUPPORT
 export const MethodNotAllowedError = define('KPROXY_ERR_METHOD_NOT_ALLOWED', 405);
 /** InternalError: a thrown value that is not a catalogue error (a bug), as a request's answer. */
 export const InternalError = define('KPROXY_ERR_INTERNAL', 500);
+/** SyncsPausedError: an action that needs syncs (a resync) was asked while they are paused. */
+export const SyncsPausedError = define('KPROXY_ERR_SYNCS_PAUSED', 409);
 
 // --- packet tracer (kproxy trace, GET /api/v1/trace)
 /** TraceInputError: a trace's packet is not valid (the message names the field: proto, src, dst, from); exit 1 / HTTP 400. */

@@ -191,14 +191,16 @@ describe('loadConfiguration: source selection', () => {
     expect(r.warnings).toContain('--source file:/srv/cluster.yaml is used; the kubeconfig /k is ignored');
   });
 
-  it('rejects a --source that is not file: or does not exist', async () => {
+  it('rejects a --source that is not file: or has no path', async () => {
     const notFile = await rejection(loadConfiguration(['--source=https://10.0.0.1'], machine()));
     expect(notFile).toBeInstanceOf(SourceInvalidError);
     expect(notFile.message).toBe('--source "https://10.0.0.1": must be file:PATH (a manifest file or folder)');
-    const missing = await rejection(loadConfiguration(['--source=file:/srv/none'], machine()));
-    expect(missing).toBeInstanceOf(SourceInvalidError);
-    expect(missing.message).toBe('--source file:/srv/none: /srv/none does not exist');
     expect(await rejection(loadConfiguration(['--source=file:'], machine()))).toBeInstanceOf(SourceInvalidError);
+  });
+
+  it('takes a --source path that does not exist yet: the file source waits for it (as for a file that does not parse)', async () => {
+    const r = await loadConfiguration(['--source=file:/srv/none'], machine());
+    expect(r.run).toMatchObject({ source: 'file:/srv/none', sourceIsDefault: false });
   });
 
   it('uses the Kubernetes API with --kubeconfig or clientConnection.kubeconfig', async () => {

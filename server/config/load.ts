@@ -47,12 +47,16 @@ export interface LoadedConfiguration {
 /** DEFAULT_TOKEN_AUDIENCE: what delegated auth asks TokenReview for unless --dashboard-token-audience says otherwise. */
 export const DEFAULT_TOKEN_AUDIENCE = 'kproxy-dashboard';
 
+/** DEFAULT_ONCE_TIMEOUT_MS: --once waits this long for its source's first complete read (a big cluster's first lists take seconds). */
+export const DEFAULT_ONCE_TIMEOUT_MS = 120_000;
+
 const DEFAULT_RUN: RunOptions = {
   configFile: null,
   kubeconfig: null,
   source: null,
   sourceIsDefault: false,
   once: false,
+  onceTimeoutMs: DEFAULT_ONCE_TIMEOUT_MS,
   cleanup: false,
   dryRun: false,
   dashboardTokenFile: null,
@@ -61,6 +65,7 @@ const DEFAULT_RUN: RunOptions = {
   dashboardTlsKeyFile: null,
   dashboardTokenAudience: DEFAULT_TOKEN_AUDIENCE,
   iptablesFlavor: 'auto',
+  nftablesBackend: 'netlink',
   version: false,
   help: false,
 };
@@ -117,6 +122,7 @@ export async function loadConfiguration(argv: readonly string[], env: ConfigEnv 
   if (selection.problem && !run.cleanup && !opts.readsNoServices) throw selection.noSource ? new NoSourceError(selection.problem) : new SourceInvalidError(selection.problem);
   const dashboardProblems = await dashboardFlagProblems(run, exists);
   if (dashboardProblems.length > 0) throw new FlagInvalidError(problemList('invalid dashboard flags', dashboardProblems));
+  if (run.onceTimeoutMs < 0) throw new FlagInvalidError(`--once-timeout ${run.onceTimeoutMs} ms: must be greater than or equal to 0`);
   if (run.userspaceDrainTimeoutMs !== undefined && run.userspaceDrainTimeoutMs < 0) {
     throw new FlagInvalidError(`--userspace-drain-timeout ${run.userspaceDrainTimeoutMs} ms: must be greater than or equal to 0`);
   }

@@ -55,7 +55,9 @@ export async function selectSource(input: SourceSelectionInput): Promise<SourceS
     }
     const path = input.source.slice('file:'.length);
     if (path === '') return { ...base, problem: '--source file:: the path is empty' };
-    if (!(await exists(path))) return { ...base, problem: `--source ${input.source}: ${path} does not exist` };
+    // A path missing at start is not an error here: like a file that does not parse, the file
+    // source holds the first sync back and says why (/readyz 503, the log) until the path
+    // appears (a volume mounted or filled late), and --once exits 1 naming it.
     return base;
   }
   if (kubeconfig) {

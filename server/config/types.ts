@@ -103,6 +103,8 @@ export interface RunOptions {
   /** sourceIsDefault: the embedded default (deploy/examples/) was chosen because no cluster config exists. */
   sourceIsDefault: boolean;
   once: boolean;
+  /** onceTimeoutMs (--once-timeout): how long --once waits for its source to sync; 0 = no limit. */
+  onceTimeoutMs: number;
   cleanup: boolean;
   dryRun: boolean;
   dashboardTokenFile: string | null;
@@ -115,6 +117,8 @@ export interface RunOptions {
   dashboardTokenAudience: string;
   /** iptablesFlavor (--iptables-flavor): which iptables binaries to use; auto decides like kube-proxy's images. */
   iptablesFlavor: 'auto' | 'legacy' | 'nft';
+  /** nftablesBackend (--nftables-backend): nftables mode writes over netlink (nft -f as its fallback) or with nft -f alone. */
+  nftablesBackend?: 'netlink' | 'nft';
   /** userspace*: the userspace mode's limits (--userspace-max-connections…); absent keeps the default. */
   userspaceMaxConnections?: number;
   userspaceMaxConnectionsPerService?: number;

@@ -1,5 +1,5 @@
 import type { Clock } from '../clock.ts';
-import { errorMessage, RateLimitedError } from '../errors.ts';
+import { CleanupFailedError, errorMessage, InternalError, RateLimitedError, SyncsPausedError, type KproxyError } from '../errors.ts';
 import { nodeReference, type EventRecorder, type EventType } from '../events/event-recorder.ts';
 import type { Logger } from '../log.ts';
 import type { Dashboard } from './dashboard.ts';
@@ -17,11 +17,12 @@ export interface ActionRequest {
   readonly pause?: boolean;
 }
 
-export interface ActionOutcome {
-  readonly status: 200 | 409 | 429 | 500;
-  readonly result: ActionResult;
-  readonly retryAfterMs?: number;
-}
+/**
+ * ActionOutcome is an action carried out (its result), or refused or failed:
+ * the catalogue error to answer with (its status: 409 syncs paused, 429 rate
+ * limited with retryAfterMs, 500 failed), already audited.
+ */
+export type ActionOutcome = { readonly result: ActionResult } | { readonly error: KproxyError; readonly retryAfterMs?: number };
 
 const EVENT: Record<ActionName, { reason: string; action: string; type: EventType }> = {
   resync: { reason: 'DashboardResync', action: 'Resync', type: 'Normal' },
@@ -59,20 +60,18 @@ export class DashboardActions {
     const slot = limiter.take(req.action);
     if (!slot.ok) {
       const err = new RateLimitedError(`${req.action} was asked less than ${Math.round(limiter.intervalMs / 1000)} s after the previous one; try again in ${Math.ceil(slot.retryAfterMs / 1000)} s`);
-      const result = this.#result(req, false, err.message);
       this.#audit(req, 'refused', err.message, false);
-      return { status: 429, result, retryAfterMs: slot.retryAfterMs };
+      return { error: err, retryAfterMs: slot.retryAfterMs };
     }
-    let ok = true;
     let message: string;
-    let status: ActionOutcome['status'] = 200;
+    // failure: why the action was refused or failed (null: carried out).
+    let failure: KproxyError | null = null;
     try {
       switch (req.action) {
         case 'resync':
           if (loop.paused) {
-            ok = false;
-            status = 409;
             message = 'syncs are paused: resume to sync';
+            failure = new SyncsPausedError(message);
           } else {
             loop.requestFullSync('resync');
             message = 'full sync requested; it shows up in Syncs with trigger "resync"';
@@ -86,9 +85,8 @@ export class DashboardActions {
           const parts = Object.entries(res.removed).map(([k, v]) => `${k} ${v}`);
           const what = parts.length ? `removed ${parts.join(', ')}` : 'there was nothing to remove';
           const after = loop.paused ? 'syncs are paused: rules stay off until resumed' : 'the next sync puts every rule back';
-          ok = res.errors.length === 0;
-          if (!ok) status = 500;
-          message = ok ? `${what}; ${after}` : `${what}; ${res.errors.length} error(s): ${res.errors.map((e) => e.message).join('; ')}; ${after}`;
+          message = res.errors.length === 0 ? `${what}; ${after}` : `${what}; ${res.errors.length} error(s): ${res.errors.map((e) => e.message).join('; ')}; ${after}`;
+          if (res.errors.length > 0) failure = new CleanupFailedError(`dashboard cleanup: ${message}`, { cause: res.errors[0] });
           break;
         }
         case 'pause':
@@ -105,14 +103,14 @@ export class DashboardActions {
           break;
       }
     } catch (err) {
-      ok = false;
-      status = 500;
       message = `${req.action} failed: ${errorMessage(err)}`;
+      failure = req.action === 'cleanup' ? new CleanupFailedError(message, { cause: err }) : new InternalError(message, { cause: err });
     }
+    const ok = failure === null;
     const result = this.#result(req, ok, message!);
     this.#audit(req, ok ? 'done' : 'failed', message!, true);
     dashboard.noteAction(result);
-    return { status, result };
+    return failure ? { error: failure } : { result };
   }
 
   #result(req: ActionRequest, ok: boolean, message: string): ActionResult {

@@ -40,8 +40,7 @@ import { familyTable } from './family-view.ts';
 import { joinFamilies, splitPortId } from './family-model.ts';
 import type { IPFamily } from '../net/ip.ts';
 import { yieldToEventLoop, type Yield } from './yield.ts';
-import { DashboardTrace } from './trace-query.ts';
-import { hostInterfaces, type NetInterfaces } from '../kernel/netif.ts';
+import { noPacketTracer, type PacketTracer, type PacketTracerFactory } from './packet-tracer.ts';
 
 /** DashboardDaemon is what the dashboard needs of a Daemon (server/daemon.ts satisfies it). */
 export interface DashboardDaemon {
@@ -99,10 +98,8 @@ export interface DashboardOptions {
   heavy?: HeavyReads;
   /** tlsReloadErrors: certificate pairs that changed and did not load (TlsFiles). */
   tlsReloadErrors?: () => number;
-  /** netInterfaces: the node's addresses for the packet tracer (default `ip -j addr show`). */
-  netInterfaces?: NetInterfaces;
-  /** readRecent: an xt_recent list for the tracer (default /proc/net/xt_recent/NAME). */
-  readRecent?: (name: string) => Promise<ReadonlySet<string> | null>;
+  /** tracer builds the packet tracer over this dashboard's kernel read (server/trace/dashboard-trace.ts); without one GET /api/v1/trace answers 503. */
+  tracer?: PacketTracerFactory;
   /** memory: the daemon's memory for the Overview (default: this process's, process.memoryUsage). */
   memory?: () => ProcessMemory;
   /**
@@ -157,7 +154,7 @@ export class Dashboard {
   readonly stream: LiveStream;
   readonly heavy: HeavyReads;
   /** tracer: the packet tracer over this dashboard's kernel read (GET /api/v1/trace). */
-  readonly tracer: DashboardTrace;
+  readonly tracer: PacketTracer;
   readonly startedAt: number;
   readonly #o: DashboardOptions;
   readonly #log: Logger;
@@ -186,15 +183,7 @@ export class Dashboard {
     this.startedAt = opts.daemon.clock.now();
     this.heavy = opts.heavy ?? new HeavyReads();
     this.reader = new KernelReader({ provider: opts.provider, clock: opts.daemon.clock, logger: this.#log, pause: this.#pause, minIntervalMs: opts.kernelMinIntervalMs });
-    this.tracer = new DashboardTrace({
-      reader: this.reader,
-      provider: opts.provider,
-      states: () => opts.daemon.states,
-      clock: opts.daemon.clock,
-      netInterfaces: opts.netInterfaces ?? hostInterfaces(),
-      touch: () => this.touch(),
-      ...(opts.readRecent ? { readRecent: opts.readRecent } : {}),
-    });
+    this.tracer = opts.tracer ? opts.tracer({ reader: this.reader, provider: opts.provider, states: () => opts.daemon.states, clock: opts.daemon.clock, touch: () => this.touch() }) : noPacketTracer;
     this.stream = new LiveStream({ queries: this, clock: opts.daemon.clock, logger: this.#log, hub: opts.hub, countersIntervalMs: opts.countersIntervalMs ?? this.provider.liveIntervalMs });
     const states = opts.daemon.states;
     // Every family's service ports in one model (IPv6 ones keyed "…@IPv6", family-model.ts).

@@ -1,9 +1,11 @@
 /**
  * The dashboard's wire format: what /api/v1/… answers and what /ws streams.
- * Types and two constants, no imports, so the web app imports this file as it
- * is and both sides stay in step. Times are epoch milliseconds, durations ms.
- * A change here is a protocol change: README and tests change with it.
+ * Types and three constants; its one import is a type (the proxy modes, named
+ * once in config/modes.ts), so the web app imports this file as it is and both
+ * sides stay in step. Times are epoch milliseconds, durations ms. A change
+ * here is a protocol change: README and tests change with it.
  */
+import type { ProxyMode } from '../config/modes.ts';
 
 /** AuthMode says how the dashboard checks callers (see auth.ts). */
 export type AuthMode = 'token' | 'delegated' | 'token+delegated' | 'off';
@@ -91,7 +93,8 @@ export interface KernelStatus {
   readonly driftCount: number;
 }
 
-export type KernelKind = 'iptables' | 'nftables' | 'ipvs' | 'userspace';
+/** KernelKind is the proxy mode whose kernel objects a view shows (config/modes.ts's PROXY_MODES). */
+export type KernelKind = ProxyMode;
 
 export interface StreamStats {
   readonly clients: number;

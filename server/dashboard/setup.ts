@@ -1,9 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Assembled } from '../assemble.ts';
 import type { LoadedConfiguration } from '../config/load.ts';
 import { packageRoot } from '../config/package-root.ts';
 import { errorMessage, FlagInvalidError, InsecureBindError } from '../errors.ts';
+import type { EventRecorder } from '../events/event-recorder.ts';
 import type { MetricsAppPlugin } from '../http/app.ts';
 import { TlsFiles } from '../http/tls.ts';
 import type { Logger } from '../log.ts';
@@ -15,10 +15,13 @@ import { DashboardActions } from './actions.ts';
 import { ApiAccessReviewer, type AccessReviewer } from './auth/access-review.ts';
 import { DashboardAuth, MIN_TOKEN_LENGTH } from './auth/auth.ts';
 import { isLoopbackBind } from './auth/request-checks.ts';
-import { Dashboard } from './dashboard.ts';
+import { Dashboard, type DashboardDaemon, type RecentEvents } from './dashboard.ts';
 import { dashboardPlugins } from './http/plugin.ts';
+import type { KernelViewProvider } from './kernel-view.ts';
+import type { PacketTracerFactory } from './packet-tracer.ts';
 import type { Health } from './protocol.ts';
 import { ActionRateLimiter } from './rate-limiter.ts';
+import type { DashboardConntrack } from './service-conntrack.ts';
 
 /** nodeHealth is the Overview's health from the node's ProxyHealth and readiness (/healthz and /readyz). */
 export function nodeHealth(h: ProxyHealth, r: ProxyReadiness): Health {
@@ -78,9 +81,28 @@ export function checkDashboardBind(placement: DashboardPlacement, auth: Dashboar
   throw new InsecureBindError(`${flag} ${address} is reachable from the network and the dashboard there has ${missing.join(' and ')}: ${fixes.join(', and ')}${other}`);
 }
 
+/**
+ * DashboardParts are the parts of an assembled daemon the dashboard is built
+ * on; server/assemble.ts's Assembled provides them, choosing the kernel view
+ * and the packet tracer with the backend.
+ */
+export interface DashboardParts {
+  /** daemon: the daemon the dashboard watches and acts on; its Events recorder audits the actions. */
+  readonly daemon: DashboardDaemon & { readonly events: EventRecorder };
+  /** memoryEvents: the recent Events the dashboard lists, whatever the source. */
+  readonly memoryEvents: RecentEvents;
+  readonly backendDescription: string;
+  /** conntrack: the daemon's conntrack counts (shared with the metrics), null without. */
+  readonly conntrack: { readonly counts: DashboardConntrack; readonly simulated: boolean } | null;
+  /** kernelView builds the view of the mode's kernel objects. */
+  readonly kernelView: (logger: Logger) => KernelViewProvider;
+  /** tracer builds the packet tracer over the dashboard's kernel read (GET /api/v1/trace). */
+  readonly tracer: PacketTracerFactory;
+}
+
 export interface SetupDashboardOptions {
   loaded: LoadedConfiguration;
-  assembled: Assembled;
+  assembled: DashboardParts;
   logger: Logger;
   /** health: the node's health (the sync observers' ProxyHealth, server/proxy/sync-observers.ts). */
   health: () => Health | null;
@@ -130,10 +152,6 @@ export async function setupDashboard(opts: SetupDashboardOptions): Promise<Dashb
   );
   // A pair that does not load stops start-up here (exit 1), before anything listens.
   await tls?.load();
-  if (!assembled.kernelView) {
-    log.warn(`the dashboard has no view of the ${config.mode} mode yet; it is off`);
-    return { ...off, auth };
-  }
   const provider = assembled.kernelView(log);
   const dashboard = new Dashboard({
     daemon,
@@ -146,6 +164,7 @@ export async function setupDashboard(opts: SetupDashboardOptions): Promise<Dashb
     health: opts.health,
     auth,
     tlsReloadErrors: () => tls?.reloadErrors ?? 0,
+    tracer: assembled.tracer,
     ...(opts.healthChecks ? { healthChecks: opts.healthChecks } : {}),
   });
   const actions = new DashboardActions({ dashboard, events: daemon.events, limiter: new ActionRateLimiter(daemon.clock), clock: daemon.clock, logger: log });

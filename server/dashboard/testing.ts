@@ -21,6 +21,7 @@ import type { AccessReviewer } from './auth/access-review.ts';
 import { DashboardAuth } from './auth/auth.ts';
 import { Dashboard } from './dashboard.ts';
 import type { HeavyReads } from './heavy-reads.ts';
+import type { PacketTracerFactory } from './packet-tracer.ts';
 import { dashboardPlugins } from './http/plugin.ts';
 import { IptablesView } from './iptables/view.ts';
 import { IpvsView } from './ipvs/view.ts';
@@ -73,7 +74,7 @@ export interface TestDashboardOptions {
   objects?: (Service | EndpointSlice | Node)[];
   hub?: Omit<StreamHubOptions, 'logger'>;
   webRoot?: string;
-  /** mode: the backend under the dashboard (default iptables); "ipvs" runs IPVS mode over its fakes. */
+  /** mode: the backend under the dashboard (default iptables); "ipvs" runs IPVS mode over its simulated kernel. */
   mode?: 'iptables' | 'ipvs';
   /** collect: what the dashboard runs to give memory back after dropping its tables (default none). */
   collect?: () => void;
@@ -85,8 +86,8 @@ export interface TestDashboardOptions {
   heavy?: HeavyReads;
   /** pingIntervalMs: the live stream's keep-alive pings (default 30 s). */
   pingIntervalMs?: number;
-  /** addresses: the node's interface addresses the packet tracer sees (default 127.0.0.1 and 10.0.0.10). */
-  addresses?: string[];
+  /** tracer: the packet tracer GET /api/v1/trace answers with (default none: 503). */
+  tracer?: PacketTracerFactory;
 }
 
 /** TestDashboard is a daemon over the simulated kernel with its dashboard on a metrics app (not listening). */
@@ -94,11 +95,11 @@ export interface TestDashboard {
   clock: FakeClock;
   /** kernel: the simulated iptables (in IPVS mode too: its nat and filter rules). */
   kernel: SimulatedIptables;
-  /** ipvs: the IPVS mode's fakes (mode "ipvs" only). */
+  /** ipvs: the IPVS mode's simulated kernel (mode "ipvs" only). */
   ipvs: IpvsHarness | null;
-  /** conntrack: the fake conntrack table the counts list (unless options.conntrack.runner replaced it). */
+  /** conntrack: the simulated conntrack table the counts list (unless options.conntrack.runner replaced it). */
   conntrack: SimulatedConntrack;
-  /** sysctl: the fake /proc the node counts read (nf_conntrack_count 1234, nf_conntrack_max 262144). */
+  /** sysctl: the simulated /proc the node counts read (nf_conntrack_count 1234, nf_conntrack_max 262144). */
   sysctl: SimulatedSysctl;
   daemon: Daemon;
   source: MemorySource;
@@ -128,6 +129,7 @@ export async function testDashboard(opts: TestDashboardOptions = {}): Promise<Te
     source: 'file:memory',
     sourceIsDefault: false,
     once: false,
+    onceTimeoutMs: 0,
     cleanup: false,
     dryRun: true,
     dashboardTokenFile: null,
@@ -160,10 +162,7 @@ export async function testDashboard(opts: TestDashboardOptions = {}): Promise<Te
     pause: noYield,
     hub: opts.hub,
     collect: opts.collect ?? null,
-    netInterfaces: {
-      addresses: async () =>
-        (opts.addresses ?? ['127.0.0.1', '10.0.0.10']).map((address) => ({ ifname: 'eth0', family: address.includes(':') ? ('IPv6' as const) : ('IPv4' as const), address, prefixLength: 32 })),
-    },
+    tracer: opts.tracer,
   });
   const actions = new DashboardActions({ dashboard, events, limiter: new ActionRateLimiter(clock), clock, logger: log.logger.child('dashboard') });
   const app = buildMetricsApp({

@@ -1,4 +1,11 @@
-import type { KubeApi } from '../sources/k8s/api-request.ts';
+/**
+ * EventsApi is the one call the API sink needs: a JSON request with kproxy's
+ * credentials (the Kubernetes source's KubeApi is one). Declared here so the
+ * events layer imports nothing above it.
+ */
+export interface EventsApi {
+  request(method: 'POST' | 'PATCH', path: string, o: { body: unknown; contentType?: string }): Promise<unknown>;
+}
 
 /** EventObject is an events.k8s.io/v1 Event as kproxy writes it (eventTime already in MicroTime form). */
 export interface EventObject {
@@ -43,9 +50,9 @@ export function httpStatus(err: unknown): number | undefined {
 
 /** ApiEventSink writes to the events.k8s.io/v1 API as JSON, with kproxy's credentials. */
 export class ApiEventSink implements EventSink {
-  readonly #api: KubeApi;
+  readonly #api: EventsApi;
 
-  constructor(api: KubeApi) {
+  constructor(api: EventsApi) {
     this.#api = api;
   }
 

@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance, type FastifyPluginAsync, type FastifyPluginCallback } from 'fastify';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyPluginAsync, type FastifyPluginCallback, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { ProxyConfig } from '../config/types.ts';
 import { configzDocument } from './configz.ts';
 import { limitedServerFactory, METRICS_LIMITS, type ListenerLimits, type TlsMaterial } from './limits.ts';
@@ -15,6 +15,24 @@ export interface MetricsAppPlugin {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each plugin has its own options type; `options` below is handed to it as is.
   plugin: FastifyPluginAsync<any> | FastifyPluginCallback<any>;
   options?: Record<string, unknown>;
+  /**
+   * frameworkErrors answers fastify's own errors raised before routing (a
+   * path it cannot decode, FST_ERR_BAD_URL), which no plugin's hooks or error
+   * handler see, for the paths the plugin owns; true when it answered.
+   */
+  frameworkErrors?: (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => boolean;
+}
+
+/**
+ * frameworkErrorsOf answers fastify's errors before routing: a plugin that
+ * owns the path answers in its own way, anything else gets Go's plain-text
+ * 400, as kube-proxy's mux answers a request it cannot parse.
+ */
+function frameworkErrorsOf(plugins: readonly MetricsAppPlugin[]) {
+  return (err: FastifyError, req: FastifyRequest, reply: FastifyReply): void => {
+    for (const p of plugins) if (p.frameworkErrors?.(err, req, reply)) return;
+    reply.code(400).header('x-content-type-options', 'nosniff').type(TEXT).send('400 Bad Request\n');
+  };
 }
 
 export interface MetricsAppOptions {
@@ -91,7 +109,12 @@ export interface DashboardAppOptions {
  * loopback or behind TLS.
  */
 export function buildDashboardApp(opts: DashboardAppOptions): FastifyInstance {
-  const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT, serverFactory: limitedServerFactory(opts.limits ?? METRICS_LIMITS, { tls: opts.tls }) });
+  const app = Fastify({
+    logger: false,
+    bodyLimit: BODY_LIMIT,
+    serverFactory: limitedServerFactory(opts.limits ?? METRICS_LIMITS, { tls: opts.tls }),
+    frameworkErrors: frameworkErrorsOf(opts.plugins),
+  });
   app.addHook('onSend', async (_req, reply, payload) => {
     reply.header('x-content-type-options', 'nosniff');
     return payload;
@@ -111,7 +134,12 @@ export function buildDashboardApp(opts: DashboardAppOptions): FastifyInstance {
  * dashboard) come through opts.plugins.
  */
 export function buildMetricsApp(opts: MetricsAppOptions): FastifyInstance {
-  const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT, serverFactory: limitedServerFactory(opts.limits ?? METRICS_LIMITS, { tls: opts.tls }) });
+  const app = Fastify({
+    logger: false,
+    bodyLimit: BODY_LIMIT,
+    serverFactory: limitedServerFactory(opts.limits ?? METRICS_LIMITS, { tls: opts.tls }),
+    frameworkErrors: frameworkErrorsOf(opts.plugins ?? []),
+  });
 
   app.addHook('onSend', async (_req, reply, payload) => {
     reply.header('x-content-type-options', 'nosniff');

@@ -6,7 +6,11 @@ import { ProxyHealth } from '../proxy/healthcheck/proxy-health.ts';
 import { unknownNode } from '../proxy/node-info.ts';
 import { buildProxyHealthApp } from '../proxy/healthcheck/proxy-health-server.ts';
 import { buildMetricsApp } from './app.ts';
-import { HEALTH_LIMITS, type ListenerLimits } from './limits.ts';
+import type { ServerResponse } from 'node:http';
+import fastifyWebsocket from '@fastify/websocket';
+import Fastify from 'fastify';
+import { WebSocket } from 'ws';
+import { createLimitedServer, HEALTH_LIMITS, limitedServerFactory, METRICS_LIMITS, type LimitedServer, type ListenerLimits } from './limits.ts';
 import { testProxyConfig } from './testing.ts';
 
 /**
@@ -131,22 +135,103 @@ describe('the :10256 health listener under hostile clients', () => {
     expect(c.data()).not.toMatch(/200 OK/);
   });
 
-  it('caps connections per client address and in total, and answers again once they close', async () => {
+  it("answers a probe while other clients hold every connection the caps allow: the busiest address's oldest idle connection makes room", async () => {
     // The caps of SMALL, with the default timeouts: these idle connections must outlive the test's checks.
     const port = await start({ ...HEALTH_LIMITS, maxConnections: SMALL.maxConnections, maxConnectionsPerClient: SMALL.maxConnectionsPerClient });
-    // Four idle connections from 127.0.0.1 take that address's share...
-    for (let i = 0; i < 4; i++) conns.push(await open(port, '127.0.0.1'));
-    const fifth = await open(port, '127.0.0.1');
-    expect(await stillOpen(fifth)).toBe(false);
-    // ...another address still gets in, up to the total of six...
-    conns.push(await open(port, '127.0.0.2'), await open(port, '127.0.0.2'));
+    // Two clients fill the listener with idle connections: four from 127.0.0.1 (its cap), two from 127.0.0.2.
+    const one: Conn[] = [];
+    for (let i = 0; i < 4; i++) one.push(await open(port, '127.0.0.1'));
+    const two = [await open(port, '127.0.0.2'), await open(port, '127.0.0.2')];
+    conns.push(...one, ...two);
     for (const c of conns) expect(await stillOpen(c)).toBe(true);
-    const seventh = await open(port, '127.0.0.3');
-    expect(await stillOpen(seventh)).toBe(false);
-    // ...and once the idle ones go, a probe is answered.
-    for (const c of conns.splice(0)) c.socket.destroy();
-    await new Promise((r) => setTimeout(r, 50));
+    // The kubelet's probe from a third address is answered...
     expect(await get(port, '/livez', '127.0.0.3')).toMatch(/^HTTP\/1\.1 200 /);
+    // ...in the room 127.0.0.1's oldest idle connection left; nobody else's was closed.
+    expect(await stillOpen(one[0])).toBe(false);
+    for (const c of [...one.slice(1), ...two]) expect(await stillOpen(c)).toBe(true);
+  });
+
+  it("keeps an address within its own cap by closing that address's oldest idle connection, never another's", async () => {
+    const port = await start({ ...HEALTH_LIMITS, maxConnections: SMALL.maxConnections, maxConnectionsPerClient: SMALL.maxConnectionsPerClient });
+    const other = await open(port, '127.0.0.2');
+    const one: Conn[] = [];
+    for (let i = 0; i < 4; i++) one.push(await open(port, '127.0.0.1'));
+    conns.push(other, ...one);
+    const fifth = await open(port, '127.0.0.1');
+    conns.push(fifth);
+    expect(await stillOpen(fifth)).toBe(true);
+    expect(await stillOpen(one[0])).toBe(false);
+    for (const c of [other, ...one.slice(1)]) expect(await stillOpen(c)).toBe(true);
+    fifth.socket.write('GET /livez HTTP/1.1\r\nHost: node\r\n\r\n');
+    await waitUntil(() => fifth.data().includes('200 OK'));
+  });
+});
+
+/** waitUntil polls a condition every 10 ms for up to 5 s (a real socket's answer, not a duration under test). */
+async function waitUntil(ok: () => boolean): Promise<void> {
+  for (let i = 0; i < 500 && !ok(); i++) await new Promise((r) => setTimeout(r, 10));
+  expect(ok()).toBe(true);
+}
+
+describe('a listener whose every connection is busy', () => {
+  const servers: LimitedServer[] = [];
+  const conns: Conn[] = [];
+  afterEach(async () => {
+    for (const c of conns.splice(0)) c.socket.destroy();
+    for (const s of servers.splice(0)) await new Promise((r) => s.close(r));
+  });
+
+  it('never cuts a request being answered: the newcomer is refused until one is answered', async () => {
+    const held: ServerResponse[] = [];
+    const server = createLimitedServer({ ...HEALTH_LIMITS, maxConnections: 3, maxConnectionsPerClient: 3 }, (_req, res) => void held.push(res));
+    servers.push(server);
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as { port: number }).port;
+    const busy: Conn[] = [];
+    for (const from of ['127.0.0.1', '127.0.0.2', '127.0.0.3']) {
+      const c = await open(port, from);
+      c.socket.write('GET /slow HTTP/1.1\r\nHost: node\r\n\r\n');
+      busy.push(c);
+    }
+    conns.push(...busy);
+    await waitUntil(() => held.length === 3);
+    const refused = await open(port, '127.0.0.4');
+    expect(await stillOpen(refused)).toBe(false);
+    for (const c of busy) expect(await stillOpen(c)).toBe(true);
+    // One answer later its connection is idle (kept alive): the next newcomer closes it instead.
+    held[0].end('done');
+    await waitUntil(() => busy[0].data().includes('done'));
+    const next = await open(port, '127.0.0.4');
+    conns.push(next);
+    expect(await stillOpen(next)).toBe(true);
+    expect(await stillOpen(busy[0])).toBe(false);
+    for (const c of busy.slice(1)) expect(await stillOpen(c)).toBe(true);
+  });
+
+  it("never closes an open WebSocket to make room (the dashboard's stream)", async () => {
+    const app = Fastify({ serverFactory: limitedServerFactory({ ...METRICS_LIMITS, maxConnections: 2, maxConnectionsPerClient: 2 }) });
+    await app.register(fastifyWebsocket);
+    app.get('/ws', { websocket: true }, () => {});
+    app.get('/plain', async () => 'plain');
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    servers.push(app.server as LimitedServer);
+    const port = (app.server.address() as { port: number }).port;
+    const sockets = [new WebSocket(`ws://127.0.0.1:${port}/ws`), new WebSocket(`ws://127.0.0.1:${port}/ws`)];
+    try {
+      await Promise.all(sockets.map((ws) => new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject))));
+      const refused = await open(port, '127.0.0.2');
+      expect(await stillOpen(refused)).toBe(false);
+      for (const ws of sockets) expect(ws.readyState).toBe(WebSocket.OPEN);
+      // Plain requests still come in once a stream ends.
+      sockets[0].close();
+      await waitUntil(() => sockets[0].readyState === WebSocket.CLOSED);
+      await new Promise((r) => setTimeout(r, 50));
+      expect(await get(port, '/plain', '127.0.0.2')).toMatch(/^HTTP\/1\.1 200 /);
+    } finally {
+      for (const ws of sockets) ws.terminate();
+      await app.close();
+      servers.pop();
+    }
   });
 });
 

@@ -1,5 +1,6 @@
 import { createServer as createHttpServer, type IncomingMessage, type RequestListener, type Server, type ServerOptions, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
+import type { Socket } from 'node:net';
 import type { SecureContextOptions } from 'node:tls';
 import { sendRefusal, type Refusal } from './read-only.ts';
 
@@ -13,9 +14,9 @@ import { sendRefusal, type Refusal } from './read-only.ts';
  * 5 min per request, no cap on connections).
  */
 export interface ListenerLimits {
-  /** maxConnections: open connections in total; more are closed as they arrive. */
+  /** maxConnections: open connections in total; past it an idle one is closed to make room, or the newcomer is. */
   readonly maxConnections: number;
-  /** maxConnectionsPerClient: open connections from one address; more are closed as they arrive. */
+  /** maxConnectionsPerClient: open connections from one address; past it that address's oldest idle one is closed, or the newcomer is. */
   readonly maxConnectionsPerClient: number;
   /** headersTimeoutMs: a request's headers must arrive within this long. */
   readonly headersTimeoutMs: number;
@@ -37,8 +38,9 @@ export interface ListenerLimits {
  * probe timeout is 1 s by default (5 s in deploy/daemonset.yaml), so headers
  * that take seconds are no probe. Kubelets and load balancers open a few
  * connections at a time; the per-address cap keeps one noisy client from
- * taking the total, and the total is well above what sixteen such clients
- * can hold, so the kubelet still gets in (an idle connection costs a few KiB).
+ * taking the total, and a listener whose caps are reached makes room by
+ * closing an idle connection of the address holding the most (see
+ * admitConnections), so the kubelet's probe still gets in.
  */
 export const HEALTH_LIMITS: ListenerLimits = {
   maxConnections: 1024,
@@ -89,8 +91,9 @@ export interface ServerExtras {
 
 /**
  * createLimitedServer makes the server for a listener: HTTP, or HTTPS when
- * extras.tls is given, with every limit of `limits` applied. Connections beyond
- * the caps are destroyed on arrival, before a byte of them is parsed.
+ * extras.tls is given, with every limit of `limits` applied. A connection
+ * beyond a cap makes room by closing an idle one (admitConnections), or is
+ * destroyed on arrival, before a byte of it is parsed.
  */
 export function createLimitedServer(limits: ListenerLimits, app: RequestListener, extras: ServerExtras = {}): LimitedServer {
   const { tls, screen } = extras;
@@ -109,29 +112,96 @@ export function createLimitedServer(limits: ListenerLimits, app: RequestListener
     maxHeaderSize: limits.maxHeaderBytes,
   };
   const server: LimitedServer = tls ? createHttpsServer({ ...options, ...tls }, handler) : createHttpServer(options, handler);
-  server.maxConnections = limits.maxConnections;
+  // A backstop only: admitConnections keeps the count at the cap, but a connection it
+  // closed to make room counts in Node's own tally until its close event.
+  server.maxConnections = 2 * limits.maxConnections;
   server.setTimeout(limits.idleTimeoutMs);
-  capPerClient(server, limits.maxConnectionsPerClient);
+  admitConnections(server, limits);
   return server;
 }
 
-/** capPerClient closes a new connection when its address already holds `max` open ones. */
-function capPerClient(server: LimitedServer, max: number): void {
-  const open = new Map<string, number>();
-  // HTTPS servers see the TCP connection as 'connection' too, before the TLS handshake.
-  server.on('connection', (socket) => {
-    const addr = socket.remoteAddress ?? '';
-    const n = open.get(addr) ?? 0;
-    if (n >= max) {
-      socket.destroy();
-      return;
-    }
-    open.set(addr, n + 1);
-    socket.once('close', () => {
-      const left = (open.get(addr) ?? 1) - 1;
-      if (left <= 0) open.delete(addr);
-      else open.set(addr, left);
+/**
+ * admitConnections enforces the connection caps as connections arrive. A cap
+ * that only refused newcomers would let a few clients fill a listener with
+ * idle connections (16 addresses hold :10256's 1024) and refuse the kubelet's
+ * probe. So when a cap is reached the oldest idle connection (no request being
+ * answered, not upgraded to a WebSocket) is closed to make room: of the same
+ * address for the per-address cap, of the address holding the most for the
+ * total. An idle connection costs its client nothing to reopen; a request in
+ * flight is never cut. Only when every candidate is busy is the newcomer closed.
+ */
+function admitConnections(server: LimitedServer, limits: ListenerLimits): void {
+  /** byAddress: each address's open connections, oldest first (a Set keeps insertion order). */
+  const byAddress = new Map<string, Set<Socket>>();
+  /** inFlight: requests being answered per connection (pipelined ones count each). */
+  const inFlight = new Map<Socket, number>();
+  const upgraded = new WeakSet<Socket>();
+  /**
+   * byPeer finds a request's TCP connection by its peer's address and port: an
+   * HTTPS request's socket is the TLS socket over the one 'connection' gave.
+   */
+  const byPeer = new Map<string, Socket>();
+  const peer = (s: Socket) => `${s.remoteAddress}|${s.remotePort}`;
+  const connectionOf = (s: Socket) => byPeer.get(peer(s)) ?? s;
+  let total = 0;
+
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    const socket = connectionOf(req.socket);
+    inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1);
+    res.once('close', () => {
+      const n = (inFlight.get(socket) ?? 1) - 1;
+      if (n <= 0) inFlight.delete(socket);
+      else inFlight.set(socket, n);
     });
+  });
+  // Upgrades are watched only once the server has a listener of its own for them (the
+  // dashboard's WebSockets): with none, Node answers an upgrade request as a plain request.
+  let watchingUpgrades = false;
+  server.on('newListener', (event) => {
+    if (event !== 'upgrade' || watchingUpgrades) return;
+    watchingUpgrades = true;
+    // (A test's injected upgrade, fastify-websocket's injectWS, comes without a socket.)
+    server.prependListener('upgrade', (req: IncomingMessage) => req.socket && upgraded.add(connectionOf(req.socket)));
+  });
+
+  const forget = (addr: string, key: string, socket: Socket): boolean => {
+    const set = byAddress.get(addr);
+    if (!set?.delete(socket)) return false;
+    if (set.size === 0) byAddress.delete(addr);
+    if (byPeer.get(key) === socket) byPeer.delete(key);
+    inFlight.delete(socket);
+    total--;
+    return true;
+  };
+  const idleOf = (set: ReadonlySet<Socket> | undefined): Socket | undefined => {
+    for (const s of set ?? []) if (!inFlight.has(s) && !upgraded.has(s)) return s;
+    return undefined;
+  };
+  /** makeRoom closes the oldest idle connection of `addr`, or of the address holding the most; false when all are busy. */
+  const makeRoom = (addr: string | null): boolean => {
+    const order = addr !== null ? [addr] : [...byAddress.keys()].sort((a, b) => byAddress.get(b)!.size - byAddress.get(a)!.size);
+    for (const a of order) {
+      const victim = idleOf(byAddress.get(a));
+      if (!victim) continue;
+      forget(a, peer(victim), victim);
+      victim.destroy();
+      return true;
+    }
+    return false;
+  };
+
+  // HTTPS servers see the TCP connection as 'connection' too, before the TLS handshake.
+  server.on('connection', (socket: Socket) => {
+    const addr = socket.remoteAddress ?? '';
+    if ((byAddress.get(addr)?.size ?? 0) >= limits.maxConnectionsPerClient && !makeRoom(addr)) return void socket.destroy();
+    if (total >= limits.maxConnections && !makeRoom(null)) return void socket.destroy();
+    let set = byAddress.get(addr);
+    if (!set) byAddress.set(addr, (set = new Set()));
+    set.add(socket);
+    const key = peer(socket);
+    byPeer.set(key, socket);
+    total++;
+    socket.once('close', () => forget(addr, key, socket));
   });
 }
 

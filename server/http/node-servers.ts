@@ -1,12 +1,11 @@
+import type { Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
 import type { Clock } from '../clock.ts';
 import type { ProxyConfig } from '../config/types.ts';
 import { errorMessage } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { buildProxyHealthApp } from '../proxy/healthcheck/proxy-health-server.ts';
-import type { SyncObservers } from '../proxy/sync-observers.ts';
-import type { Server as HttpsServer } from 'node:https';
-import { buildDashboardApp, buildMetricsApp, type MetricsAppPlugin } from './app.ts';
+import { buildDashboardApp, buildMetricsApp, type MetricsAppPlugin, type MetricsSource } from './app.ts';
 import { serve, type Served } from './listen.ts';
 import type { TlsFiles } from './tls.ts';
 
@@ -19,12 +18,24 @@ export interface DashboardListener {
   readonly tls: TlsFiles | null;
 }
 
+/**
+ * NodeServed is what the node listeners serve, made by the domain (the sync
+ * observers of server/proxy/sync-observers.ts provide both): this layer opens
+ * the listeners and knows nothing of proxy health.
+ */
+export interface NodeServed {
+  /** metrics: the Prometheus exposition /metrics serves. */
+  readonly metrics: MetricsSource;
+  /** healthzApp builds the app healthzBindAddress serves (/healthz, /livez, /readyz). */
+  healthzApp(): FastifyInstance;
+}
+
 export interface NodeServersOptions {
   config: ProxyConfig;
   logger: Logger;
   clock: Clock;
-  /** observers hold the health and metrics the listeners serve (server/proxy/sync-observers.ts). */
-  observers: Pick<SyncObservers, 'health' | 'metrics'> & Partial<Pick<SyncObservers, 'readiness'>>;
+  /** observers: the health and metrics the listeners serve. */
+  observers: NodeServed;
   /** dashboard: the dashboard's plugins and where they go (the metrics listener, or one of their own). */
   dashboard?: DashboardListener;
   /** retryMs: wait before retrying a listener that could not bind (kube-proxy: 5 s). */
@@ -52,7 +63,7 @@ export interface NodeServers {
  */
 export async function startNodeServers(opts: NodeServersOptions): Promise<NodeServers> {
   const { config, clock } = opts;
-  const { health, metrics, readiness } = opts.observers;
+  const { metrics } = opts.observers;
   const logger = opts.logger.child('http');
   const served: Served[] = [];
   const dash = opts.dashboard;
@@ -64,7 +75,7 @@ export async function startNodeServers(opts: NodeServersOptions): Promise<NodeSe
   const common = { hardFail: config.bindAddressHardFail, logger, clock, retryMs: opts.retryMs };
   try {
     if (config.healthzBindAddress !== '') {
-      const app = buildProxyHealthApp({ health, readiness, onServed: (probe, code) => metrics.probeServed(probe, code) });
+      const app = opts.observers.healthzApp();
       served.push(await serve({ name: 'healthz', app, address: config.healthzBindAddress, ...common }));
     }
     // HTTPS follows its certificate files; the server takes each new pair as it is loaded.

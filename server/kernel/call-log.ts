@@ -1,4 +1,4 @@
-/** CallLogLimits bound what a fake runner remembers of the calls it simulated. */
+/** CallLogLimits bound what a simulated runner remembers of the calls it simulated. */
 export interface CallLogLimits {
   /** maxCalls: older calls are forgotten beyond this many. */
   readonly maxCalls: number;
@@ -16,7 +16,7 @@ export const UNBOUNDED: CallLogLimits = { maxCalls: Infinity, keepInputs: Infini
  */
 export const DRY_RUN_LIMITS: CallLogLimits = { maxCalls: 200, keepInputs: 1 };
 
-/** recordCall appends a call to a fake runner's log, within the limits. */
+/** recordCall appends a call to a simulated runner's log, within the limits. */
 export function recordCall<T extends { readonly input?: string }>(log: T[], call: T, limits: CallLogLimits): void {
   log.push(call);
   if (log.length > limits.maxCalls) log.splice(0, log.length - limits.maxCalls);

@@ -3,7 +3,7 @@ import { canonicalIP, type IPFamily } from '../net/ip.ts';
 import type { ConntrackRunner, ConntrackTuple, StreamOptions, StreamResult } from './conntrack.ts';
 import type { ExecResult } from './exec.ts';
 
-/** SimulatedFlow is one tracked flow of the fake table. */
+/** SimulatedFlow is one tracked flow of the simulated table. */
 export interface SimulatedFlow {
   readonly family: IPFamily;
   readonly protocol: 'tcp' | 'udp' | 'sctp';

@@ -254,6 +254,13 @@ function streamLines(binary: string, args: readonly string[], onLine: (line: str
   const timeoutMs = o.timeoutMs ?? 60_000;
   return new Promise((resolve, reject) => {
     const child = spawn(binary, args as string[], { stdio: ['ignore', 'pipe', 'pipe'] });
+    // First, and the pipes may be missing: a spawn that fails for want of file descriptors (EMFILE) has no
+    // stdio streams and emits 'error' later, which unheard would end the daemon (as in exec.ts).
+    child.on('error', (e: NodeJS.ErrnoException) => {
+      clearTimeout(timer);
+      if (e.code === 'ENOENT') reject(new CommandNotFoundError(`${binary} is not installed or not on PATH`, { cause: e }));
+      else reject(new CommandFailedError(`running ${binary} failed: ${e.message}`, { cause: e }));
+    });
     let partial = '';
     let skipping = false;
     let lines = 0;
@@ -272,8 +279,8 @@ function streamLines(binary: string, args: readonly string[], onLine: (line: str
       timedOut = true;
       child.kill('SIGKILL');
       // Settle now: a grandchild holding the pipes open would delay 'close' indefinitely.
-      child.stdout.destroy();
-      child.stderr.destroy();
+      child.stdout?.destroy();
+      child.stderr?.destroy();
       reject(new CommandTimeoutError(`${binary} ${args.slice(0, 6).join(' ')} did not finish within ${timeoutMs} ms`));
     }, timeoutMs);
     const emit = (line: string) => {
@@ -287,8 +294,8 @@ function streamLines(binary: string, args: readonly string[], onLine: (line: str
         stop();
       }
     };
-    child.stdout.setEncoding('utf8');
-    child.stdout.on('data', (chunk: string) => {
+    child.stdout?.setEncoding('utf8');
+    child.stdout?.on('data', (chunk: string) => {
       let start = 0;
       for (;;) {
         const nl = chunk.indexOf('\n', start);
@@ -309,14 +316,9 @@ function streamLines(binary: string, args: readonly string[], onLine: (line: str
         skipping = true;
       } else partial += rest;
     });
-    child.stderr.on('data', (b: Buffer) => {
+    child.stderr?.on('data', (b: Buffer) => {
       if (errBytes < 16 * 1024) err.push(b);
       errBytes += b.length;
-    });
-    child.on('error', (e: NodeJS.ErrnoException) => {
-      clearTimeout(timer);
-      if (e.code === 'ENOENT') reject(new CommandNotFoundError(`${binary} is not installed or not on PATH`, { cause: e }));
-      else reject(new CommandFailedError(`running ${binary} failed: ${e.message}`, { cause: e }));
     });
     child.on('close', (code, signal) => {
       clearTimeout(timer);

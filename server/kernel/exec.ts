@@ -29,6 +29,14 @@ export type ExecFn = (file: string, args: readonly string[], opts?: ExecOptions)
 export const execFile: ExecFn = (file, args, opts = {}) =>
   new Promise((resolve, reject) => {
     const child = spawn(file, args as string[], { stdio: ['pipe', 'pipe', 'pipe'], env: opts.env ?? process.env });
+    // Listened for first, and the pipes below may be missing: a spawn that fails for want of file descriptors
+    // (EMFILE, e.g. the userspace mode holding many connections) has no stdio streams and emits 'error' later;
+    // without a listener by then that error would end the daemon.
+    child.on('error', (e: NodeJS.ErrnoException) => {
+      clearTimeout(timer);
+      if (e.code === 'ENOENT') reject(new CommandNotFoundError(`${file} is not installed or not on PATH`, { cause: e }));
+      else reject(new CommandFailedError(`running ${file} failed: ${e.message}`, { cause: e }));
+    });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     let outBytes = 0;
@@ -38,17 +46,12 @@ export const execFile: ExecFn = (file, args, opts = {}) =>
       timedOut = true;
       child.kill('SIGKILL');
     }, opts.timeoutMs ?? 60_000);
-    child.stdout.on('data', (b: Buffer) => {
+    child.stdout?.on('data', (b: Buffer) => {
       outBytes += b.length;
       if (outBytes <= max) out.push(b);
     });
-    child.stderr.on('data', (b: Buffer) => {
+    child.stderr?.on('data', (b: Buffer) => {
       if (err.length < 1024) err.push(b);
-    });
-    child.on('error', (e: NodeJS.ErrnoException) => {
-      clearTimeout(timer);
-      if (e.code === 'ENOENT') reject(new CommandNotFoundError(`${file} is not installed or not on PATH`, { cause: e }));
-      else reject(new CommandFailedError(`running ${file} failed: ${e.message}`, { cause: e }));
     });
     child.on('close', (code, signal) => {
       clearTimeout(timer);
@@ -57,10 +60,10 @@ export const execFile: ExecFn = (file, args, opts = {}) =>
       resolve({ code: code ?? (signal ? 128 : 1), stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') });
     });
     // EPIPE on stdin (the process exited early) surfaces through 'close' with its exit code.
-    child.stdin.on('error', () => {});
-    if (typeof opts.stdin === 'string' && opts.stdin.length > STDIN_CHUNK) writeInPieces(child.stdin, opts.stdin);
-    else if (opts.stdin !== undefined) child.stdin.end(opts.stdin);
-    else child.stdin.end();
+    child.stdin?.on('error', () => {});
+    if (child.stdin && typeof opts.stdin === 'string' && opts.stdin.length > STDIN_CHUNK) writeInPieces(child.stdin, opts.stdin);
+    else if (opts.stdin !== undefined) child.stdin?.end(opts.stdin);
+    else child.stdin?.end();
   });
 
 /** STDIN_CHUNK: characters of a long input encoded and written at a time. */

@@ -5,7 +5,7 @@ import { canonicalIP } from '../net/ip.ts';
  * The IPVS table as ipvsadm shows and takes it: virtual servers (a protocol,
  * an address and a port, with a scheduler) and their real servers. This
  * module writes `ipvsadm -R` batches and parses the same command lines, the
- * ones `ipvsadm -Sn` prints: the real runner and the fake speak exactly this.
+ * ones `ipvsadm -Sn` prints: the real runner and the simulated kernel speak exactly this.
  */
 
 export type IpvsProtocol = 'TCP' | 'UDP' | 'SCTP';

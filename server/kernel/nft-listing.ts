@@ -197,15 +197,3 @@ export function parseNftTableJson(text: string, family: NftFamily, name: string)
   for (const r of rules) chains.get(String(r.chain))?.rules.push(renderRule(r, family));
   return { family, name, chains: chains as Map<string, NftChain>, sets };
 }
-
-/** parseNftTablesJson reads `nft -j list tables`: every table as {family, name}. */
-export function parseNftTablesJson(text: string): { family: string; name: string }[] {
-  let doc: Json;
-  try {
-    doc = JSON.parse(text);
-  } catch (err) {
-    throw new NftListError('nft -j list tables printed something that is not JSON', { cause: err });
-  }
-  const items = isObj(doc) && Array.isArray(doc.nftables) ? doc.nftables : [];
-  return items.flatMap((it) => (isObj(it) && isObj(it.table) ? [{ family: String(it.table.family), name: String(it.table.name) }] : []));
-}

@@ -51,6 +51,9 @@ describe('SimulatedNft answers as real nft does', () => {
     expect(t.sets.get('aff')).toMatchObject({ flags: ['timeout'], timeoutSeconds: 10800, elements: new Map() });
     expect([...t.sets.get('s')!.elements.keys()]).toEqual(['10.0.0.1']);
     expect(await nft.listTable('ip', 'other')).toBeNull();
-    expect(await nft.listTables()).toEqual([{ family: 'ip', name: 't' }]);
+    expect(nft.tableNames()).toEqual(['ip t']);
+    expect(await nft.deleteTable('ip', 'other')).toBe(false);
+    expect(await nft.deleteTable('ip', 't')).toBe(true);
+    expect(nft.tableNames()).toEqual([]);
   });
 });

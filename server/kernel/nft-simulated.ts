@@ -485,9 +485,16 @@ export class SimulatedNft implements NftRunner {
     return this.table(family, name);
   }
 
-  async listTables(): Promise<{ family: string; name: string }[]> {
-    recordCall(this.calls, { args: ['-j', 'list', 'tables'] }, this.#callLog);
-    return [...this.#tables.values()].map((t) => ({ family: t.family, name: t.name }));
+  async deleteTable(family: NftFamily, name: string): Promise<boolean> {
+    recordCall(this.calls, { args: ['delete', 'table', family, name] }, this.#callLog);
+    if (!this.#tables.has(`${family} ${name}`)) return false;
+    await this.run(`delete table ${family} ${name}\n`);
+    return true;
+  }
+
+  /** tableNames lists every table as "family name" (what a test checks is left). */
+  tableNames(): string[] {
+    return [...this.#tables.values()].map((t) => `${t.family} ${t.name}`);
   }
 
   /** describe writes every table as `nft -f` input (what --dry-run prints). */

@@ -35,15 +35,27 @@ describe('the nft runner', () => {
 
   it('lists a table as JSON, and a missing one as null', async () => {
     const json = JSON.stringify({ nftables: [{ metainfo: { version: '1.0.6' } }, { table: { family: 'ip', name: 'kube-proxy', handle: 1 } }] });
-    const exec = fakeExec((_f, args) =>
-      args.includes('missing') ? { code: 1, stdout: '', stderr: 'Error: No such file or directory\nlist table ip missing\n' } : args.includes('tables') ? ok(json) : ok(json),
-    );
+    const exec = fakeExec((_f, args) => (args.includes('missing') ? { code: 1, stdout: '', stderr: 'Error: No such file or directory\nlist table ip missing\n' } : ok(json)));
     const nft = createNftRunner({ exec });
     expect(await nft.listTable('ip', 'missing')).toBeNull();
     const t = await nft.listTable('ip', 'kube-proxy');
     expect(t).toMatchObject({ family: 'ip', name: 'kube-proxy', chains: new Map(), sets: new Map() });
-    expect(await nft.listTables()).toEqual([{ family: 'ip', name: 'kube-proxy' }]);
-    expect(exec.calls).toEqual(['nft -j list table ip missing', 'nft -j list table ip kube-proxy', 'nft -j list tables']);
+    expect(exec.calls).toEqual(['nft -j list table ip missing', 'nft -j list table ip kube-proxy']);
+  });
+
+  it('deletes a table without listing anything first, and says whether there was one', async () => {
+    const exec = fakeExec((_f, args) =>
+      args.includes('missing')
+        ? { code: 1, stdout: '', stderr: 'Error: Could not process rule: No such file or directory\ndelete table ip missing\n' }
+        : args.includes('locked')
+          ? { code: 1, stdout: '', stderr: 'Error: Could not process rule: Operation not permitted\n' }
+          : ok(''),
+    );
+    const nft = createNftRunner({ exec });
+    expect(await nft.deleteTable('ip', 'kube-proxy')).toBe(true);
+    expect(await nft.deleteTable('ip6', 'missing')).toBe(false);
+    await expect(nft.deleteTable('ip', 'locked')).rejects.toThrow(/nft delete table ip locked failed \(exit 1\): Could not process rule: Operation not permitted/);
+    expect(exec.calls).toEqual(['nft delete table ip kube-proxy', 'nft delete table ip6 missing', 'nft delete table ip locked']);
   });
 
   it('renders listed rules and elements in the text kproxy writes', () => {

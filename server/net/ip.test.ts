@@ -1,5 +1,21 @@
 import { describe, expect, it } from 'vitest';
-import { canonicalIP, cidrContains, compareIPs, intToIPv4, ipFamilyOf, ipv4ToInt, isIPv4MappedIPv6, isLoopbackIP, nftFamilyOf, objectIP, otherFamily, parseCIDR } from './ip.ts';
+import {
+  canonicalIP,
+  cidrContains,
+  compareIPs,
+  intToIPv4,
+  ipFamilyOf,
+  ipFromBigInt,
+  ipToBigInt,
+  ipv4ToInt,
+  isIPv4MappedIPv6,
+  isLinkLocalIPv6,
+  isLoopbackIP,
+  nftFamilyOf,
+  objectIP,
+  otherFamily,
+  parseCIDR,
+} from './ip.ts';
 
 describe('canonicalIP', () => {
   it('prints IPv4 as a dotted quad and reads leading zeros as decimal, like ParseIPSloppy', () => {
@@ -119,6 +135,13 @@ describe('isLoopbackIP', () => {
   });
 });
 
+describe('isLinkLocalIPv6', () => {
+  it('is fe80::/10, in any spelling, and nothing of IPv4', () => {
+    for (const ip of ['fe80::1', 'FE80::a:1', 'febf:ffff::1', 'fe80:0:0:0:0:0:0:1']) expect(isLinkLocalIPv6(ip), ip).toBe(true);
+    for (const ip of ['fec0::1', 'fe7f::1', 'fd00::1', '::1', '169.254.0.1', '10.0.0.1', 'not-an-ip']) expect(isLinkLocalIPv6(ip), ip).toBe(false);
+  });
+});
+
 describe('compareIPs', () => {
   it('sorts IPv4 numerically, then IPv6 numerically', () => {
     const sorted = ['fd00::10', '10.0.0.10', 'fd00::9', '10.0.0.9', '9.255.255.255', '192.0.2.1', '::1'].sort(compareIPs);
@@ -131,5 +154,23 @@ describe('ipv4ToInt and intToIPv4', () => {
   it('round-trip the whole unsigned range', () => {
     for (const ip of ['0.0.0.0', '10.0.0.1', '255.255.255.255', '128.0.0.0']) expect(intToIPv4(ipv4ToInt(ip))).toBe(ip);
     expect(ipv4ToInt('255.255.255.255')).toBe(0xffffffff);
+  });
+});
+
+describe('ipToBigInt and ipFromBigInt', () => {
+  it('read an address as its number in its family and print it back canonically', () => {
+    expect(ipToBigInt('10.0.0.1')).toBe(0x0a000001n);
+    expect(ipToBigInt('010.0.0.1')).toBe(0x0a000001n);
+    expect(ipToBigInt('::1')).toBe(1n);
+    expect(ipToBigInt('fd00::1:0')).toBe((0xfd00n << 112n) | 0x10000n);
+    expect(ipToBigInt('FD00:0:0:0:0:0:1:0')).toBe(ipToBigInt('fd00::1:0'));
+    expect(ipToBigInt('not-an-ip')).toBeNull();
+    for (const ip of ['0.0.0.0', '10.0.0.1', '255.255.255.255']) expect(ipFromBigInt(ipToBigInt(ip)!, 'IPv4')).toBe(ip);
+    for (const ip of ['::', '::1', 'fd00::1:0', 'fd00:1:2:3:4:5:6:7', 'ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', '1::']) expect(ipFromBigInt(ipToBigInt(ip)!, 'IPv6')).toBe(ip);
+  });
+
+  it('count across an address boundary, as ranges need', () => {
+    expect(ipFromBigInt(ipToBigInt('10.0.0.255')! + 1n, 'IPv4')).toBe('10.0.1.0');
+    expect(ipFromBigInt(ipToBigInt('fd00::ffff')! + 1n, 'IPv6')).toBe('fd00::1:0');
   });
 });

@@ -138,6 +138,15 @@ export function isLoopbackIP(ip: string): boolean {
 }
 
 /**
+ * isLinkLocalIPv6 reports whether an address is IPv6 link-local unicast
+ * (fe80::/10): an interface's own address, never a node's address for Services.
+ */
+export function isLinkLocalIPv6(ip: string): boolean {
+  const groups = ip.includes(':') ? expandIPv6(ip) : null;
+  return groups !== null && (groups[0] & 0xffc0) === 0xfe80;
+}
+
+/**
  * compareIPs orders canonical addresses: IPv4 before IPv6, each by its
  * numeric value (so 10.0.0.9 sorts before 10.0.0.10, as kernel listings and
  * kube-proxy's sorted address sets do).
@@ -163,6 +172,26 @@ export function ipv4ToInt(ip: string): number {
 /** intToIPv4 prints an unsigned 32-bit number as a dotted quad. */
 export function intToIPv4(n: number): string {
   return `${(n >>> 24) & 255}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
+}
+
+/**
+ * ipToBigInt returns an address (canonical or sloppy) as a number, 32 bits
+ * wide for IPv4 and 128 for IPv6, for arithmetic on ranges; null when the
+ * text is not an address.
+ */
+export function ipToBigInt(text: string): bigint | null {
+  const ip = canonicalIP(text);
+  if (ip === null) return null;
+  if (!ip.includes(':')) return BigInt(ipv4ToInt(ip));
+  return expandIPv6(ip)!.reduce((n, g) => (n << 16n) | BigInt(g), 0n);
+}
+
+/** ipFromBigInt prints a number of its family's width (ipToBigInt's) as the canonical address. */
+export function ipFromBigInt(n: bigint, family: IPFamily): string {
+  if (family === 'IPv4') return intToIPv4(Number(n & 0xffffffffn));
+  const groups: number[] = [];
+  for (let i = 7; i >= 0; i--) groups.push(Number((n >> BigInt(i * 16)) & 0xffffn));
+  return compressIPv6(groups);
 }
 
 function ipv4Mask(prefix: number): number {

@@ -54,6 +54,13 @@ export interface Backend {
   /** init prepares the kernel once before the first sync (modules, sysctls the mode needs). */
   init?(): Promise<void>;
   sync(input: BackendSyncInput): Promise<BackendSyncResult>;
+  /**
+   * afterSync runs after each successful sync has been recorded and its
+   * observers told (so readiness and the sync's duration count programming
+   * alone), before the next sync starts: the first one's removal of what the
+   * other proxy modes left (first-sync-housekeeping.ts). Best effort; it never throws.
+   */
+  afterSync?(): Promise<void>;
   /** cleanup removes every kernel object this mode (or kube-proxy in this mode) created. */
   cleanup(): Promise<CleanupResult>;
   /**

@@ -1,17 +1,25 @@
 import { describe, expect, it } from 'vitest';
 import { FakeClock } from '../clock-fake.ts';
 import { MemoryLog, type Logger } from '../log.ts';
-import type { BackendSyncResult } from './backend.ts';
+import type { Backend, BackendSyncInput, BackendSyncResult } from './backend.ts';
 import { FirstSyncHousekeeping } from './first-sync-housekeeping.ts';
 import { harness as iptablesHarness, stateFromObjects, testConfig } from './iptables/testing.ts';
 import { ipvsConfig, ipvsHarness } from './ipvs/testing.ts';
 import { nftHarness } from './nftables/testing.ts';
+import { harness as userspaceHarness } from './userspace/testing.ts';
 import { ep, makeService, makeSlice } from './testing.ts';
 
 const objects = () => [
   makeService('ns1', 'web', { clusterIP: '10.96.0.1', ports: [{ name: 'http', port: 80, protocol: 'TCP' }] }),
   makeSlice('ns1', 'web', 'web-1', [ep('10.244.0.1')], [{ name: 'http', port: 8080, protocol: 'TCP' }]),
 ];
+
+/** syncAsTheLoopDoes syncs, then runs the after-sync work after a successful sync, as the SyncLoop does. */
+async function syncAsTheLoopDoes(backend: Backend, state: { checkout(): BackendSyncInput['state'] }, forceFull: boolean): Promise<BackendSyncResult> {
+  const r = await backend.sync({ state: state.checkout(), forceFull });
+  if (!r.error) await backend.afterSync?.();
+  return r;
+}
 
 /** A mode's backend over its simulated kernel, with a way to make the next kernel write fail. */
 interface ModeUnderTest {
@@ -35,7 +43,7 @@ const modes: Record<string, Build> = {
       }
       return restore(input, opts);
     };
-    return { sync: (forceFull = false) => h.backend.sync({ state: state.checkout(), forceFull }), failNextWrite: () => (fail = true), clock: h.clock };
+    return { sync: (forceFull = false) => syncAsTheLoopDoes(h.backend, state, forceFull), failNextWrite: () => (fail = true), clock: h.clock };
   },
   ipvs: (afterFirstSync, logger) => {
     const h = ipvsHarness({ config: ipvsConfig(), afterFirstSync, logger });
@@ -49,7 +57,7 @@ const modes: Record<string, Build> = {
       }
       return restore(batch);
     };
-    return { sync: (forceFull = false) => h.backend.sync({ state: state.checkout(), forceFull }), failNextWrite: () => (fail = true), clock: h.clock };
+    return { sync: (forceFull = false) => syncAsTheLoopDoes(h.backend, state, forceFull), failNextWrite: () => (fail = true), clock: h.clock };
   },
   nftables: (afterFirstSync, logger) => {
     const h = nftHarness({ afterFirstSync, logger });
@@ -60,7 +68,21 @@ const modes: Record<string, Build> = {
       fail = false;
       return 'Error: Could not process rule: No such file or directory';
     };
-    return { sync: (forceFull = false) => h.backend.sync({ state: state.checkout(), forceFull }), failNextWrite: () => (fail = true), clock: h.clock };
+    return { sync: (forceFull = false) => syncAsTheLoopDoes(h.backend, state, forceFull), failNextWrite: () => (fail = true), clock: h.clock };
+  },
+  userspace: (afterFirstSync, logger) => {
+    const h = userspaceHarness({ afterFirstSync, logger });
+    const state = stateFromObjects('node-a', objects(), h.clock);
+    const restore = h.iptables.restore.bind(h.iptables);
+    let fail = false;
+    h.iptables.restore = async (input, opts) => {
+      if (fail) {
+        fail = false;
+        throw new Error('iptables-restore: line 3 failed');
+      }
+      return restore(input, opts);
+    };
+    return { sync: (forceFull = false) => syncAsTheLoopDoes(h.backend, state, forceFull), failNextWrite: () => (fail = true), clock: h.clock };
   },
 };
 
@@ -89,12 +111,13 @@ describe.each(Object.keys(modes))("%s mode removes the other modes' leftovers on
     const r = await m.sync(true);
     expect(r.error).toBeUndefined();
     expect(r.buildMs + r.applyMs).toBeLessThan(7_000);
+    expect(m.clock.monotonic()).toBeGreaterThanOrEqual(7_000); // it did run
   });
 
   it('logs a failed cleanup as a warning and the sync still succeeds', async () => {
     const log = new MemoryLog();
     const m = modes[mode]!(async () => {
-      throw new Error('nft -j list tables failed (exit 1): Operation not permitted');
+      throw new Error('nft delete table ip kube-proxy failed (exit 1): Operation not permitted');
     }, log.logger);
     expect((await m.sync(true)).error).toBeUndefined();
     expect(log.lines('warn').join('\n')).toMatch(/removing other modes' leftovers failed .*Operation not permitted/);

@@ -7,9 +7,10 @@ import type { Logger } from '../log.ts';
  * succeeded: removing what the other proxy modes (kproxy's or kube-proxy's)
  * left on the node. kube-proxy does the same at start (platformCleanup in
  * cmd/kube-proxy/app/server_linux.go); kproxy does it after the first sync, so
- * the old rules keep answering until the new ones are in. Best effort: a
- * failure is logged and never fails the sync; the time it takes is the
- * caller's to keep out of the sync's build and kernel times.
+ * the old rules keep answering until the new ones are in. Backends run it
+ * from Backend.afterSync, which the SyncLoop calls once the sync has been
+ * recorded: its time is not the sync's, and readiness does not wait for it.
+ * Best effort: a failure is logged and never fails the sync.
  */
 export class FirstSyncHousekeeping {
   readonly #work: (() => Promise<unknown>) | undefined;

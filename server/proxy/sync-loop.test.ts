@@ -12,6 +12,15 @@ class ScriptedBackend implements Backend {
   readonly family = 'IPv4' as const;
   inputs: BackendSyncInput[] = [];
   failNext = 0;
+  /** afterSync: when the loop ran it (how many records the observers had seen then), and how long it takes. */
+  afterSyncSeen: number[] = [];
+  /** afterSyncGate: when set, the after-sync work lasts until the test resolves it. */
+  afterSyncGate: Promise<void> | null = null;
+  records: readonly SyncRecord[] = [];
+  async afterSync(): Promise<void> {
+    this.afterSyncSeen.push(this.records.length);
+    await this.afterSyncGate;
+  }
   async sync(input: BackendSyncInput): Promise<BackendSyncResult> {
     this.inputs.push(input);
     const fail = this.failNext > 0;
@@ -36,6 +45,7 @@ function setup() {
   const clock = new FakeClock(Date.UTC(2026, 10, 21));
   const backend = new ScriptedBackend();
   const records: SyncRecord[] = [];
+  backend.records = records;
   const queued: number[] = [];
   const state = new ProxyState({ family: 'IPv4', nodeName: 'node-a', clock });
   const loop = new SyncLoop({
@@ -101,6 +111,33 @@ describe('SyncLoop', () => {
     state.onService(null, makeService('ns', 'b', { clusterIP: '10.96.0.2' }));
     await clock.advanceAsync(1000);
     expect(records[3]).toMatchObject({ ok: true, full: false });
+  });
+
+  it("runs the backend's after-sync work after each successful sync is recorded, outside its duration, before the next sync", async () => {
+    const { clock, backend, state, loop, records } = setup();
+    state.onSynced('Service');
+    state.onSynced('EndpointSlice');
+    backend.failNext = 1;
+    let done = () => {};
+    backend.afterSyncGate = new Promise((resolve) => (done = resolve)); // a slow first-sync housekeeping
+    loop.start();
+    await clock.advanceAsync(0);
+    expect(records[0].ok).toBe(false);
+    expect(backend.afterSyncSeen).toEqual([]); // not after a failed sync
+    state.onService(null, makeService('ns', 'a'));
+    await clock.advanceAsync(30_000);
+    // The observers (readiness, metrics) had the record before the work began.
+    expect(records[1]).toMatchObject({ ok: true });
+    expect(backend.afterSyncSeen).toEqual([2]);
+    // The work goes on for a while; a change that arrives meanwhile waits for it, not beside it.
+    state.onService(null, makeService('ns', 'b', { clusterIP: '10.96.0.2' }));
+    await clock.advanceAsync(5_000);
+    expect(backend.inputs).toHaveLength(2);
+    expect(records[1].durationMs).toBe(0); // the sync's time is programming alone
+    done();
+    await clock.advanceAsync(1_000); // minSyncPeriod counts from the end of the sync and its work
+    expect(backend.inputs).toHaveLength(3);
+    expect(records[2]).toMatchObject({ ok: true, full: false });
   });
 
   it('computes network programming latency from trigger times, carried over a failed sync', async () => {

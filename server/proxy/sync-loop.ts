@@ -6,8 +6,11 @@ import type { Backend, BackendSyncResult } from './backend.ts';
 import type { ProxyState, StateCheckout } from './proxy-state.ts';
 import { SyncRunner } from './sync-runner.ts';
 
+/** SYNC_TRIGGERS: why a sync runs (the trigger label of kproxy_syncs_total). */
+export const SYNC_TRIGGERS = ['startup', 'change', 'periodic', 'retry', 'resync', 'tampering', 'once', 'resume'] as const;
+
 /** Why a sync ran. */
-export type SyncTrigger = 'startup' | 'change' | 'periodic' | 'retry' | 'resync' | 'tampering' | 'once' | 'resume';
+export type SyncTrigger = (typeof SYNC_TRIGGERS)[number];
 
 /** SyncRecord is the account of one sync: the dashboard, metrics, health and events all read it. */
 export interface SyncRecord {
@@ -299,6 +302,9 @@ export class SyncLoop {
         logger.error('sync observer failed', { err: errorMessage(err) });
       }
     }
+    // After the record and its observers: the rules are in, so the sync's duration, the network programming
+    // latency and readiness do not wait for the first sync's removal of other modes' leftovers.
+    if (ok && backend.afterSync) await backend.afterSync().catch((err: unknown) => logger.error('after-sync work failed', { err: errorMessage(err) }));
     return record;
   }
 }

@@ -1,3 +1,4 @@
+import type { FastifyInstance } from 'fastify';
 import type { Clock } from '../clock.ts';
 import { modeSettings } from '../config/modes.ts';
 import type { ProxyConfig } from '../config/types.ts';
@@ -7,6 +8,7 @@ import type { Logger } from '../log.ts';
 import type { Source } from '../sources/source.ts';
 import { healthCheckBindAddresses } from './healthcheck/node-addresses.ts';
 import { ProxyHealth } from './healthcheck/proxy-health.ts';
+import { buildProxyHealthApp } from './healthcheck/proxy-health-server.ts';
 import { ProxyReadiness } from './healthcheck/readiness.ts';
 import { ServiceHealthServer, type ListenFn, type PortError } from './healthcheck/service-health-server.ts';
 import { MemoryRelease, type Collect } from './memory-release.ts';
@@ -46,7 +48,8 @@ export interface SyncObserversOptions {
  * SyncObservers are the node's health, its metrics and its service health
  * checks, with the two sync observers that keep them current. Add both
  * observers to the daemon's sync loop before it starts (the HTTP layer only
- * serves what they hold; server/http/node-servers.ts).
+ * serves what they hold: server/http/node-servers.ts opens the listeners for
+ * healthzApp and metrics).
  */
 export interface SyncObservers {
   readonly metrics: ProxyMetrics;
@@ -57,6 +60,13 @@ export interface SyncObservers {
   /** memory gives memory back after big full syncs (MemoryRelease). */
   readonly memory: MemoryRelease;
   readonly observers: { readonly metrics: SyncObserver; readonly health: SyncObserver; readonly memory: SyncObserver };
+  /**
+   * healthzApp builds the app of the healthz listener (/healthz, /livez,
+   * /readyz) over this health and readiness, each answer counted in the
+   * metrics (kubeproxy_proxy_healthz_total, kubeproxy_proxy_livez_total,
+   * kproxy_proxy_readyz_total).
+   */
+  healthzApp(): FastifyInstance;
   /** close closes the service health check listeners. */
   close(): Promise<void>;
 }
@@ -131,6 +141,7 @@ export function createSyncObservers(opts: SyncObserversOptions): SyncObservers {
     serviceHealth,
     memory,
     observers: { metrics: metrics.observer, health: healthObserver, memory },
+    healthzApp: () => buildProxyHealthApp({ health, readiness, onServed: (probe, code) => metrics.probeServed(probe, code) }),
     close: () => {
       memory.stop();
       return serviceHealth.close();

@@ -84,7 +84,7 @@ export async function runTrace(argv: readonly string[], io: TraceIO): Promise<nu
     const asked = parseTraceQuery(args.raw);
     const dryRun = args.rest.includes('--dry-run');
     const loaded = await loadConfiguration(args.rest, {}, { readsNoServices: !dryRun });
-    const result = dryRun ? await traceDryRun(loaded, asked) : await traceHost(loaded.config.mode as KernelKind, explicitMode(args.rest), loaded.run.iptablesFlavor, asked);
+    const result = dryRun ? await traceDryRun(loaded, asked) : await traceHost(loaded.config.mode, explicitMode(args.rest), loaded.run.iptablesFlavor, asked);
     io.out(args.json ? JSON.stringify(result.trace, null, 2) + '\n' : formatTrace(result.trace, result.how));
     return 0;
   } catch (err) {
@@ -119,7 +119,7 @@ async function traceDryRun(loaded: Awaited<ReturnType<typeof loadConfiguration>>
     const recs = await a.daemon.once();
     const failed = recs.find((r) => !r.ok);
     if (failed) throw new Error(`the simulated sync failed: ${failed.error?.message ?? 'unknown error'}`);
-    const view = a.kernelView!(logger);
+    const view = a.kernelView(logger);
     const read = await view.read();
     const intended = await view.intended();
     const drift: TraceDrift[] = intended ? (await findDrift(intended, read, view, yieldToEventLoop)).map((f) => ({ table: f.table, chain: f.chain, kind: f.kind, detail: f.detail })) : [];

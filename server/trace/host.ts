@@ -18,7 +18,7 @@ import { createIpvsRunner } from '../kernel/ipvs.ts';
 import { createNetlink } from '../kernel/netlink.ts';
 import { hostInterfaces } from '../kernel/netif.ts';
 import { createNftRunner } from '../kernel/nft.ts';
-import type { IPFamily } from '../net/ip.ts';
+import { isLinkLocalIPv6, isLoopbackIP, type IPFamily } from '../net/ip.ts';
 import { KUBE_PROXY_TABLE } from '../proxy/nftables/names.ts';
 import { DUMMY_DEVICE } from '../proxy/ipvs/names.ts';
 import { KUBE_PORTALS_CONTAINER as PORTALS_CONTAINER } from '../proxy/userspace/portals.ts';
@@ -159,7 +159,7 @@ export async function readHost(opts: HostReadOptions): Promise<HostRead> {
     .catch((err: unknown) => {
       throw new TraceUnavailableError(`cannot list this namespace's addresses (ip -j addr show): ${errorMessage(err)}`, { cause: err });
     });
-  const nodeIPs = addresses.map((a) => a.address).filter((a) => !a.startsWith('127.') && a !== '::1' && !a.startsWith('fe80:'));
+  const nodeIPs = addresses.map((a) => a.address).filter((a) => !isLoopbackIP(a) && !isLinkLocalIPv6(a));
   return { mode, read: kernelTables(tables), localAddresses: new Set(addresses.map((a) => a.address)), nodeIPs, how, notes };
 }
 

@@ -30,8 +30,8 @@ export interface ExplainInput {
 /**
  * ModeTracer is one proxy mode's part of the tracer: how a packet walks its
  * kernel objects, which steps accept a packet for a Service, and how to say
- * the outcome in Service terms. A new mode (userspace: its portal rules and
- * the proxy port) adds one of these to TRACERS in tracer.ts.
+ * the outcome in Service terms. Each mode has one in TRACERS (tracer.ts): a
+ * new mode adds its own there.
  */
 export interface ModeTracer {
   readonly kind: KernelKind;

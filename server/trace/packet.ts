@@ -1,5 +1,5 @@
 import { TraceInputError } from '../errors.ts';
-import { canonicalIP, type IPFamily } from '../net/ip.ts';
+import { canonicalIP, isLoopbackIP, type IPFamily } from '../net/ip.ts';
 import type { TraceFrom, TraceQuery } from '../dashboard/protocol.ts';
 
 /**
@@ -109,7 +109,7 @@ export function redirectTarget(facts: NodeFacts, pkt: Pick<Packet, 'family' | 'f
 
 /** isLocalAddress: the address is the node's (the kernel's local routing table, as addrtype and fib read it). */
 export function isLocalAddress(facts: NodeFacts, ip: string): boolean {
-  return facts.localAddresses.has(ip) || ip.startsWith('127.') || ip === '::1';
+  return facts.localAddresses.has(ip) || isLoopbackIP(ip);
 }
 
 /** resolveFrom decides where an asked packet enters: given, else the node when the source is one of its addresses, else outside. */

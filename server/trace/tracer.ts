@@ -15,7 +15,7 @@ import { TraceTables } from './tables.ts';
  * kernel read (the dashboard's KernelTables: what the kernel holds, not what
  * kproxy meant to write), for the mode that wrote it. One ModeTracer per mode.
  */
-const TRACERS: Partial<Record<KernelKind, ModeTracer>> = {
+const TRACERS: Record<KernelKind, ModeTracer> = {
   iptables: iptablesTracer,
   nftables: nftablesTracer,
   ipvs: ipvsTracer,

@@ -107,6 +107,7 @@ describe.skipIf(!CLI_BUILT)("deploy/rbac.yaml's ClusterRole grants exactly what 
     });
     await run('nftables');
     await run('ipvs');
+    await run('userspace');
 
     // An Event that repeats becomes a series (the recorder patches the first one), as a failing sync's Warning does.
     const log = new MemoryLog();
@@ -131,9 +132,14 @@ describe.skipIf(!CLI_BUILT)("deploy/rbac.yaml's ClusterRole grants exactly what 
   });
 
   it('the ServiceCIDRs are watched in nftables mode only, the mode that needs them', async () => {
-    const before = server.requests.length;
-    await run('iptables');
-    expect(server.requests.slice(before).filter((r) => r.path.endsWith('/servicecidrs'))).toEqual([]);
+    for (const mode of ['iptables', 'ipvs', 'userspace']) {
+      const before = server.requests.length;
+      await run(mode);
+      expect(
+        server.requests.slice(before).filter((r) => r.path.endsWith('/servicecidrs')),
+        mode,
+      ).toEqual([]);
+    }
   });
 });
 

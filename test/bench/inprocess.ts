@@ -106,6 +106,7 @@ export async function startInProcess(opts: { dir: string; nodeName: string; clus
     source: `file:${opts.dir}`,
     sourceIsDefault: false,
     once: false,
+    onceTimeoutMs: 0,
     cleanup: false,
     dryRun: false,
     dashboardTokenFile: null,

@@ -5,8 +5,13 @@
  * It is the `nftables` part of `npm run bench` (run.ts, beside the iptables
  * mode's figures), and runs alone too:
  *
- *   node test/bench/nftables.ts [--services 10000] [--endpoints 10] [--reps 3]
+ *   node test/bench/nftables.ts [--services 10000] [--endpoints 10] [--reps 3] [--backend netlink|nft] [--no-compare]
  *
+ * The daemon writes with --nftables-backend (netlink by default, which the
+ * result names with any transaction it handed to nft -f); then, unless
+ * --no-compare, a daemon with the other writer takes over the same table and
+ * makes the same kinds of partial syncs, so the two writers' figures come
+ * from one run.
  * It measures, as the daemon logs them (durationMs = buildMs, kproxy's own
  * time, + applyMs, the kernel's `nft -f` transaction):
  * - the first full sync in a fresh namespace, and a bare `nft -f` of the same
@@ -23,7 +28,7 @@
  * Timings on a shared machine are noisy; the lines written are not.
  */
 import { execFileSync } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -54,6 +59,10 @@ export type NftChange = 'add' | 'endpoint' | 'remove';
 
 export interface NftablesRun {
   readonly size: Size;
+  /** writer: how the daemon wrote the kernel (its start-up log: netlink with nft -f as fallback, or nft -f); absent in runs before it was recorded. */
+  readonly writer?: string;
+  /** fallbacks: transactions the netlink writer handed to nft -f, and why (its log). */
+  readonly fallbacks?: readonly string[];
   readonly first: NftSync;
   /** spawnToSyncedMs: daemon spawn to its first sync's log line (Node start, manifests read, the sync). */
   readonly spawnToSyncedMs: number;
@@ -71,6 +80,11 @@ export interface NftablesRun {
     /** tableUnchanged: `nft -a list table ip kube-proxy` is the same text (rule handles included) before and after. */
     readonly tableUnchanged: boolean;
   };
+  /**
+   * other: the same partial syncs in the same run by a daemon with the other
+   * writer (--nftables-backend), started over the table the first left.
+   */
+  readonly other?: { readonly writer: string; readonly partial: readonly (NftSync & { kind: NftChange })[] };
 }
 
 const figures = (s: SyncLog): NftSync => ({ ms: s.ms, buildMs: s.buildMs, applyMs: s.applyMs, lines: s.lines, full: s.full });
@@ -153,7 +167,21 @@ export interface NftablesOptions {
   workDir: string;
   /** reps: rounds of one service added, one endpoint changed, one service removed. */
   reps: number;
+  /** backend: --nftables-backend of the measured daemon (default netlink). */
+  backend?: 'netlink' | 'nft';
+  /** compare: then measure the partial syncs with the other writer too (default true). */
+  compare?: boolean;
   log?: (msg: string) => void;
+}
+
+/** writerOf: the writer a daemon logged at start ("using nftables … writer=…"). */
+function writerOf(d: Daemon): string {
+  return String(d.logs.find((l) => l.msg === 'using nftables')?.writer ?? 'unknown');
+}
+
+/** fallbacksOf: the transactions the netlink writer handed to nft -f, with the reason (logged once per reason). */
+function fallbacksOf(d: Daemon): string[] {
+  return d.logs.filter((l) => l.msg === 'writing this transaction with nft -f').map((l) => String(l.why));
 }
 
 /** nftablesRun measures nftables mode once at a size (see the file's comment). */
@@ -163,7 +191,9 @@ export async function nftablesRun(o: NftablesOptions): Promise<NftablesRun> {
   const dir = join(o.workDir, `nft-${o.size.services}x${o.size.endpoints}`);
   mkdirSync(dir, { recursive: true });
   const m = writeManifests(cluster, join(dir, 'cluster'), 20);
-  const daemonOpts = { manifests: m.dir, flavor: 'auto' as const, nodeName: NODE_NAME, clusterCIDR: POD_CIDR, metrics: false, extraArgs: ['--proxy-mode=nftables'] };
+  const backend = o.backend ?? 'netlink';
+  const other = backend === 'netlink' ? 'nft' : 'netlink';
+  const daemonOpts = { manifests: m.dir, flavor: 'auto' as const, nodeName: NODE_NAME, clusterCIDR: POD_CIDR, metrics: false, extraArgs: ['--proxy-mode=nftables', `--nftables-backend=${backend}`] };
   const ns = createNetns('nft');
   let agent: Agent | null = null;
   const daemons: Daemon[] = [];
@@ -186,39 +216,44 @@ export async function nftablesRun(o: NftablesOptions): Promise<NftablesRun> {
       throw new Error(`${err instanceof Error ? err.message : String(err)} (a bare nft -f of the same ${commands.length} commands took ${Math.round(ms)} ms)`, { cause: err });
     }
     if (!first.full) throw new Error('nftables mode: the first sync in a fresh namespace was not full');
-    log(`first full sync ${Math.round(first.ms)} ms (kernel ${Math.round(first.applyMs)}), ${first.lines} lines`);
+    log(`first full sync ${Math.round(first.ms)} ms (kernel ${Math.round(first.applyMs)}), ${first.lines} lines; writer: ${writerOf(d)}`);
     const { commands, ms: bare } = bareLoad();
 
-    const partial: (NftSync & { kind: NftChange })[] = [];
     const targets = [...m.churn.keys()];
-    for (let rep = 0; rep < o.reps; rep++) {
-      const name = `extra-${rep}.json`;
-      const svc = {
-        apiVersion: 'v1',
-        kind: 'Service',
-        metadata: { name: `extra-${rep}`, namespace: 'bench-extra' },
-        spec: { clusterIP: `10.111.0.${rep + 1}`, ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: 8080 }] },
-      };
-      const slice = {
-        apiVersion: 'discovery.k8s.io/v1',
-        kind: 'EndpointSlice',
-        metadata: { name: `extra-${rep}-a1b2c`, namespace: 'bench-extra', labels: { 'kubernetes.io/service-name': `extra-${rep}` } },
-        addressType: 'IPv4',
-        ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-        endpoints: Array.from({ length: o.size.endpoints }, (_, e) => ({ addresses: [`10.127.${rep}.${e + 1}`], conditions: { ready: true }, nodeName: `node-${e + 1}` })),
-      };
-      const change = async (kind: NftChange, make: () => void) => {
-        await sleep(1300); // beyond minSyncPeriod: each change gets a sync of its own
-        const after = d.lastSeq;
-        make();
-        const s = await nextChange(d, after);
-        partial.push({ kind, ...figures(s) });
-      };
-      await change('add', () => writeAtomically(m.dir, name, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [svc, slice] })));
-      const t = targets[rep % targets.length];
-      await change('endpoint', () => writeSlice(m, t, movedSlice(cluster, t, Date.now())));
-      await change('remove', () => unlinkSync(join(m.dir, name)));
-    }
+    /** partials: reps rounds of one service added, one endpoint changed, one service removed (extra-N, N from first). */
+    const partials = async (d: Daemon, first: number): Promise<(NftSync & { kind: NftChange })[]> => {
+      const partial: (NftSync & { kind: NftChange })[] = [];
+      for (let rep = first; rep < first + o.reps; rep++) {
+        const name = `extra-${rep}.json`;
+        const svc = {
+          apiVersion: 'v1',
+          kind: 'Service',
+          metadata: { name: `extra-${rep}`, namespace: 'bench-extra' },
+          spec: { clusterIP: `10.111.0.${rep + 1}`, ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: 8080 }] },
+        };
+        const slice = {
+          apiVersion: 'discovery.k8s.io/v1',
+          kind: 'EndpointSlice',
+          metadata: { name: `extra-${rep}-a1b2c`, namespace: 'bench-extra', labels: { 'kubernetes.io/service-name': `extra-${rep}` } },
+          addressType: 'IPv4',
+          ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+          endpoints: Array.from({ length: o.size.endpoints }, (_, e) => ({ addresses: [`10.127.${rep}.${e + 1}`], conditions: { ready: true }, nodeName: `node-${e + 1}` })),
+        };
+        const change = async (kind: NftChange, make: () => void) => {
+          await sleep(1300); // beyond minSyncPeriod: each change gets a sync of its own
+          const after = d.lastSeq;
+          make();
+          const s = await nextChange(d, after);
+          partial.push({ kind, ...figures(s) });
+        };
+        await change('add', () => writeAtomically(m.dir, name, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [svc, slice] })));
+        const t = targets[rep % targets.length];
+        await change('endpoint', () => writeSlice(m, t, movedSlice(cluster, t, Date.now())));
+        await change('remove', () => unlinkSync(join(m.dir, name)));
+      }
+      return partial;
+    };
+    const partial = await partials(d, 0);
     log(`partial syncs: ${partial.map((p) => `${p.kind} ${Math.round(p.ms)} ms (kernel ${Math.round(p.applyMs)})`).join(', ')}`);
 
     // Restart over the table already right: stale chains of the removals are gone after their delay.
@@ -232,9 +267,16 @@ export async function nftablesRun(o: NftablesOptions): Promise<NftablesRun> {
     const readyAt = await waitReady(agent, 900_000);
     const restart = await firstSync(again);
     const after = listTable(ns);
+    // KPT_BENCH_KEEP=DIR keeps both listings (rule handles included) to see what a restart rewrote.
+    if (process.env.KPT_BENCH_KEEP) {
+      writeFileSync(join(process.env.KPT_BENCH_KEEP, 'before-restart.nft'), before);
+      writeFileSync(join(process.env.KPT_BENCH_KEEP, 'after-restart.nft'), after);
+    }
     await again.stop();
     const result: NftablesRun = {
       size: o.size,
+      writer: writerOf(d),
+      fallbacks: fallbacksOf(d),
       first: figures(first),
       spawnToSyncedMs: first.finishedAt - d.startedAt,
       bareNftMs: bare,
@@ -244,7 +286,16 @@ export async function nftablesRun(o: NftablesOptions): Promise<NftablesRun> {
       restart: { readyMs: readyAt - again.startedAt, spawnToSyncedMs: restart.finishedAt - again.startedAt, sync: figures(restart), tableUnchanged: before === after },
     };
     log(`restart: /readyz 200 ${result.restart.readyMs} ms after spawn; first sync ${restart.lines} lines, table ${result.restart.tableUnchanged ? 'unchanged' : 'CHANGED'}`);
-    return result;
+    if (o.compare === false) return result;
+    // The other writer, same table, same kind of changes: its partial syncs beside these.
+    const cmp = new Daemon({ ns, ...daemonOpts, extraArgs: ['--proxy-mode=nftables', `--nftables-backend=${other}`] });
+    daemons.push(cmp);
+    const cmpFirst = await firstSync(cmp);
+    if (!cmpFirst.ok) throw new Error(`nftables mode (${other} writer): the first sync over the table failed`);
+    const cmpPartial = await partials(cmp, 100);
+    await cmp.stop();
+    log(`${other} writer: partial syncs ${cmpPartial.map((p) => `${p.kind} ${Math.round(p.ms)} ms (kernel ${Math.round(p.applyMs)})`).join(', ')}`);
+    return { ...result, other: { writer: writerOf(cmp), partial: cmpPartial } };
   } finally {
     agent?.stop();
     for (const x of daemons) await x.stop();
@@ -259,6 +310,8 @@ if (import.meta.main) {
       services: { type: 'string', default: '10000' },
       endpoints: { type: 'string', default: '10' },
       reps: { type: 'string', default: '3' },
+      backend: { type: 'string', default: 'netlink' },
+      compare: { type: 'boolean', default: true },
     },
   });
   const onSignal = () => {
@@ -270,7 +323,14 @@ if (import.meta.main) {
   process.on('SIGTERM', onSignal);
   const workDir = join(tmpdir(), `kpt-bench-nft-${process.pid}`);
   try {
-    const r = await nftablesRun({ size: { services: Number(opts.services), endpoints: Number(opts.endpoints) }, workDir, reps: Number(opts.reps), log: (m) => console.log(m) });
+    const r = await nftablesRun({
+      size: { services: Number(opts.services), endpoints: Number(opts.endpoints) },
+      workDir,
+      reps: Number(opts.reps),
+      backend: opts.backend === 'nft' ? 'nft' : 'netlink',
+      compare: opts.compare,
+      log: (m) => console.log(m),
+    });
     console.log(JSON.stringify(r, null, 1));
   } catch (err) {
     console.error(err);

@@ -12,6 +12,8 @@ import type { Machine } from './machine.ts';
 import type { ClientConnected, ExampleIdle } from './memory.ts';
 import type { NftablesRun } from './nftables.ts';
 import type { TraceBench } from './trace.ts';
+import type { ParseBench } from './parse.ts';
+import type { LivezLoadResult } from './livez-load.ts';
 import type { UserspaceRun } from './userspace.ts';
 import type { PartialSample } from './partial-sync.ts';
 import type { Flavor } from './replay.ts';
@@ -134,6 +136,10 @@ export interface Results {
   userspace?: UserspaceRun;
   /** trace: the packet tracer over parsed reads of each mode (trace.ts). */
   trace?: TraceBench;
+  /** parse: the file source's parse of a 20,000-document stream, JSON- and YAML-shaped (parse.ts). */
+  parse?: ParseBench;
+  /** livez: /livez latency while the dashboard and the health port are hammered (livez-load.ts). */
+  livez?: LivezLoadResult;
   targets: TargetResult[];
   readonly notes: string[];
   /** only: the parts measured when the run was limited to some (run.ts --only). */

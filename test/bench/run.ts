@@ -6,7 +6,7 @@
  *   npm run bench -- --quick        a few minutes: 1k/10k services, both flavours for full syncs
  *   npm run bench                   the full size: 1k/10k/30k × 2/10 endpoints, 3 runs each
  *   options: --flavor nft|legacy|both  --runs N  --out DIR  --docs (rewrite docs/performance.md's table)
- *            --only full,partial,churn,dashboard,dataplane,memory,leak,dualstack,nftables,userspace,trace,coldstart (some parts; daemons are
+ *            --only full,partial,churn,dashboard,dataplane,memory,leak,dualstack,nftables,userspace,trace,coldstart,parse,livez (some parts; daemons are
  *            still started at the sizes those parts need, one full-sync run each unless `full` is listed)
  *   nftables: --proxy-mode nftables at 10,000 × 10 (nftables.ts: first full sync vs a bare nft -f, partial syncs,
  *            restart over the right table) and its churn through the Kubernetes API, reported beside iptables mode
@@ -17,6 +17,8 @@
  *            10,000 × 10, variants (V8 flags, no dashboard), the example cluster idle in each mode (memory.ts)
  *   coldstart: spawn → first sync done at 10,000 × 2 through the file source and the Kubernetes source (coldstart.ts),
  *            and list decoding in process (list-decode.ts)
+ *   parse: the file source's cold start, 20,000 documents (10,000 × 10) in one --- stream, JSON- and YAML-shaped (parse.ts, in a child process)
+ *   livez: /livez while the dashboard and the health port are hammered, at 10,000 × 10 (livez-load.ts: a daemon in its own namespace)
  * Daemons run the built CLI (dist/): `npm run build` first.
  *
  * Writes results/<date>-<mode>.json and .md (test/bench/results/ by default).
@@ -40,6 +42,8 @@ import { dualStackRun } from './dual-stack.ts';
 import { writeManifests, type ManifestDir } from './manifests.ts';
 import { removeAll } from './netns.ts';
 import type { TraceBench } from './trace.ts';
+import type { ParseBench } from './parse.ts';
+import { measureLivezUnderLoad } from './livez-load.ts';
 import { userspaceRun } from './userspace.ts';
 import { nftablesRun } from './nftables.ts';
 import { kernelFloorMs, measurePartial } from './partial-sync.ts';
@@ -57,7 +61,7 @@ const { values: opts } = parseArgs({
     only: { type: 'string' },
   },
 });
-const PARTS = ['full', 'partial', 'churn', 'dashboard', 'dataplane', 'memory', 'leak', 'dualstack', 'nftables', 'userspace', 'trace', 'coldstart'] as const;
+const PARTS = ['full', 'partial', 'churn', 'dashboard', 'dataplane', 'memory', 'leak', 'dualstack', 'nftables', 'userspace', 'trace', 'coldstart', 'parse', 'livez'] as const;
 type Part = (typeof PARTS)[number];
 const only = opts.only ? new Set(opts.only.split(',').map((x) => x.trim())) : null;
 for (const x of only ?? []) if (!PARTS.includes(x as Part)) throw new Error(`--only: unknown part "${x}" (parts: ${PARTS.join(', ')})`);
@@ -76,6 +80,9 @@ const S = (services: number, endpoints: number): Size => ({ services, endpoints 
 const DUAL_STACK_SIZE = S(10_000, 2);
 /** NFTABLES_SIZE: where nftables mode is measured (issue 12's targets), beside iptables mode's figures at that size. */
 const NFTABLES_SIZE = S(10_000, 10);
+/** LIVEZ_SIZE: where /livez is measured under load (issue 17: 10,000 Services); LIVEZ_SECONDS: each load phase's length. */
+const LIVEZ_SIZE = S(10_000, 10);
+const LIVEZ_SECONDS = quick ? 10 : 15;
 const same = (a: Size, b: Size) => a.services === b.services && a.endpoints === b.endpoints;
 
 /** Plan: which sizes get which measurement. The first flavour listed is the node default (auto picks nft). */
@@ -449,6 +456,35 @@ async function main(): Promise<Results> {
       const msg = err instanceof Error ? err.message : String(err);
       log(`  FAILED: ${msg}`);
       results.notes.push(`packet tracer bench failed: ${msg}`);
+    }
+  }
+
+  // The file source's cold start on one big file (parse.ts): in a child process, no kernel.
+  if (want('parse')) {
+    log('manifest parsing: 20,000 documents (10,000 × 10) in one --- stream, JSON- and YAML-shaped');
+    try {
+      const out = execFileSync(process.execPath, ['--max-old-space-size=4096', join(import.meta.dirname, 'parse.ts'), '10000', '10', '--json'], {
+        encoding: 'utf8',
+        maxBuffer: 64 * 1024 * 1024,
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      results.parse = JSON.parse(out.trim().split('\n').at(-1)!) as ParseBench;
+    } catch (err) {
+      const msg = err instanceof Error ? err.message : String(err);
+      log(`  FAILED: ${msg}`);
+      results.notes.push(`manifest parsing bench failed: ${msg}`);
+    }
+  }
+
+  // /livez under a hammered dashboard (livez-load.ts): a daemon of its own in a private namespace.
+  if (want('livez')) {
+    log(`/livez under load at ${sizeName(LIVEZ_SIZE)}: ${LIVEZ_SECONDS} s per phase`);
+    try {
+      results.livez = await measureLivezUnderLoad({ services: LIVEZ_SIZE.services, endpoints: LIVEZ_SIZE.endpoints, seconds: LIVEZ_SECONDS, kernel: 'netns', log: (m) => log(`  ${m}`) });
+    } catch (err) {
+      const msg = err instanceof Error ? err.message : String(err);
+      log(`  FAILED: ${msg}`);
+      results.notes.push(`/livez under load failed: ${msg}`);
     }
   }
 

@@ -70,7 +70,7 @@ describe.skipIf(!existsSync(CLI))('kproxy --once (needs npm run build)', () => {
     expect(kernel).toMatch(/^-A KUBE-SERVICES -m comment --comment "ns\/web:http has no endpoints" .* -d 10\.96\.0\.10 --dport 80 -j REJECT$/m);
     expect(kernel).not.toMatch(/bad-ip|bad-port|other-version|10\.96\.0\.1[12]\b/);
     // The document left out is named in the warnings.
-    expect(r.stderr).toMatch(/manifest object skipped reason=".*services\.yaml document 4: Service with apiVersion \\"v2\\" \(want v1\)"/);
+    expect(r.stderr).toMatch(/manifest object skipped reason=".*services\.yaml:16: document 4: Service other-version with apiVersion \\"v2\\" \(want v1\)"/);
   }, 60_000);
 
   it('with a file that does not parse, programs nothing, names the file, line and error, and exits 1', () => {
@@ -89,6 +89,9 @@ describe.skipIf(!existsSync(CLI))('kproxy --once (needs npm run build)', () => {
     expect(r.status).toBe(0);
     const help = r.stdout.replace(/\s+/g, ' ');
     expect(help).toMatch(/--once .*Exit 0 on success, also when objects were skipped: the rest is programmed, the summary counts the invalid objects .*each listed after it with why/);
-    expect(help).toMatch(/--once .*exit 1 when the sync failed, or when a source could not be read completely \(the file and the error are printed, nothing is touched\)/);
+    expect(help).toMatch(
+      /--once .*exit 1 when the sync failed, or when a source could not be read completely or within --once-timeout \(the file and the error, or what never answered, are printed; nothing is touched\)/,
+    );
+    expect(help).toMatch(/--once-timeout DURATION how long --once waits for its source's first complete read .* \(default 2m0s\)/);
   }, 60_000);
 });

@@ -2,34 +2,86 @@ import { ESLint } from 'eslint';
 import { describe, expect, it } from 'vitest';
 
 /**
- * The layers point down (docs/architecture.md): the import-boundary rule of
- * eslint.config.js refuses an upward import in server/net, server/kernel and
- * server/config, and lets the layers above import downward.
+ * The layers point down (docs/architecture.md): the kproxy/layers rule of
+ * eslint.config.js refuses an import of a layer the importing file's layer may
+ * not use, however it is written (import, import type, export from, a dynamic
+ * import(), an import('…') type), and lets each layer import what the table
+ * allows.
  */
 // Loading typescript-eslint's parser takes seconds on a busy machine: these tests get a minute.
 describe('lint: layers point down', { timeout: 60_000 }, () => {
   const eslint = new ESLint();
-  const restricted = async (filePath: string, code: string): Promise<string[]> => {
+  const refused = async (filePath: string, code: string): Promise<string[]> => {
     const [result] = await eslint.lintText(code, { filePath });
-    return result.messages.filter((m) => m.ruleId === 'no-restricted-imports').map((m) => m.message);
+    return result.messages.filter((m) => m.ruleId === 'kproxy/layers').map((m) => m.message);
   };
 
   it('refuses server/kernel and server/config importing proxy, dashboard or http', async () => {
-    expect(await restricted('server/kernel/example.ts', "import type { Backend } from '../proxy/backend.ts';\nexport type B = Backend;\n")).toEqual([
-      expect.stringContaining('server/kernel and server/config sit below proxy, dashboard and http'),
+    expect(await refused('server/kernel/example.ts', "import type { Backend } from '../proxy/backend.ts';\nexport type B = Backend;\n")).toEqual([
+      `server/kernel may not import server/proxy ('../proxy/backend.ts'): it imports only server/net, the bottom files (docs/architecture.md, "Layers").`,
     ]);
-    expect(await restricted('server/config/example.ts', "import type { Dashboard } from '../dashboard/dashboard.ts';\nexport type D = Dashboard;\n")).toHaveLength(1);
-    expect(await restricted('server/config/example.ts', "import type { NodeServers } from '../http/node-servers.ts';\nexport type N = NodeServers;\n")).toHaveLength(1);
+    expect(await refused('server/config/example.ts', "import type { Dashboard } from '../dashboard/dashboard.ts';\nexport type D = Dashboard;\n")).toHaveLength(1);
+    expect(await refused('server/config/example.ts', "import type { NodeServers } from '../http/node-servers.ts';\nexport type N = NodeServers;\n")).toHaveLength(1);
   });
 
   it('refuses server/net importing anything of kproxy', async () => {
-    expect(await restricted('server/net/example.ts', "import { errorMessage } from '../errors.ts';\nexport const e = errorMessage;\n")).toEqual([
-      expect.stringContaining('server/net is the bottom layer'),
+    expect(await refused('server/net/example.ts', "import { errorMessage } from '../errors.ts';\nexport const e = errorMessage;\n")).toEqual([
+      `server/net may not import the bottom files ('../errors.ts'): it imports nothing of kproxy (docs/architecture.md, "Layers").`,
     ]);
   });
 
-  it('lets the upper layers import downward', async () => {
-    expect(await restricted('server/kernel/example.ts', "import { canonicalIP } from '../net/ip.ts';\nexport const c = canonicalIP;\n")).toEqual([]);
-    expect(await restricted('server/proxy/example.ts', "import type { ProxyConfig } from '../config/types.ts';\nexport type P = ProxyConfig;\n")).toEqual([]);
+  it('keeps the HTTP layer free of the domain: it serves what it is handed', async () => {
+    expect(await refused('server/http/example.ts', "import type { SyncObservers } from '../proxy/sync-observers.ts';\nexport type S = SyncObservers;\n")).toHaveLength(1);
+    expect(await refused('server/http/example.ts', "import type { Dashboard } from '../dashboard/dashboard.ts';\nexport type D = Dashboard;\n")).toHaveLength(1);
+    // Its tests drive proxy's health listener and the sync observers through the listeners.
+    expect(await refused('server/http/example.test.ts', "import { createSyncObservers } from '../proxy/sync-observers.ts';\nexport const c = createSyncObservers;\n")).toEqual([]);
+  });
+
+  it('lets the tracer read the dashboard and never the dashboard the tracer', async () => {
+    expect(await refused('server/trace/example.ts', "import type { KernelTables } from '../dashboard/kernel-view.ts';\nexport type K = KernelTables;\n")).toEqual([]);
+    expect(await refused('server/dashboard/example.ts', "import { traceKernel } from '../trace/tracer.ts';\nexport const t = traceKernel;\n")).toEqual([
+      expect.stringContaining('server/dashboard may not import server/trace'),
+    ]);
+    // Not in its tests either.
+    expect(await refused('server/dashboard/http/example.test.ts', "import { dashboardTracer } from '../../trace/dashboard-trace.ts';\nexport const d = dashboardTracer;\n")).toHaveLength(1);
+    expect(await refused('server/dashboard/example.ts', "import type { Assembled } from '../assemble.ts';\nexport type A = Assembled;\n")).toEqual([
+      expect.stringContaining('server/dashboard may not import the composition'),
+    ]);
+  });
+
+  it('catches a dynamic import(), a re-export and an import() type as well', async () => {
+    expect(await refused('server/kernel/example.ts', "export const load = () => import('../proxy/backend.ts');\n")).toHaveLength(1);
+    expect(await refused('server/kernel/example.ts', "export * from '../proxy/backend.ts';\n")).toHaveLength(1);
+    expect(await refused('server/kernel/example.ts', "export { createSyncObservers } from '../proxy/sync-observers.ts';\n")).toHaveLength(1);
+    expect(await refused('server/http/example.ts', "export type B = import('../proxy/backend.ts').Backend;\n")).toHaveLength(1);
+  });
+
+  it("lets proxy import a source's types, not its code", async () => {
+    expect(await refused('server/proxy/example.ts', "import type { Source } from '../sources/source.ts';\nexport type S = Source;\n")).toEqual([]);
+    expect(await refused('server/proxy/example.ts', "import { parseManifest } from '../sources/file/manifest.ts';\nexport const p = parseManifest;\n")).toEqual([
+      expect.stringContaining('server/proxy may not import server/sources'),
+    ]);
+  });
+
+  it('lets the upper layers import downward, and the composition import everything', async () => {
+    expect(await refused('server/kernel/example.ts', "import { canonicalIP } from '../net/ip.ts';\nexport const c = canonicalIP;\n")).toEqual([]);
+    expect(await refused('server/proxy/example.ts', "import type { ProxyConfig } from '../config/types.ts';\nexport type P = ProxyConfig;\n")).toEqual([]);
+    expect(await refused('server/proxy/healthcheck/example.ts', "import { HEALTH_LIMITS } from '../../http/limits.ts';\nexport const h = HEALTH_LIMITS;\n")).toEqual([]);
+    expect(await refused('server/dashboard/example.ts', "import type { ProxyState } from '../proxy/proxy-state.ts';\nexport type P = ProxyState;\n")).toEqual([]);
+    expect(await refused('server/assemble.ts', "import { dashboardTracer } from './trace/dashboard-trace.ts';\nexport const d = dashboardTracer;\n")).toEqual([]);
+    expect(await refused('server/trace/command.ts', "export const load = () => import('../assemble.ts');\n")).toEqual([]);
+  });
+
+  it('allows no cycle: following what each layer may import never leads back to it', async () => {
+    // eslint.config.js is plain JavaScript without types: its layer table is read as data.
+    const config: string = '../../eslint.config.js';
+    const layers = ((await import(config)) as { LAYERS: Record<string, { may: string[] | null }> }).LAYERS;
+    const below = (layer: string, seen: Set<string>): void => {
+      for (const next of layers[layer].may ?? []) {
+        expect(next, `${[...seen].join(' -> ')} -> ${next}`).not.toBe([...seen][0]);
+        if (!seen.has(next)) below(next, new Set([...seen, next]));
+      }
+    };
+    for (const layer of Object.keys(layers)) if (layers[layer].may !== null) below(layer, new Set([layer]));
   });
 });

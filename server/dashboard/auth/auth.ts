@@ -12,7 +12,6 @@ export type AuthOutcome = { readonly ok: true; readonly viewer: Viewer } | { rea
 
 /** AuthFailure names why a credential was refused (the label of kproxy_dashboard_auth_failures_total). */
 export type AuthFailure = 'missing' | 'invalid' | 'forbidden' | 'unavailable' | 'throttled';
-export const AUTH_FAILURES: readonly AuthFailure[] = ['missing', 'invalid', 'forbidden', 'unavailable', 'throttled'];
 
 export interface LoginThrottle {
   /** failures: invalid credentials from one address within windowMs before it is refused for blockMs. */

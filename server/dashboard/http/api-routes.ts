@@ -82,11 +82,7 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
     const permission = req.routeOptions.config?.permission ?? 'view';
     req.dashboardViewer = await guard(req, auth, permission, req.method !== 'GET' && req.method !== 'HEAD');
   });
-  // Answers carry the node's live state (and errors): never kept by a browser or a proxy.
-  app.addHook('onSend', async (_req, reply, payload) => {
-    reply.header('cache-control', 'no-store');
-    return payload;
-  });
+  // Every answer is marked no-store by the /api plugin around these routes (plugin.ts).
   const viewer = (req: FastifyRequest): Viewer => req.dashboardViewer!;
 
   app.get('/whoami', { schema: { response: json } }, async (req) => viewer(req));
@@ -309,8 +305,10 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
       const { action } = req.params as { action: 'resync' | 'cleanup' | 'pause' | 'resume' };
       const body = (req.body ?? {}) as { pause?: boolean };
       const out = await actions.run({ action, viewer: viewer(req), remote: remoteOf(req), pause: body.pause === true });
+      if ('result' in out) return out.result;
+      // Refused or failed: the error handler answers with the code's status (a 5xx without its details).
       if (out.retryAfterMs !== undefined) reply.header('retry-after', String(Math.ceil(out.retryAfterMs / 1000)));
-      return reply.code(out.status).send(out.result);
+      throw out.error;
     },
   );
 };

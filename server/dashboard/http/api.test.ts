@@ -205,6 +205,7 @@ describe('dashboard actions', () => {
     const again = await post('resync');
     expect(again.statusCode).toBe(429);
     expect(again.headers['retry-after']).toBe('9');
+    expect(again.json().error).toEqual({ code: 'KPROXY_ERR_RATE_LIMITED', message: 'resync was asked less than 10 s after the previous one; try again in 9 s' });
     expect(t.log.lines('warn').some((l) => /dashboard action action=resync .*outcome=refused/.test(l))).toBe(true);
     await t.settle(9_000);
     expect((await post('resync')).statusCode).toBe(200);
@@ -263,7 +264,25 @@ describe('dashboard actions', () => {
     expect((await post('pause')).statusCode).toBe(200);
     const res = await post('resync');
     expect(res.statusCode).toBe(409);
-    expect(res.json().message).toMatch(/paused/);
+    expect(res.json().error).toEqual({ code: 'KPROXY_ERR_SYNCS_PAUSED', message: 'syncs are paused: resume to sync' });
+    // Everyone watching sees it as the last action.
+    expect((await t.app.inject({ url: '/api/v1/status', headers: AUTH })).json().lastAction).toMatchObject({ action: 'resync', ok: false, message: 'syncs are paused: resume to sync' });
+  });
+
+  it('answers a failed action with its code only; the detail goes to the log and the audit Event', async () => {
+    t = await testDashboard({ token: TOKEN });
+    t.daemon.cleanup = async () => {
+      throw new Error('EACCES: permission denied, open /run/xtables.lock');
+    };
+    const res = await post('cleanup');
+    expect(res.statusCode).toBe(500);
+    const { error } = res.json();
+    expect(error.code).toBe('KPROXY_ERR_CLEANUP_FAILED');
+    expect(error.message).toMatch(/^kproxy could not answer this request \(KPROXY_ERR_CLEANUP_FAILED\); the kproxy log on this node has the details \(request req-\d+\)$/);
+    expect(res.body).not.toMatch(/EACCES|xtables/);
+    expect(t.log.lines('error').some((l) => l.includes('dashboard request failed: cleanup failed: EACCES: permission denied, open /run/xtables.lock'))).toBe(true);
+    const event = t.events.recent().find((e) => e.reason === 'DashboardCleanup')!;
+    expect(event).toMatchObject({ type: 'Warning', note: expect.stringMatching(/: failed: cleanup failed: EACCES/) });
   });
 });
 
@@ -406,6 +425,36 @@ describe('dashboard errors at the HTTP boundary', () => {
     expect(xml.statusCode).toBe(415);
     expect(xml.json().error.code).toBe('KPROXY_ERR_MEDIA_TYPE_UNSUPPORTED');
     expect(t.daemon.loop.paused).toBe(false);
+  });
+
+  it('answers every error under /api/ in the one shape, never stored: unknown routes, other methods, a URL fastify cannot decode, bodies too large or of another type', async () => {
+    t = await testDashboard({ token: TOKEN });
+    const json = { ...AUTH, 'content-type': 'application/json' };
+    const cases = [
+      { method: 'GET', url: '/api/v1/nope', status: 404, code: 'KPROXY_ERR_NOT_FOUND', message: '/api/v1/nope: no such API route' },
+      { method: 'GET', url: '/api/v2/status', status: 404, code: 'KPROXY_ERR_NOT_FOUND', message: '/api/v2/status: no such API route' },
+      { method: 'DELETE', url: '/api/v1/status', status: 405, code: 'KPROXY_ERR_METHOD_NOT_ALLOWED', message: 'DELETE /api/v1/status: this API route answers GET, HEAD', allow: 'GET, HEAD' },
+      { method: 'GET', url: '/api/v1/actions/resync', status: 405, code: 'KPROXY_ERR_METHOD_NOT_ALLOWED', message: 'GET /api/v1/actions/resync: this API route answers POST', allow: 'POST' },
+      { method: 'GET', url: '/api/v1/services/shop/frontend/nope', status: 404, code: 'KPROXY_ERR_NOT_FOUND', message: '/api/v1/services/shop/frontend/nope: no such API route' },
+      { method: 'GET', url: '/api/v1/status%zz', status: 400, code: 'KPROXY_ERR_REQUEST_INVALID', message: "'/api/v1/status%zz' is not a valid url component" },
+      { method: 'POST', url: '/api/v1/nope', headers: json, payload: JSON.stringify({ pad: 'x'.repeat(32 * 1024) }), status: 413, code: 'KPROXY_ERR_REQUEST_TOO_LARGE' },
+      { method: 'POST', url: '/api/v1/actions/pause', headers: { ...AUTH, 'content-type': 'application/xml' }, payload: '<pause/>', status: 415, code: 'KPROXY_ERR_MEDIA_TYPE_UNSUPPORTED' },
+    ] as const;
+    for (const c of cases) {
+      const res = await t.app.inject({ method: c.method, url: c.url, headers: 'headers' in c ? c.headers : AUTH, ...('payload' in c ? { payload: c.payload } : {}) });
+      const what = `${c.method} ${c.url}`;
+      expect(res.statusCode, what).toBe(c.status);
+      expect(res.headers['content-type'], what).toBe('application/json; charset=utf-8');
+      expect(res.headers['cache-control'], what).toBe('no-store');
+      expect(res.headers['x-content-type-options'], what).toBe('nosniff');
+      expect(Object.keys(res.json()), what).toEqual(['error']);
+      expect(res.json().error, what).toMatchObject({ code: c.code, ...('message' in c ? { message: c.message } : {}) });
+      if ('allow' in c) expect(res.headers.allow, what).toBe(c.allow);
+    }
+    // Outside /api/ a URL fastify cannot decode gets kube-proxy's plain-text 400; other paths keep theirs.
+    const metrics = await t.app.inject({ url: '/metrics%zz', headers: HOST });
+    expect([metrics.statusCode, metrics.headers['content-type'], metrics.body]).toEqual([400, 'text/plain; charset=utf-8', '400 Bad Request\n']);
+    expect(metrics.headers['cache-control']).toBeUndefined();
   });
 
   it('marks every API answer, errors included, as not to be stored', async () => {

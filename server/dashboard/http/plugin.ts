@@ -8,7 +8,9 @@ import { offersDashboardProtocol } from '../auth/request-checks.ts';
 import type { Dashboard } from '../dashboard.ts';
 import type { HeavyReads } from '../heavy-reads.ts';
 import { WS_SUBPROTOCOL } from '../protocol.ts';
-import { apiRoutes } from './api-routes.ts';
+import { MethodNotAllowedError, NotFoundError } from '../../errors.ts';
+import type { Logger } from '../../log.ts';
+import { apiRoutes, type ApiRoutesOptions } from './api-routes.ts';
 import { dashboardErrorHandler } from './error-handler.ts';
 import { staticFilesPlugin } from './static-files.ts';
 import { wsRoute } from './ws-route.ts';
@@ -49,7 +51,10 @@ export const websocketSupport: MetricsAppPlugin = {
  * WebSocket support, then the dashboard itself.
  */
 export function dashboardPlugins(options: DashboardPluginOptions): MetricsAppPlugin[] {
-  return [websocketSupport, { plugin: dashboardPlugin, options: options as unknown as Record<string, unknown> }];
+  return [
+    websocketSupport,
+    { plugin: dashboardPlugin, options: options as unknown as Record<string, unknown>, frameworkErrors: apiFrameworkErrors(options.dashboard.daemon.logger.child('dashboard')) },
+  ];
 }
 
 /**
@@ -63,6 +68,55 @@ export const dashboardPlugin: FastifyPluginAsync<DashboardPluginOptions> = async
   // Routes and hooks throw catalogue errors; this one handler answers them all (and fastify's own 400/413/415).
   app.setErrorHandler(dashboardErrorHandler(opts.dashboard.daemon.logger.child('dashboard')));
   await app.register(staticFilesPlugin, { webRoot: opts.webRoot });
-  await app.register(apiRoutes, { prefix: '/api/v1', dashboard: opts.dashboard, actions: opts.actions, auth: opts.auth, heavy: opts.heavy });
+  await app.register(apiPlugin, { prefix: '/api', dashboard: opts.dashboard, actions: opts.actions, auth: opts.auth, heavy: opts.heavy });
   await app.register(wsRoute, { dashboard: opts.dashboard, auth: opts.auth, clock: opts.clock, pingIntervalMs: opts.pingIntervalMs });
 };
+
+/**
+ * apiPlugin is everything under /api/: the routes of /api/v1, and the answers
+ * for what matches none of them, in the API's one error shape and never
+ * stored: 405 with Allow for a path that another method serves, 404 else.
+ */
+const apiPlugin: FastifyPluginAsync<ApiRoutesOptions> = async (api, opts) => {
+  const routes: { pattern: RegExp; methods: string[] }[] = [];
+  api.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    const pattern = new RegExp(
+      `^${route.url
+        .replace(/[.+?^${}()|[\]\\]/g, '\\$&')
+        .replace(/:[^/]+/g, '[^/]+')
+        .replace(/\*/g, '.*')}$`,
+    );
+    routes.push({ pattern, methods });
+  });
+  // Answers carry the node's live state (and errors): never kept by a browser or a proxy.
+  api.addHook('onSend', async (_req, reply, payload) => {
+    reply.header('cache-control', 'no-store');
+    return payload;
+  });
+  api.setNotFoundHandler(async (req, reply) => {
+    const path = req.url.split('?')[0];
+    const allow = [...new Set(routes.filter((r) => r.pattern.test(path)).flatMap((r) => r.methods))].sort();
+    if (allow.length) {
+      reply.header('allow', allow.join(', '));
+      throw new MethodNotAllowedError(`${req.method} ${path}: this API route answers ${allow.join(', ')}`);
+    }
+    throw new NotFoundError(`${path}: no such API route`);
+  });
+  await api.register(apiRoutes, { ...opts, prefix: '/v1' });
+};
+
+/**
+ * apiFrameworkErrors answers what fastify refuses before routing (a path it
+ * cannot decode, FST_ERR_BAD_URL), which no plugin's hooks or error handler
+ * see, for /api/ paths: the API's error shape, never stored.
+ */
+export function apiFrameworkErrors(logger: Logger): NonNullable<MetricsAppPlugin['frameworkErrors']> {
+  const handler = dashboardErrorHandler(logger);
+  return (err, req, reply) => {
+    if (!(req.raw.url ?? '').startsWith('/api/')) return false;
+    reply.header('cache-control', 'no-store').header('x-content-type-options', 'nosniff');
+    handler(err, req, reply);
+    return true;
+  };
+}

@@ -140,7 +140,7 @@ describe('nftables kernel view: the table as the kernel lists it', () => {
         { rule: { family: 'ip', table: 'kube-proxy', chain: 'services', handle: 3, expr: [{ counter: { packets: 12, bytes: 720 } }, { jump: { target: 'mark-for-masquerade' } }] } },
       ],
     });
-    const runner = { listTable: async () => parseNftTableJson(json, 'ip', 'kube-proxy'), run: async () => {}, listTables: async () => [] };
+    const runner = { listTable: async () => parseNftTableJson(json, 'ip', 'kube-proxy'), run: async () => {}, deleteTable: async () => false };
     const view = new NftablesView({ backend: { runner, family: 'IPv4', wanted: () => null, lastFailedTransaction: () => null }, simulated: false, pause: noYield });
     const services = chainOf(await view.read(), 'services');
     expect(services).toMatchObject({ packets: 12, bytes: 720 });

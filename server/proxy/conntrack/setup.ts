@@ -29,7 +29,7 @@ export interface ConntrackSetupOptions {
   logger: Logger;
   /** events: where the read-only /sys Warning goes (kube-proxy records it on the Node). */
   events?: EventRecorder;
-  /** Test seams: the runner and /proc, /sys (defaults: the host's, or fakes in a dry run). */
+  /** Test seams: the runner and /proc, /sys (defaults: the host's, or simulated ones in a dry run). */
   runner?: ConntrackRunner;
   sysctl?: Sysctl;
   sysfs?: Sysctl;

@@ -95,7 +95,7 @@ export function syncRecord(ok = true, seq = 1): SyncRecord {
 
 export const NO_RESULT: BackendSyncResult = { full: false, buildMs: 0, applyMs: 0, linesWritten: 0, bytesWritten: 0, servicesWritten: 0, rulesByTable: {} };
 
-/** brief renders the fake table's flows as "vip:port>endpoint" for assertions. */
+/** brief renders the simulated table's flows as "vip:port>endpoint" for assertions. */
 export function brief(flows: readonly SimulatedFlow[]): string[] {
   return flows.map((f) => `${f.protocol} ${f.orig.dst}:${f.orig.dport}>${f.reply.src}`).sort();
 }

@@ -5,7 +5,7 @@ import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
 import { formatIptablesSave } from '../../kernel/iptables-save-parser.ts';
 import type { InterfaceAddress } from '../../kernel/netif.ts';
 import type { BackendSyncResult } from '../backend.ts';
-import type { IPFamily } from '../../net/ip.ts';
+import { isLoopbackIP, type IPFamily } from '../../net/ip.ts';
 import { harness, objectsFromYaml, stateFromObjects, testConfig, type Harness } from './testing.ts';
 
 /**
@@ -60,7 +60,7 @@ async function runFamily(inputPath: string, text: string, opts: GoldenOptions, f
   const h = harness({ config: testConfig((opts.config ?? {}) as Partial<ProxyConfig>), nodeName, kernel, nfacct: opts.nfacct });
   if (opts.hostAddresses) {
     h.netif.list = opts.hostAddresses.map((a): InterfaceAddress => ({
-      ifname: a.startsWith('127.') || a === '::1' ? 'lo' : 'eth0',
+      ifname: isLoopbackIP(a) ? 'lo' : 'eth0',
       family: a.includes(':') ? 'IPv6' : 'IPv4',
       address: a,
       prefixLength: a.includes(':') ? 64 : 24,

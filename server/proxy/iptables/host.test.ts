@@ -4,6 +4,8 @@ import { CommandNotFoundError } from '../../errors.ts';
 import type { ExecFn } from '../../kernel/exec.ts';
 import { silentLogger } from '../../log.ts';
 import { ep, makeService, makeSlice } from '../testing.ts';
+import { FakeNfacct } from '../../kernel/nfacct-fake.ts';
+import { SimulatedSysctl } from '../../kernel/sysctl-simulated.ts';
 import { cleanupIptablesHost, createHostIptablesBackend, createHostIptablesBackends } from './host.ts';
 import { stateFromObjects, testConfig } from './testing.ts';
 
@@ -34,7 +36,7 @@ describe('host wiring', () => {
 
   it('--cleanup sweeps every flavour and family that exists, and the nftables tables', async () => {
     const restored: string[] = [];
-    const nftInput: string[] = [];
+    const nftDeleted: string[] = [];
     const exec: ExecFn = async (file, args, opts) => {
       if (file.startsWith('ip6tables')) throw new CommandNotFoundError(`${file} is not installed`);
       if (args[0] === '--version') return { code: 0, stdout: `${file} v1.8.9 (nf_tables)`, stderr: '' };
@@ -43,13 +45,12 @@ describe('host wiring', () => {
         restored.push(String(opts?.stdin));
         return { code: 0, stdout: '', stderr: '' };
       }
-      if (file === 'nft' && args.join(' ') === '-j list tables') {
-        const tables = [{ table: { family: 'ip', name: 'kube-proxy', handle: 1 } }, { table: { family: 'ip', name: 'filter', handle: 2 } }];
-        return { code: 0, stdout: JSON.stringify({ nftables: [{ metainfo: { version: '1.0.6', json_schema_version: 1 } }, ...tables] }), stderr: '' };
-      }
-      if (file === 'nft' && args.join(' ') === '-f -') {
-        nftInput.push(String(opts?.stdin));
-        return { code: 0, stdout: '', stderr: '' };
+      if (file === 'nft' && args[0] === 'delete') {
+        // The host has ip kube-proxy (and someone else's ip filter), no ip6 kube-proxy.
+        nftDeleted.push(args.join(' '));
+        return args.join(' ') === 'delete table ip kube-proxy'
+          ? { code: 0, stdout: '', stderr: '' }
+          : { code: 1, stdout: '', stderr: `Error: Could not process rule: No such file or directory\n${args.join(' ')}\n` };
       }
       return { code: 1, stdout: '', stderr: `unexpected ${file}` };
     };
@@ -58,8 +59,8 @@ describe('host wiring', () => {
     // One chain and the one rule jumping to it.
     expect(result.removed).toEqual({ nat: 2, nftables: 1 });
     expect(restored).toEqual(['*nat\n:KUBE-SERVICES - [0:0]\n-D PREROUTING -j KUBE-SERVICES\n-X KUBE-SERVICES\nCOMMIT\n']);
-    // Through nftables mode's own cleanup: kube-proxy's table only, someone else's stays.
-    expect(nftInput).toEqual(['delete table ip kube-proxy\n']);
+    // Through nftables mode's own cleanup: kube-proxy's tables by name only, so someone else's stays.
+    expect(nftDeleted).toEqual(['delete table ip kube-proxy', 'delete table ip6 kube-proxy']);
   });
 
   /** hostExec answers like a host with iptables-nft, and with or without working ip6tables. */
@@ -83,6 +84,23 @@ describe('host wiring', () => {
     expect(host.hosts.map((h) => `${h.family} ${h.backend.runner.family} ${h.backend.runner.flavor}`)).toEqual(['IPv4 IPv4 nft', 'IPv6 IPv6 nft']);
     // As kube-proxy's Present(): ip6tables must list the nat table's POSTROUTING.
     expect(ran).toContain('ip6tables-nft -w 5 -W 100000 -S POSTROUTING -t nat');
+  });
+
+  it("changes nothing on the host until a backend's init: the nfacct counters come with the first init, once for both families", async () => {
+    const { exec, ran } = hostExec(true);
+    const nfacct = new FakeNfacct();
+    const sysctl = new SimulatedSysctl({ 'net/ipv4/conf/all/route_localnet': '0', 'net/netfilter/nf_conntrack_tcp_be_liberal': '0' });
+    const host = await createHostIptablesBackends({ ...opts, config: testConfig(), families: ['IPv4', 'IPv6'], exec, nfacct, sysctl });
+    // Only reads so far (versions, the nat table's POSTROUTING): what --once may do before its source synced.
+    expect(nfacct.calls).toEqual([]);
+    expect(ran.filter((c) => !/ --version$| -S POSTROUTING -t nat$/.test(c))).toEqual([]);
+    expect(host.hosts[0].packetCounters()).toBeNull();
+    expect(sysctl.writes).toEqual([]);
+    await host.hosts[0].backend.init!();
+    await host.hosts[1].backend.init!();
+    expect(nfacct.calls).toEqual(['ensure ct_state_invalid_dropped_pkts', 'ensure localhost_nps_accepted_pkts']);
+    expect(host.hosts[0].packetCounters()).not.toBeNull();
+    expect(sysctl.writes).toEqual([{ name: 'net/ipv4/conf/all/route_localnet', value: '1' }]);
   });
 
   it('runs single-stack, saying why, when the host has no ip6tables', async () => {

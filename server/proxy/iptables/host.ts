@@ -10,7 +10,7 @@ import { hostInterfaces } from '../../kernel/netif.ts';
 import { createNfacctRunner, type NfacctRunner } from '../../kernel/nfacct.ts';
 import { createNftRunner } from '../../kernel/nft.ts';
 import { SimulatedSysctl } from '../../kernel/sysctl-simulated.ts';
-import { procSysctl } from '../../kernel/sysctl.ts';
+import { procSysctl, type Sysctl } from '../../kernel/sysctl.ts';
 import type { Logger } from '../../log.ts';
 import type { CleanupResult } from '../backend.ts';
 import type { IPFamily } from '../../net/ip.ts';
@@ -18,7 +18,7 @@ import type { PacketCounters } from '../metrics/kube-proxy-metrics.ts';
 import { mergeCleanup } from '../ipvs/host.ts';
 import { cleanupNftablesLeftovers, takeOverTables } from '../nftables/cleanup.ts';
 import { cleanupIptables, cleanupRunners } from './cleanup.ts';
-import { NO_NFACCT, setupNfacctCounters } from './nfacct.ts';
+import { NO_NFACCT, setupNfacctCounters, type NfacctCounters } from './nfacct.ts';
 import { createIptablesBackend, SYSCTL_ROUTE_LOCALNET, SYSCTL_TCP_BE_LIBERAL, type IptablesBackend } from './proxier.ts';
 
 export interface HostIptablesOptions {
@@ -32,8 +32,12 @@ export interface HostIptablesOptions {
   clock: Clock;
   logger: Logger;
   exec?: ExecFn;
+  /** sysctl: /proc/sys (default: the host's; unit tests pass a simulated one, never writing the machine's). */
+  sysctl?: Sysctl;
   /** nfacct: the accounting objects' runner (default: the nfacct command; none in --dry-run). */
   nfacct?: NfacctRunner | null;
+  /** nfacctSetup: the nfacct counters' one-time creation shared by the families' backends (default: this backend's own). */
+  nfacctSetup?: () => Promise<NfacctCounters>;
   /** proxiedFamilies: every family this process proxies, read at the first sync (which nftables tables to take over; default: this family only). */
   proxiedFamilies?: () => readonly IPFamily[];
 }
@@ -44,8 +48,8 @@ export interface HostIptables {
   decision: FlavorDecision;
   /** kernel is the simulated kernel in --dry-run (its save() is what would be programmed), else null. */
   kernel: SimulatedIptables | null;
-  /** packetCounters reads kube-proxy's nfacct counters at a scrape; null where nfacct is unavailable. */
-  packetCounters: PacketCounters | null;
+  /** packetCounters: the reader of kube-proxy's nfacct counters at a scrape once init made them; null before, or where nfacct is unavailable. */
+  packetCounters: () => PacketCounters | null;
 }
 
 /**
@@ -62,7 +66,7 @@ export async function createHostIptablesBackend(opts: HostIptablesOptions): Prom
   let runner: IptablesRunner;
   let decision: FlavorDecision;
   let kernel: SimulatedIptables | null = null;
-  let sysctl = procSysctl();
+  let sysctl = opts.sysctl ?? procSysctl();
   if (opts.dryRun) {
     kernel = new SimulatedIptables({ family, flavor: opts.flavor === 'legacy' ? 'legacy' : 'nft', callLog: DRY_RUN_LIMITS });
     runner = kernel;
@@ -83,9 +87,10 @@ export async function createHostIptablesBackend(opts: HostIptablesOptions): Prom
     runner = await createIptablesRunner({ family, flavor: decision.flavor, exec });
   }
   log.info('using iptables', { flavor: decision.flavor, why: decision.reason });
-  // The simulated kernel of --dry-run has no accounting objects: its rules are written without -m nfacct.
-  const nfacctRunner = opts.nfacct !== undefined ? opts.nfacct : opts.dryRun ? null : createNfacctRunner({ exec });
-  const nfacct = nfacctRunner ? await setupNfacctCounters(nfacctRunner, { clock: opts.clock, logger: log }) : NO_NFACCT;
+  // The nfacct objects are made by the backend's init (prepare below), not here: --once touches
+  // nothing before its source synced; the daemon's init runs at start.
+  const setupNfacct = opts.nfacctSetup ?? nfacctSetup(opts, exec, log);
+  let nfacct = NO_NFACCT;
   const backend = createIptablesBackend({
     config: opts.config,
     nodeName: opts.nodeName,
@@ -98,13 +103,28 @@ export async function createHostIptablesBackend(opts: HostIptablesOptions): Prom
     // The dashboard's cleanup action removes what kproxy made in the flavour it uses;
     // --cleanup (cleanupIptablesHost) sweeps every flavour and family.
     cleanup: () => cleanupIptables({ runners: [runner], logger: log }),
-    nfacct: nfacct.rules,
+    prepare: async () => {
+      nfacct = await setupNfacct();
+    },
+    nfacct: () => nfacct.rules,
     // Taking over from kube-proxy's (or kproxy's) nftables mode: its table goes once this family's rules serve.
     ...(opts.dryRun
       ? {}
       : { afterFirstSync: () => cleanupNftablesLeftovers({ runner: createNftRunner({ exec }), logger: log, families: takeOverTables(family, opts.proxiedFamilies?.() ?? [family]) }) }),
   });
-  return { backend, family, decision, kernel, packetCounters: nfacct.read };
+  return { backend, family, decision, kernel, packetCounters: () => nfacct.read };
+}
+
+/**
+ * nfacctSetup returns the one-time creation of kube-proxy's nfacct counters
+ * (once, whichever family's init asks first: they are the network
+ * namespace's, not a family's). The simulated kernel of --dry-run has no
+ * accounting objects: its rules are written without -m nfacct.
+ */
+function nfacctSetup(opts: HostIptablesOptions, exec: ExecFn, log: Logger): () => Promise<NfacctCounters> {
+  const runner = opts.nfacct !== undefined ? opts.nfacct : opts.dryRun ? null : createNfacctRunner({ exec });
+  let made: Promise<NfacctCounters> | null = null;
+  return () => (made ??= runner ? setupNfacctCounters(runner, { clock: opts.clock, logger: log }) : Promise.resolve(NO_NFACCT));
 }
 
 export interface HostIptablesFamilies {
@@ -127,13 +147,15 @@ export async function createHostIptablesBackends(opts: Omit<HostIptablesOptions,
   if (!opts.dryRun && primary === 'IPv6') await requirePrimaryFamily(primary, opts.config, exec);
   const hosts: HostIptables[] = [];
   const proxiedFamilies = () => hosts.map((h) => h.family);
-  const first = await createHostIptablesBackend({ ...opts, family: primary, proxiedFamilies });
+  // One set of nfacct counters for the node, made by whichever family's init comes first.
+  const nfacctSetupShared = opts.nfacctSetup ?? nfacctSetup(opts, exec, opts.logger.child('iptables'));
+  const first = await createHostIptablesBackend({ ...opts, family: primary, proxiedFamilies, nfacctSetup: nfacctSetupShared });
   hosts.push(first);
   let unsupported: string | null = null;
   if (secondary) {
     const flavor = first.decision.flavor === 'legacy' ? 'legacy' : 'nft';
     unsupported = opts.dryRun ? null : await iptablesFamilyUnsupported(secondary, flavor, exec);
-    if (unsupported === null) hosts.push(await createHostIptablesBackend({ ...opts, family: secondary, flavor, proxiedFamilies }));
+    if (unsupported === null) hosts.push(await createHostIptablesBackend({ ...opts, family: secondary, flavor, proxiedFamilies, nfacctSetup: nfacctSetupShared }));
   }
   return { hosts, decision: first.decision, unsupported };
 }

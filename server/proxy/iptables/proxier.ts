@@ -8,6 +8,7 @@ import type { NetInterfaces } from '../../kernel/netif.ts';
 import { ensureSysctl, sysctlInt, type Sysctl } from '../../kernel/sysctl.ts';
 import type { Logger } from '../../log.ts';
 import type { Backend, BackendSyncInput, BackendSyncResult, CleanupResult } from '../backend.ts';
+import type { RulesWrittenReport } from '../metrics/kube-proxy-metrics.ts';
 import type { Endpoint } from '../endpoint.ts';
 import { FirstSyncHousekeeping } from '../first-sync-housekeeping.ts';
 import type { IPFamily } from '../../net/ip.ts';
@@ -29,6 +30,12 @@ import { buildServicePortRules, contextKey, LARGE_CLUSTER_ENDPOINTS, masqueradeM
 export const SYSCTL_ROUTE_LOCALNET = 'net/ipv4/conf/all/route_localnet';
 export const SYSCTL_TCP_BE_LIBERAL = 'net/netfilter/nf_conntrack_tcp_be_liberal';
 
+/** NfacctRules: which of kube-proxy's nfacct counters the rules may name. */
+export interface NfacctRules {
+  readonly ctStateInvalid: boolean;
+  readonly localhostNodePorts: boolean;
+}
+
 export interface IptablesBackendOptions {
   config: ProxyConfig;
   nodeName: string;
@@ -47,8 +54,17 @@ export interface IptablesBackendOptions {
   afterFirstSync?: () => Promise<unknown>;
   /** canaryIntervalMs: how often watchTampering polls the canary chain; default 1000. */
   canaryIntervalMs?: number;
-  /** nfacct: the nfacct counters exist, so kube-proxy's two nfacct rules are written; default none. */
-  nfacct?: { ctStateInvalid: boolean; localhostNodePorts: boolean };
+  /**
+   * nfacct: which nfacct counters exist, so kube-proxy's two nfacct rules are
+   * written; a function is read at each sync (after prepare made them); default none.
+   */
+  nfacct?: NfacctRules | (() => NfacctRules);
+  /**
+   * prepare makes the host objects the mode needs before its first sync
+   * (host.ts: the nfacct counters), run first by init: never at construction,
+   * so `--once` touches nothing before its source synced.
+   */
+  prepare?: () => Promise<void>;
   /**
    * rulesPerCommit splits the service chains of a big nat rewrite into several
    * COMMITs of about this many rules (still one iptables-restore). Default:
@@ -79,23 +95,12 @@ export interface FailedBatch {
   readonly at: number;
 }
 
-/** IptablesMetrics are the counters kube-proxy's iptables metrics read. */
-export interface IptablesMetrics {
-  restoreFailuresTotal: number;
-  partialRestoreFailuresTotal: number;
-  /** rulesTotal: rules kproxy owns per table after the last successful sync. */
-  rulesTotal: Record<string, number>;
-  /** rulesLastSync: rules written per table by the last successful sync. */
-  rulesLastSync: Record<string, number>;
-  noLocalEndpointsInternal: number;
-  noLocalEndpointsExternal: number;
-}
-
 /** IptablesBackend is the iptables Backend plus what the daemon and dashboard read from it. */
 export interface IptablesBackend extends Backend {
+  /** sync reports, after a partial sync, the rules it wrote per table (kubeproxy_sync_proxy_rules_iptables_last). */
+  sync(input: BackendSyncInput): Promise<BackendSyncResult & RulesWrittenReport>;
   readonly runner: IptablesRunner;
   lastFailedBatch(): FailedBatch | null;
-  readonly metrics: IptablesMetrics;
 }
 
 interface CacheEntry {
@@ -141,14 +146,6 @@ class IptablesProxier implements IptablesBackend {
     return this.#o.family;
   }
   readonly runner: IptablesRunner;
-  readonly metrics: IptablesMetrics = {
-    restoreFailuresTotal: 0,
-    partialRestoreFailuresTotal: 0,
-    rulesTotal: {},
-    rulesLastSync: {},
-    noLocalEndpointsInternal: 0,
-    noLocalEndpointsExternal: 0,
-  };
   readonly #o: IptablesBackendOptions;
   readonly #log: Logger;
   readonly #names = new ChainNames();
@@ -162,6 +159,8 @@ class IptablesProxier implements IptablesBackend {
   #contextKey = '';
   /** #cache: the last successful sync's rules per service port id. */
   #cache = new Map<string, CacheEntry>();
+  /** #rulesByTable: the rules kproxy owns per table after the last successful sync (a failed sync reports them unchanged). */
+  #rulesByTable: Readonly<Record<string, number>> = {};
   /** #skipped: service ports whose objects could not be built, with why (reported in each sync result). */
   readonly #skipped = new Map<string, string>();
   #idsInMapOrder: string[] = [];
@@ -187,8 +186,9 @@ class IptablesProxier implements IptablesBackend {
     return this.#lastFailed;
   }
 
-  /** init sets route_localnet for localhost node ports and reads whether conntrack is liberal. */
+  /** init prepares the host's objects (prepare), sets route_localnet for localhost node ports and reads whether conntrack is liberal. */
   async init(): Promise<void> {
+    await this.#o.prepare?.();
     if (this.#localhostNodePorts) {
       this.#log.info('setting route_localnet=1 so node ports answer on localhost; set iptables.localhostNodePorts=false or --nodeport-addresses without 127.0.0.0/8 to avoid it');
       await ensureSysctl(this.#o.sysctl, SYSCTL_ROUTE_LOCALNET, '1');
@@ -239,7 +239,7 @@ class IptablesProxier implements IptablesBackend {
       nodeIP: nodeIPOf(node, family),
       conntrackTCPLiberal: this.#conntrackTCPLiberal,
       randomFully: this.runner.hasRandomFully,
-      nfacct: this.#o.nfacct ?? { ctStateInvalid: false, localhostNodePorts: false },
+      nfacct: (typeof this.#o.nfacct === 'function' ? this.#o.nfacct() : this.#o.nfacct) ?? { ctStateInvalid: false, localhostNodePorts: false },
       largeClusterMode: totalEndpoints > LARGE_CLUSTER_ENDPOINTS,
     };
   }
@@ -263,7 +263,12 @@ class IptablesProxier implements IptablesBackend {
     return this.#sortedIds;
   }
 
-  async sync(input: BackendSyncInput): Promise<BackendSyncResult> {
+  /** afterSync: after a successful sync was recorded, the first one's removal of the other modes' leftovers. */
+  async afterSync(): Promise<void> {
+    await this.#housekeeping.afterSuccessfulSync();
+  }
+
+  async sync(input: BackendSyncInput): Promise<BackendSyncResult & RulesWrittenReport> {
     const clock = this.#o.clock;
     const t0 = clock.monotonic();
     let ioMs = 0;
@@ -301,21 +306,20 @@ class IptablesProxier implements IptablesBackend {
       this.#contextKey = key;
       this.#needFull = false;
       if (full) this.#names.rotate();
-      this.metrics.rulesTotal = built.rulesByTable;
-      this.metrics.rulesLastSync = built.rulesWritten;
-      this.metrics.noLocalEndpointsInternal = built.noLocalInternal;
-      this.metrics.noLocalEndpointsExternal = built.noLocalExternal;
+      this.#rulesByTable = built.rulesByTable;
       for (const w of built.warnings) this.#log.warn(w);
-      // Not programming: kept out of this sync's build and kernel times.
-      const housekeepingMs = await this.#housekeeping.afterSuccessfulSync();
       return {
         full,
-        buildMs: Math.max(0, clock.monotonic() - t0 - ioMs - housekeepingMs),
+        buildMs: Math.max(0, clock.monotonic() - t0 - ioMs),
         applyMs: ioMs,
         linesWritten: built.lines,
         bytesWritten: Buffer.byteLength(built.text),
         servicesWritten: built.servicesWritten,
         rulesByTable: built.rulesByTable,
+        // A full sync writes every rule kproxy owns (rulesByTable; the jumps from built-in chains a
+        // fresh node gets in the same input are not kproxy's rules, as kube-proxy adds them outside
+        // its restore); a partial one writes the chains that changed.
+        ...(full ? {} : { rulesWrittenByTable: built.rulesWritten }),
         skippedServicePorts: new Map(this.#skipped),
         // Nothing sent, nothing to show: the last input stays the one the kernel last took.
         ...(built.text !== '' ? { batch: built.text } : {}),
@@ -325,8 +329,6 @@ class IptablesProxier implements IptablesBackend {
       this.#needFull = true;
       const error = this.#describeFailure(err, batch);
       if (batch !== undefined) {
-        this.metrics.restoreFailuresTotal++;
-        if (!full) this.metrics.partialRestoreFailuresTotal++;
         this.#lastFailed = { batch, error, at: this.#o.clock.now() };
       }
       this.#log.error('iptables sync failed; the next sync rewrites everything', { full, code: error.code, err: error.message });
@@ -337,7 +339,7 @@ class IptablesProxier implements IptablesBackend {
         linesWritten: 0,
         bytesWritten: 0,
         servicesWritten: 0,
-        rulesByTable: this.metrics.rulesTotal,
+        rulesByTable: this.#rulesByTable,
         error,
         ...(batch !== undefined ? { batch } : {}),
       };
@@ -403,8 +405,6 @@ class IptablesProxier implements IptablesBackend {
     // Service chains written in this sync, in blocks of whole service ports (see natTablePart in restore-text.ts).
     const blocks: { chains: LineBuffer; rules: LineBuffer }[] = [];
     let block = { chains: new LineBuffer(), rules: new LineBuffer() };
-    let noLocalInternal = 0;
-    let noLocalExternal = 0;
 
     for (const id of this.#orderedIds(state.services)) {
       const sp = state.services.get(id)!;
@@ -443,8 +443,6 @@ class IptablesProxier implements IptablesBackend {
       }
       filterCount += r.filterLines;
       natCount += r.jumpsLines + r.rulesLines;
-      if (r.noLocalInternal) noLocalInternal++;
-      if (r.noLocalExternal) noLocalExternal++;
       const write = full || entry !== prev || changed.has(sp.service);
       if (write) {
         if (block.rules.lines > 0 && block.rules.lines + r.rulesLines > this.#rulesPerCommit) {
@@ -511,8 +509,6 @@ class IptablesProxier implements IptablesBackend {
       servicesWritten: writtenServices.size,
       rulesByTable: { filter: fixedFilter + filterCount, nat: fixedNat + natCount },
       rulesWritten: { filter: filter.rulesWritten, nat: shared.rulesWritten + natServiceRulesWritten + natJumps.length },
-      noLocalInternal,
-      noLocalExternal,
       warnings: fixed.warnings,
     };
   }

@@ -33,9 +33,19 @@ export function stateFromObjects(nodeName: string, objects: readonly (Service | 
   return state;
 }
 
-/** objectsFromYaml reads multi-document manifests. */
+/**
+ * objectsFromYaml reads multi-document manifests: a golden case's input.yaml,
+ * whose `kind: GoldenOptions` document (the case's settings, no Kubernetes
+ * object) is read as a comment, so the file source's rules apply to the rest.
+ */
 export function objectsFromYaml(file: string, text: string): (Service | EndpointSlice | Node)[] {
-  return parseManifest(file, text).objects.map((o) => o.object as Service | EndpointSlice | Node);
+  return parseManifest(file, withoutGoldenOptions(text)).objects.map((o) => o.object as Service | EndpointSlice | Node);
+}
+
+/** withoutGoldenOptions turns the lines of `kind: GoldenOptions` documents into comments, every other line kept where it was. */
+function withoutGoldenOptions(text: string): string {
+  const docs = text.split(/^(?=---[ \t]*(?:#.*)?$)/m);
+  return docs.map((d) => (/^kind: GoldenOptions[ \t]*$/m.test(d) ? d.replace(/^(?!---)/gm, '# ') : d)).join('');
 }
 
 export interface Harness {

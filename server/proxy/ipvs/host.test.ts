@@ -40,22 +40,46 @@ describe('IPVS mode on the host', () => {
     expect(calls).toEqual(['ipvsadm -L -n']);
   });
 
-  it('refuses a kernel without the dummy link type for kube-ipvs0', async () => {
+  /** IPTABLES answers the flavour and version checks of an iptables-nft host. */
+  const IPTABLES: [string, ExecResult][] = [['iptables-nft', ok('iptables v1.8.9 (nf_tables)')]];
+
+  it('changes nothing on the host until the first init: kube-ipvs0 and the scheduler probe come with it, once for both families', async () => {
+    const made: string[] = [];
     const { exec, calls } = scripted([
       ['ipvsadm -L -n', ok()],
+      ...IPTABLES,
+      ['ip6tables-nft', ok('ip6tables v1.8.9 (nf_tables)')],
+      ['ip -j addr show', ok(LINKS)],
+      ['ip -batch -', (stdin) => (made.push(`ip ${stdin}`), ok())],
+      ['ipvsadm -S -n', ok()],
+      ['ipvsadm -R', (stdin) => (made.push(`ipvsadm ${stdin}`), ok())],
+    ]);
+    const host = await createHostIpvsBackends({ ...base, families: ['IPv4', 'IPv6'], config: ipvsConfig(), flavor: 'nft', dryRun: false, exec, exists: () => true });
+    expect(host.backends).toHaveLength(2);
+    // Only checks so far (ip_vs, the iptables versions, ip6tables' nat table): what --once may do before its source synced.
+    expect(calls.filter((c) => !/^ipvsadm -L -n$|^ip6?tables-nft .*(--version|-S POSTROUTING -t nat)$/.test(c))).toEqual([]);
+    expect(made).toEqual([]);
+  });
+
+  it('refuses a kernel without the dummy link type for kube-ipvs0 at init, before any sysctl or object of the mode', async () => {
+    const { exec, calls } = scripted([
+      ['ipvsadm -L -n', ok()],
+      ...IPTABLES,
       ['ip -j addr show', ok(LINKS)],
       ['ip -batch -', { code: 2, stdout: '', stderr: 'Error: Unknown device type.\nCommand failed -:1\n' }],
     ]);
-    const err = (await createHostIpvsBackends({ ...base, config: ipvsConfig(), dryRun: false, exec, exists: () => true }).catch((e: Error) => e)) as Error;
+    const host = await createHostIpvsBackends({ ...base, config: ipvsConfig(), flavor: 'nft', dryRun: false, exec, exists: () => true });
+    const err = (await host.backends[0].init!().catch((e: Error) => e)) as Error;
     expect(err).toBeInstanceOf(KernelModuleMissingError);
     expect(err.message).toContain('dummy link type for kube-ipvs0');
-    expect(calls).toEqual(['ipvsadm -L -n', 'ip -j addr show', 'ip -batch -']);
+    expect(calls.slice(-2)).toEqual(['ip -j addr show', 'ip -batch -']);
   });
 
-  it("probes the scheduler's module like kube-proxy, with a TEST-NET-2 virtual server", async () => {
+  it("probes the scheduler's module like kube-proxy, with a TEST-NET-2 virtual server, at init", async () => {
     let probe = '';
     const { exec } = scripted([
       ['ipvsadm -L -n', ok()],
+      ...IPTABLES,
       ['ip -j addr show', ok(JSON.stringify([{ ifname: 'kube-ipvs0', addr_info: [] }]))],
       ['ipvsadm -S -n', ok()],
       [
@@ -66,7 +90,9 @@ describe('IPVS mode on the host', () => {
         },
       ],
     ]);
-    const err = (await createHostIpvsBackends({ ...base, config: ipvsConfig({ ipvs: { scheduler: 'lc' } }), dryRun: false, exec, exists: () => true }).catch((e: Error) => e)) as Error;
+    const host = await createHostIpvsBackends({ ...base, config: ipvsConfig({ ipvs: { scheduler: 'lc' } }), flavor: 'nft', dryRun: false, exec, exists: () => true });
+    expect(probe).toBe('');
+    const err = (await host.backends[0].init!().catch((e: Error) => e)) as Error;
     expect(probe).toBe('-A -t 198.51.100.0:20000 -s lc\n-D -t 198.51.100.0:20000\n');
     expect(err).toBeInstanceOf(KernelModuleMissingError);
     expect(err.message).toContain('no ip_vs_lc module');

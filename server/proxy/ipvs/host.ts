@@ -67,10 +67,12 @@ const PROBE_VS = { protocol: 'TCP', address: '198.51.100.0', port: 20000 } as co
 /**
  * createHostIpvsBackend wires IPVS mode for the daemon. On the host it first
  * makes sure the kernel can do it, before anything is programmed: ipvsadm and
- * ip_vs (else KernelModuleMissingError naming ip_vs and what to load), the
- * dummy link type for kube-ipvs0, and the scheduler module (kube-proxy's
- * CanUseIPVSProxier probe). With --dry-run everything is simulated and the
- * host is only read (its addresses, for node ports).
+ * ip_vs (else KernelModuleMissingError naming ip_vs and what to load). The
+ * dummy link type and the scheduler module (kube-proxy's CanUseIPVSProxier
+ * probe) are checked by making kube-ipvs0 and probing the scheduler in the
+ * backends' first init: at the daemon's start, after the source synced with
+ * --once. With --dry-run everything is simulated and the host is only read
+ * (its addresses, for node ports).
  */
 export async function createHostIpvsBackends(opts: HostIpvsOptions): Promise<HostIpvs> {
   const exec = opts.exec ?? execFile;
@@ -84,20 +86,26 @@ export async function createHostIpvsBackends(opts: HostIpvsOptions): Promise<Hos
   let decision: FlavorDecision;
   let kernel: DryRunIpvsKernel | null = null;
   let unsupported: string | null = null;
+  let prepare: (() => Promise<void>) | undefined;
   if (opts.dryRun) {
-    const fake = await dryRunKernel(opts, exec, log);
-    kernel = fake;
-    ({ ipvs, ipset, netlink } = fake);
-    for (const [family, runner] of fake.iptables) iptables.set(family, runner);
-    decision = { flavor: fake.iptables.get(opts.families[0])!.flavor, reason: '--dry-run: simulated kernel' };
+    const simulated = await dryRunKernel(opts, exec, log);
+    kernel = simulated;
+    ({ ipvs, ipset, netlink } = simulated);
+    for (const [family, runner] of simulated.iptables) iptables.set(family, runner);
+    decision = { flavor: simulated.iptables.get(opts.families[0])!.flavor, reason: '--dry-run: simulated kernel' };
     sysctl = await seededSysctl(opts.config.ipvs.strictARP, log);
   } else {
     await checkIpvsSupport({ exec, exists: opts.exists, scheduler });
     ipvs = createIpvsRunner({ exec });
     ipset = createIpsetRunner({ exec });
     netlink = createNetlink(exec);
-    await ensureDummyLink(netlink, scheduler);
-    await probeScheduler(ipvs, scheduler, log);
+    // kube-ipvs0 and the scheduler probe come with the first init (once for both families), not
+    // here: --once touches nothing before its source synced; the daemon's init runs at start.
+    const [runner, links] = [ipvs, netlink];
+    prepare = memoize(async () => {
+      await ensureDummyLink(links, scheduler);
+      await probeScheduler(runner, scheduler, log);
+    });
     decision = await resolveIptablesFlavor(opts.flavor, { exec });
     const flavor = decision.flavor === 'legacy' ? 'legacy' : 'nft';
     const [primary, secondary] = opts.families;
@@ -123,6 +131,7 @@ export async function createHostIpvsBackends(opts: HostIpvsOptions): Promise<Hos
       clock: opts.clock,
       logger: opts.logger,
       simulated: opts.dryRun,
+      prepare,
       // The dashboard's cleanup action: this mode's iptables rules first (they match the sets), then IPVS objects.
       cleanup: async () => {
         const a = await cleanupIptables({ runners: [runner], logger: log });
@@ -145,6 +154,12 @@ export function mergeCleanup(a: CleanupResult, b: CleanupResult): CleanupResult 
   const removed: Record<string, number> = { ...a.removed };
   for (const [k, v] of Object.entries(b.removed)) removed[k] = (removed[k] ?? 0) + v;
   return { removed, errors: [...a.errors, ...b.errors] };
+}
+
+/** memoize runs fn once, however many callers ask (each family's backend runs init). */
+function memoize(fn: () => Promise<void>): () => Promise<void> {
+  let done: Promise<void> | null = null;
+  return () => (done ??= fn());
 }
 
 /** ensureDummyLink creates kube-ipvs0 now when it is missing, so a kernel without the dummy type fails at start. */

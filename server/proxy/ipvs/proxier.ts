@@ -13,7 +13,7 @@ import type { Logger } from '../../log.ts';
 import type { Backend, BackendSyncInput, BackendSyncResult, CleanupResult } from '../backend.ts';
 import type { Endpoint } from '../endpoint.ts';
 import { FirstSyncHousekeeping } from '../first-sync-housekeeping.ts';
-import { cidrContains, isLoopbackIP, parseCIDR, type CIDR, type IPFamily } from '../../net/ip.ts';
+import { cidrContains, isLinkLocalIPv6, isLoopbackIP, parseCIDR, type CIDR, type IPFamily } from '../../net/ip.ts';
 import { startCanaryMonitor } from '../iptables/canary-monitor.ts';
 import { ensureJumpRules } from '../iptables/jump-chains.ts';
 import { extractLines } from '../iptables/restore-writer.ts';
@@ -48,25 +48,20 @@ export interface IpvsBackendOptions {
    * nftables mode's tables are removed then, when this mode's objects serve).
    */
   afterFirstSync?: () => Promise<unknown>;
+  /**
+   * prepare makes the host objects the mode needs before its first sync
+   * (host.ts: kube-ipvs0 and the scheduler probe), run first by init: never
+   * at construction, so `--once` touches nothing before its source synced.
+   */
+  prepare?: () => Promise<void>;
   /** kernelRelease: `uname -r`, for conn_reuse_mode (default os.release()). */
   kernelRelease?: string;
   /** graceful termination timing; defaults as kube-proxy (1 min checks, 15 min timeout). */
   drainCheckIntervalMs?: number;
   drainTimeoutMs?: number;
   canaryIntervalMs?: number;
-  /** simulated: the kernel runners are --dry-run fakes (logs say "would set"). */
+  /** simulated: the kernel runners are the simulated kernel of --dry-run (logs say "would set"). */
   simulated?: boolean;
-}
-
-/** IpvsMetrics are the counters and facts the metrics and the dashboard read. */
-export interface IpvsMetrics {
-  /** iptablesRestoreFailuresTotal feeds kubeproxy_sync_proxy_rules_iptables_restore_failures_total. */
-  iptablesRestoreFailuresTotal: number;
-  /** failuresByRunner counts failed syncs by the step that failed (ipvsadm, ipset, ip, iptables-restore, read). */
-  failuresByRunner: Record<string, number>;
-  virtualServers: number;
-  realServers: number;
-  ipsetEntries: number;
 }
 
 /** IpvsRunners are the kernel runners a backend programs through (the dashboard reads through them too). */
@@ -105,7 +100,6 @@ export interface IpvsPlanned {
 
 /** IpvsBackend is the IPVS Backend plus what the daemon and the dashboard read. */
 export interface IpvsBackend extends Backend {
-  readonly metrics: IpvsMetrics;
   readonly runners: IpvsRunners;
   /** draining lists real servers waiting for their connections to end. */
   draining(): DrainingRealServer[];
@@ -141,13 +135,6 @@ class IpvsProxier implements IpvsBackend {
   get family(): IPFamily {
     return this.#o.family;
   }
-  readonly metrics: IpvsMetrics = {
-    iptablesRestoreFailuresTotal: 0,
-    failuresByRunner: {},
-    virtualServers: 0,
-    realServers: 0,
-    ipsetEntries: 0,
-  };
   readonly #o: IpvsBackendOptions;
   readonly #log: Logger;
   readonly #scheduler: string;
@@ -186,8 +173,9 @@ class IpvsProxier implements IpvsBackend {
   /** #manages mirrors planIpvs: virtual servers of the other family or in excludeCIDRs are never deleted. */
   readonly #manages = (address: string): boolean => (this.#o.family === 'IPv6') === address.includes(':') && !this.#excludeCIDRs.some((c) => cidrContains(c, address));
 
-  /** init sets the sysctls IPVS mode needs and the IPVS timeouts, as kube-proxy's NewProxier does. */
+  /** init makes the host objects the mode needs (prepare), then sets its sysctls and the IPVS timeouts, as kube-proxy's NewProxier does. */
   async init(): Promise<void> {
+    await this.#o.prepare?.();
     const { config, sysctl } = this.#o;
     for (const s of ipvsSysctls(config.ipvs.strictARP, this.#o.kernelRelease ?? release())) {
       if (s.value === null) {
@@ -241,7 +229,7 @@ class IpvsProxier implements IpvsBackend {
       for (const a of addrs) {
         all.push(a.address);
         // kube-proxy's isValidForSet: this family, no loopback, no IPv6 link-local.
-        if (a.family !== family || isLoopbackIP(a.address) || /^fe[89ab]/i.test(a.address)) continue;
+        if (a.family !== family || isLoopbackIP(a.address) || isLinkLocalIPv6(a.address)) continue;
         nodeAddresses.add(a.address);
       }
     }
@@ -256,6 +244,11 @@ class IpvsProxier implements IpvsBackend {
       nodeAddresses: [...nodeAddresses].sort(),
       nodeIP: nodeIPOf(state.node, family),
     };
+  }
+
+  /** afterSync: after a successful sync was recorded, the first one's removal of the other modes' leftovers. */
+  async afterSync(): Promise<void> {
+    await this.#housekeeping.afterSuccessfulSync();
   }
 
   async sync(input: BackendSyncInput): Promise<BackendSyncResult> {
@@ -360,11 +353,9 @@ class IpvsProxier implements IpvsBackend {
       };
       const counts = this.#counts(built.wanted, rules.rulesByTable);
       const lines = netlinkBatch.lines + ipsetBatch.lines + ipvsPlan.batch.lines + (writeIptables ? rules.lines : 0);
-      // Not programming: kept out of this sync's build and kernel times.
-      const housekeepingMs = await this.#housekeeping.afterSuccessfulSync();
       return {
         full,
-        buildMs: Math.max(0, clock.monotonic() - t0 - ioMs - housekeepingMs),
+        buildMs: Math.max(0, clock.monotonic() - t0 - ioMs),
         applyMs: ioMs,
         linesWritten: lines,
         bytesWritten: Buffer.byteLength(batch),
@@ -377,8 +368,6 @@ class IpvsProxier implements IpvsBackend {
       // What this sync checked out is consumed: only a full sync can bring the kernel back in line.
       this.#needFull = true;
       const error = this.#describeFailure(err, step, batches.at(-1));
-      this.metrics.failuresByRunner[step] = (this.metrics.failuresByRunner[step] ?? 0) + 1;
-      if (error.code === RestoreFailedError.code) this.metrics.iptablesRestoreFailuresTotal++;
       this.#log.error('IPVS sync failed; the next sync is full', { full, step, code: error.code, err: error.message });
       return {
         full,
@@ -399,9 +388,6 @@ class IpvsProxier implements IpvsBackend {
     for (const w of wanted.virtualServers.values()) reals += w.reals.size;
     let entries = 0;
     for (const s of wanted.sets.values()) entries += s.size;
-    this.metrics.virtualServers = wanted.virtualServers.size;
-    this.metrics.realServers = reals;
-    this.metrics.ipsetEntries = entries;
     return { 'virtual-servers': wanted.virtualServers.size, 'real-servers': reals, 'ipset-entries': entries, nat: iptables.nat, filter: iptables.filter };
   }
 

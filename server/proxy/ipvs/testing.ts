@@ -15,7 +15,7 @@ import { DUMMY_DEVICE } from './names.ts';
 import { createIpvsBackend, type IpvsBackend } from './proxier.ts';
 import { ipvsSysctls } from './sysctls.ts';
 
-/** Test helpers for IPVS mode: a backend wired to fake IPVS, ipset, links, iptables and /proc/sys. */
+/** Test helpers for IPVS mode: a backend wired to the simulated IPVS, ipset, links, iptables and /proc/sys. */
 
 type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? (T[K] extends unknown[] ? T[K] : DeepPartial<T[K]>) : T[K] };
 
@@ -48,7 +48,7 @@ export interface HarnessOptions {
   afterFirstSync?: () => Promise<unknown>;
 }
 
-/** ipvsHarness builds an IPVS backend over fakes; the fake ipset refuses to destroy sets iptables rules match. */
+/** ipvsHarness builds an IPVS backend over the simulated kernel; its ipset refuses to destroy sets iptables rules match. */
 export function ipvsHarness(opts: HarnessOptions = {}): IpvsHarness {
   const config = opts.config ?? ipvsConfig();
   const clock = new FakeClock();

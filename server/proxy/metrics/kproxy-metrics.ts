@@ -1,7 +1,8 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { SourceStatus } from '../../sources/source.ts';
 import type { ObjectKind, StateCheckout } from '../proxy-state.ts';
-import type { SyncRecord } from '../sync-loop.ts';
+import type { IPFamily } from '../../net/ip.ts';
+import { SYNC_TRIGGERS, type SyncRecord } from '../sync-loop.ts';
 
 /** KproxyMetricsState is what kproxy's own point-in-time metrics read (ProxyState satisfies it). */
 export interface KproxyMetricsState {
@@ -40,6 +41,8 @@ export interface KproxyMetricsOptions {
   state: KproxyMetricsState;
   version: string;
   mode: string;
+  /** families: the IP families proxied (their failed syncs are counted from 0). */
+  families: readonly IPFamily[];
   source?: () => SourceStatus;
   serviceHealth?: () => ServiceHealthView | null;
   /** ready: /readyz's answer now (null: no readiness in this daemon). */
@@ -111,6 +114,9 @@ export class KproxyMetrics {
       labelNames: ['ip_family', 'result', 'trigger'] as const,
       registers,
     });
+    // Failed syncs start at 0 for each family and trigger, as the kube-proxy failure counters do:
+    // rate() and increase() alerts then see the first failure instead of a series that appears with it.
+    for (const ip_family of o.families) for (const trigger of SYNC_TRIGGERS) this.syncs.inc({ ip_family, result: 'failure', trigger }, 0);
     this.#consecutiveFailures = new Gauge({
       name: 'kproxy_sync_consecutive_failures',
       help: 'Syncs of an IP family that failed in a row since its last successful one',

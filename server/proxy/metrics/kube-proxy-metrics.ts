@@ -239,11 +239,6 @@ export class KubeProxyMetrics {
     this.conntrackDeleted.inc({ ip_family: family }, deleted);
   }
 
-  /** nftablesCleanupFailed counts a failed deferred cleanup of stale nftables chains. */
-  nftablesCleanupFailed(family: IPFamily): void {
-    this.nftablesCleanupFailures?.inc({ ip_family: family });
-  }
-
   /**
    * enablePacketCounters publishes kube-proxy's nfacct packet counters (iptables
    * mode only), read at each scrape. kube-proxy registers them only when its

@@ -5,6 +5,7 @@ import { buildMetricsApp } from '../../http/app.ts';
 import { testProxyConfig } from '../../http/testing.ts';
 import { silentLogger } from '../../log.ts';
 import type { ProxyMode } from '../../config/modes.ts';
+import type { IPFamily } from '../../net/ip.ts';
 import type { BackendSyncResult } from '../backend.ts';
 import { unknownNode } from '../node-info.ts';
 import { ProxyState, type ObjectKind, type StateCheckout } from '../proxy-state.ts';
@@ -46,7 +47,7 @@ const NETPROG_LE = [
 ];
 
 interface FakeState {
-  families: 'IPv4'[];
+  families: IPFamily[];
   ready: boolean;
   servicesPending: number;
   endpointsPending: number;
@@ -258,11 +259,10 @@ describe('kube-proxy metrics on /metrics', () => {
         ['kubeproxy_sync_full_proxy_rules_duration_seconds', 'kubeproxy_sync_proxy_rules_nftables_sync_failures_total', 'kubeproxy_sync_proxy_rules_iptables_total'],
       ],
     ] as const) {
-      const { sync, scrape, metrics } = setup(mode);
+      const { sync, scrape } = setup(mode);
       sync(record({ full: true, rulesByTable: { nat: 3 } }));
-      sync(record({ full: false }));
+      sync(record({ full: false }), EMPTY_CHECKOUT, { nftablesCleanupFailures: 1 });
       sync(record({ ok: false, full: true, error: { code: RestoreFailedError.code, message: 'x' } }));
-      metrics.nftablesCleanupFailed('IPv4');
       const { families, text } = await scrape();
       for (const name of only) expect(families.has(name), `${mode}: ${name}`).toBe(true);
       for (const name of absent) expect(families.has(name), `${mode}: ${name}`).toBe(false);
@@ -484,6 +484,22 @@ describe('kube-proxy metrics on /metrics', () => {
 });
 
 describe('kproxy metrics and process defaults', () => {
+  it('starts the failed syncs of kproxy_syncs_total at 0 for each family and trigger, so rate() sees the first failure', async () => {
+    const state = { ...fakeState(), families: ['IPv4', 'IPv6'] as IPFamily[] };
+    const { sync, scrape } = setup('iptables', state);
+    const failures = (text: string) => text.split('\n').filter((l) => l.startsWith('kproxy_syncs_total{') && l.includes('result="failure"'));
+    const before = failures((await scrape()).text);
+    expect(before).toEqual(
+      (['IPv4', 'IPv6'] as const).flatMap((f) =>
+        ['startup', 'change', 'periodic', 'retry', 'resync', 'tampering', 'once', 'resume'].map((t) => `kproxy_syncs_total{ip_family="${f}",result="failure",trigger="${t}"} 0`),
+      ),
+    );
+    // No success series until a sync succeeds; a failure counts on its own series.
+    expect((await scrape()).text).not.toContain('result="success"');
+    sync(record({ family: 'IPv6', trigger: 'retry', ok: false, consecutiveFailures: 2, error: { code: RestoreFailedError.code, message: 'x' } }));
+    expect(failures((await scrape()).text)).toContain('kproxy_syncs_total{ip_family="IPv6",result="failure",trigger="retry"} 1');
+  });
+
   it('counts invalid objects by kind, syncs by trigger, and the source counters', async () => {
     const state = fakeState();
     state.invalidTotal.Service = 3;

@@ -57,6 +57,7 @@ export class ProxyMetrics {
       state: opts.state,
       version: KPROXY_VERSION,
       mode: opts.mode,
+      families: opts.state.families,
       source: opts.source,
       serviceHealth: () => this.#serviceHealth?.() ?? null,
       ready: () => this.#ready?.() ?? null,
@@ -98,11 +99,6 @@ export class ProxyMetrics {
   /** conntrackReconciled is the conntrack cleaner's hook: one pass, its duration and the flows it deleted. */
   conntrackReconciled(seconds: number, deleted: number, family: IPFamily): void {
     this.kubeProxy.conntrackReconciled(family, seconds, deleted);
-  }
-
-  /** nftablesCleanupFailed is the nftables backend's hook for a failed deferred stale-chain cleanup. */
-  nftablesCleanupFailed(family: IPFamily): void {
-    this.kubeProxy.nftablesCleanupFailed(family);
   }
 
   /** enablePacketCounters publishes the iptables backend's nfacct packet counters. */

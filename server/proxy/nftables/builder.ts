@@ -1,7 +1,7 @@
 import { RuleBuildError } from '../../errors.ts';
 import type { NftBaseChain, NftFamily, NftSetSpec } from '../../kernel/nft-types.ts';
 import { endpointKey, type Endpoint } from '../endpoint.ts';
-import { cidrContains, parseCIDR, type IPFamily } from '../../net/ip.ts';
+import { cidrContains, isLoopbackIP, parseCIDR, type IPFamily } from '../../net/ip.ts';
 import { validateServicePort } from '../iptables/rules.ts';
 import type { LocalDetector } from '../local-detector.ts';
 import { externallyAccessible, hasSessionAffinity, usesClusterEndpoints, usesLocalEndpoints, type ServicePort } from '../service-port.ts';
@@ -151,7 +151,7 @@ export function buildFixedObjects(ctx: NftBuildContext): FixedObjects {
   if (!ctx.nodePortsMatchAll) {
     for (const a of ctx.nodePortIPs) {
       // As kube-proxy: nftables mode never accepts node ports on localhost.
-      if (a.startsWith('127.') || a === '::1') warnings.push(`--nodeport-addresses includes localhost (${a}) but localhost NodePorts are not supported in nftables mode`);
+      if (isLoopbackIP(a)) warnings.push(`--nodeport-addresses includes localhost (${a}) but localhost NodePorts are not supported in nftables mode`);
       else nodePortIPs.push(a);
     }
   }

@@ -12,7 +12,7 @@ describe('cleanupNftablesLeftovers (the iptables and IPVS modes after their firs
     const log = new MemoryLog();
     const result = await cleanupNftablesLeftovers({ runner: nft, logger: log.logger });
     expect(result).toEqual({ removed: { nftables: 2 }, errors: [] });
-    expect((await nft.listTables()).map((t) => `${t.family} ${t.name}`).sort()).toEqual(['ip kube-proxy-other', 'ip6 filter']);
+    expect(nft.tableNames().sort()).toEqual(['ip kube-proxy-other', 'ip6 filter']);
     expect(log.lines('info').filter((l) => l.includes('removed nftables table'))).toEqual([expect.stringContaining('table="ip kube-proxy"'), expect.stringContaining('table="ip6 kube-proxy"')]);
     // Idempotent: nothing left to remove, nothing written.
     const transactions = nft.transactions().length;
@@ -31,11 +31,19 @@ describe('cleanupNftablesLeftovers (the iptables and IPVS modes after their firs
     expect(log.lines('info').join('\n')).toMatch(/nft is not installed: kube-proxy's nftables tables, if any, were not checked/);
   });
 
-  it('reports a listing that fails, as a cleanup error naming why', async () => {
-    const runner = createNftRunner({ exec: async () => ({ code: 1, stdout: '', stderr: 'Error: Operation not permitted' }) });
+  it('reports a deletion that fails, as a cleanup error naming the table and why, and still tries the other family', async () => {
+    const calls: string[] = [];
+    const runner = createNftRunner({
+      exec: async (_f, args) => {
+        calls.push(args.join(' '));
+        return args.includes('ip6') ? { code: 0, stdout: '', stderr: '' } : { code: 1, stdout: '', stderr: 'Error: Could not process rule: Operation not permitted' };
+      },
+    });
     const result = await cleanupNftablesLeftovers({ runner, logger: new MemoryLog().logger });
-    expect(result.removed).toEqual({});
-    expect(result.errors.map((e) => [e.code, e.message])).toEqual([['KPROXY_ERR_CLEANUP_FAILED', expect.stringMatching(/listing the nftables tables failed: .*Operation not permitted/)]]);
+    expect(result.removed).toEqual({ nftables: 1 });
+    expect(result.errors.map((e) => [e.code, e.message])).toEqual([['KPROXY_ERR_CLEANUP_FAILED', expect.stringMatching(/deleting nftables table ip kube-proxy failed: .*Operation not permitted/)]]);
+    // Never a listing of the whole ruleset first (nft 1.0.6 fetches every rule of every table for it).
+    expect(calls).toEqual(['delete table ip kube-proxy', 'delete table ip6 kube-proxy']);
   });
 });
 

@@ -4,7 +4,8 @@ import { errorMessage } from '../../errors.ts';
 import { DRY_RUN_LIMITS } from '../../kernel/call-log.ts';
 import { execFile, type ExecFn } from '../../kernel/exec.ts';
 import { hostInterfaces } from '../../kernel/netif.ts';
-import { checkNftSupport, createNftRunner, type NftSupport } from '../../kernel/nft.ts';
+import { checkNftSupport, createNftRunner, type NftRunner, type NftSupport } from '../../kernel/nft.ts';
+import { chooseNftRunner } from '../../kernel/nft-netlink.ts';
 import { SimulatedNft } from '../../kernel/nft-simulated.ts';
 import type { Logger } from '../../log.ts';
 import type { CleanupResult } from '../backend.ts';
@@ -21,6 +22,10 @@ export interface HostNftablesOptions {
   family?: IPFamily;
   /** dryRun: program the simulated nftables kernel instead of the host (host addresses are still read). */
   dryRun: boolean;
+  /** backend: --nftables-backend (default netlink, with nft -f as its fallback). */
+  backend?: 'netlink' | 'nft';
+  /** runner: a runner to share (the other family's); made here when absent. */
+  runner?: NftRunner;
   clock: Clock;
   logger: Logger;
   exec?: ExecFn;
@@ -56,8 +61,12 @@ export async function createHostNftablesBackend(opts: HostNftablesOptions): Prom
     runner = kernel;
   } else {
     support = await checkNftSupport({ exec, family: nftFamilyOf(family) });
-    log.info('using nftables', { nft: support.nftVersion, kernel: support.kernel });
-    runner = createNftRunner({ exec });
+    if (opts.runner) runner = opts.runner;
+    else {
+      const chosen = await chooseNftRunner({ backend: opts.backend ?? 'netlink', fallback: createNftRunner({ exec }), logger: log });
+      runner = chosen;
+      log.info('using nftables', { nft: support.nftVersion, kernel: support.kernel, writer: chosen.writer === 'netlink' ? 'netlink (nft -f as fallback)' : 'nft -f' });
+    }
   }
   const backend = createNftablesBackend({
     config: opts.config,
@@ -103,7 +112,8 @@ export async function createHostNftablesBackends(opts: Omit<HostNftablesOptions,
       }
     }
     if (unsupported === null) {
-      const runner = first.kernel ?? createNftRunner({ exec });
+      // One runner for both tables: one netlink helper, or nft.
+      const runner = first.kernel ?? first.backend.runner;
       const log = opts.logger.child('nftables');
       backends.push(
         createNftablesBackend({

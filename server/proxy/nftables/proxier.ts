@@ -55,23 +55,11 @@ export interface FailedTransaction {
   readonly at: number;
 }
 
-/** NftablesMetrics are the counters the metrics, logs and dashboard read. */
-export interface NftablesMetrics {
-  /** syncFailuresTotal: refused sync transactions (kubeproxy_sync_proxy_rules_nftables_sync_failures_total). */
-  syncFailuresTotal: number;
-  /** cleanupFailuresTotal: refused stale-chain deletions (kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total). */
-  cleanupFailuresTotal: number;
-  /** staleChains: chains flushed and waiting to be deleted. */
-  staleChains: number;
-  skippedServicePorts: Map<string, string>;
-}
-
 /** NftablesBackend is the nftables Backend plus what the daemon and the dashboard read. */
 export interface NftablesBackend extends Backend {
   sync(input: BackendSyncInput): Promise<BackendSyncResult & NftablesSyncReport>;
   readonly runner: NftRunner;
   readonly family: IPFamily;
-  readonly metrics: NftablesMetrics;
   lastFailedTransaction(): FailedTransaction | null;
   /** wanted: the table as kproxy's last successful sync left it (its own objects; affinity sets without elements); null before one. */
   wanted(): NftTable | null;
@@ -119,7 +107,8 @@ class NftablesProxier implements NftablesBackend {
   readonly mode = 'nftables' as const;
   readonly runner: NftRunner;
   readonly family: IPFamily;
-  readonly metrics: NftablesMetrics = { syncFailuresTotal: 0, cleanupFailuresTotal: 0, staleChains: 0, skippedServicePorts: new Map() };
+  /** #skipped: service ports whose objects could not be built, with why (reported in each sync result). */
+  readonly #skipped = new Map<string, string>();
   readonly #o: NftablesBackendOptions;
   readonly #log: Logger;
   readonly #nftFamily: 'ip' | 'ip6';
@@ -216,6 +205,11 @@ class NftablesProxier implements NftablesBackend {
     return { family: this.#nftFamily, name: KUBE_PROXY_TABLE, chains, sets };
   }
 
+  /** afterSync: after a successful sync was recorded, the first one's removal of the other modes' leftovers. */
+  async afterSync(): Promise<void> {
+    await this.#housekeeping.afterSuccessfulSync();
+  }
+
   async sync(input: BackendSyncInput): Promise<BackendSyncResult & NftablesSyncReport> {
     const clock = this.#o.clock;
     const t0 = clock.monotonic();
@@ -241,7 +235,7 @@ class NftablesProxier implements NftablesBackend {
       let listing: NftTable | null | 'unknown' = null;
       if (full) {
         try {
-          listing = await io(() => this.runner.listTable(this.#nftFamily, KUBE_PROXY_TABLE));
+          listing = await io(() => (this.runner.listTableForSync ?? this.runner.listTable).call(this.runner, this.#nftFamily, KUBE_PROXY_TABLE));
         } catch (err) {
           // Without a listing every object is written afresh (flushed first); stale chains are found next time.
           this.#log.error('cannot list the kube-proxy table; rewriting all of it this sync', { err: errorMessage(err) });
@@ -251,7 +245,7 @@ class NftablesProxier implements NftablesBackend {
       const built = full ? this.#planFull(state, ctx, listing) : this.#planPartial(state, ctx);
       const ops = built.plan.ops();
       text = formatTransaction(this.#nftFamily, KUBE_PROXY_TABLE, ops);
-      if (text !== '') await io(() => this.runner.run(text!));
+      if (text !== '') await io(() => this.runner.run(text!, { family: this.#nftFamily, table: KUBE_PROXY_TABLE, ops }));
 
       // Success: the kernel holds what this sync planned.
       this.#cache = built.cache;
@@ -260,19 +254,16 @@ class NftablesProxier implements NftablesBackend {
       this.#rules = built.rules;
       this.#contextKey = key;
       this.#needFull = false;
-      this.metrics.staleChains = this.#stale.size;
       for (const w of built.fixed.warnings) this.#warnOnce(w);
-      // Not programming: kept out of this sync's build and kernel times.
-      const housekeepingMs = await this.#housekeeping.afterSuccessfulSync();
       return {
         full,
-        buildMs: Math.max(0, clock.monotonic() - t0 - ioMs - housekeepingMs),
+        buildMs: Math.max(0, clock.monotonic() - t0 - ioMs),
         applyMs: ioMs,
         linesWritten: ops.length,
         bytesWritten: Buffer.byteLength(text),
         servicesWritten: built.servicesWritten,
         rulesByTable: { [KUBE_PROXY_TABLE]: this.#rules },
-        skippedServicePorts: new Map(this.metrics.skippedServicePorts),
+        skippedServicePorts: new Map(this.#skipped),
         ...(text !== '' ? { batch: text } : {}),
         ...(cleanupFailures ? { nftablesCleanupFailures: cleanupFailures } : {}),
       };
@@ -286,7 +277,6 @@ class NftablesProxier implements NftablesBackend {
       this.#index = index;
       const error = this.#describeFailure(err, text);
       if (err instanceof NftTransactionFailure && text !== undefined) {
-        this.metrics.syncFailuresTotal++;
         this.#lastFailed = { transaction: text, error, at: clock.now() };
       }
       this.#log.error('nftables sync failed; the table keeps its previous state and the next sync is full', { full, code: error.code, err: error.message });
@@ -338,19 +328,17 @@ class NftablesProxier implements NftablesBackend {
     const ops: NftOp[] = due.map((name) => ({ op: 'delete', kind: 'chain', name }));
     const text = formatTransaction(this.#nftFamily, KUBE_PROXY_TABLE, ops);
     try {
-      await this.runner.run(text);
+      await this.runner.run(text, { family: this.#nftFamily, table: KUBE_PROXY_TABLE, ops });
       for (const name of due) this.#stale.delete(name);
       this.#log.info('deleted stale chains', { chains: due.length });
     } catch (err) {
       // As kube-proxy: forget them; this sync is full, its listing finds those still there and retries them a second later.
       for (const name of due) this.#stale.delete(name);
       this.#needFull = true;
-      this.metrics.cleanupFailuresTotal++;
       const lines = err instanceof NftTransactionFailure ? err.lines.map((n) => `line ${n}: ${formatOp(this.#nftFamily, KUBE_PROXY_TABLE, ops[n - 1] ?? ops[0])}`) : [];
       this.#log.error('deleting stale chains failed; retrying later', { chains: due.length, err: errorMessage(err), ...(lines.length ? { lines: lines.join('; ') } : {}) });
       return 1;
     }
-    this.metrics.staleChains = this.#stale.size;
     return 0;
   }
 
@@ -377,11 +365,11 @@ class NftablesProxier implements NftablesBackend {
       cache.set(id, entry);
       rebuilt.add(id);
       if (entry.objects === null) {
-        if (this.metrics.skippedServicePorts.get(id) !== entry.error) this.#log.warn('service port skipped: its objects cannot be written safely', { servicePort: id, err: entry.error });
-        this.metrics.skippedServicePorts.set(id, entry.error!);
-      } else this.metrics.skippedServicePorts.delete(id);
+        if (this.#skipped.get(id) !== entry.error) this.#log.warn('service port skipped: its objects cannot be written safely', { servicePort: id, err: entry.error });
+        this.#skipped.set(id, entry.error!);
+      } else this.#skipped.delete(id);
     }
-    for (const id of this.metrics.skippedServicePorts.keys()) if (!state.services.has(id)) this.metrics.skippedServicePorts.delete(id);
+    for (const id of this.#skipped.keys()) if (!state.services.has(id)) this.#skipped.delete(id);
     return { cache, rebuilt };
   }
 

@@ -2,8 +2,10 @@ import { FakeClock } from '../../clock-fake.ts';
 import { testConfig } from '../../config/testing.ts';
 import type { ProxyConfig } from '../../config/types.ts';
 import type { InterfaceAddress } from '../../kernel/netif.ts';
+import { isLoopbackIP } from '../../net/ip.ts';
 import { FakeNetInterfaces } from '../../kernel/netif-fake.ts';
 import { SimulatedNft } from '../../kernel/nft-simulated.ts';
+import type { NftTable } from '../../kernel/nft-types.ts';
 import { silentLogger, type Logger } from '../../log.ts';
 import { createNftablesBackend, type NftablesBackend } from './proxier.ts';
 
@@ -23,9 +25,9 @@ export interface NftHarness {
   clock: FakeClock;
 }
 
-/** hostAddress makes an interface address ("lo" for 127.x). */
+/** hostAddress makes an interface address ("lo" for loopback). */
 export function hostAddress(a: string): InterfaceAddress {
-  return { ifname: a.startsWith('127.') ? 'lo' : 'eth0', family: a.includes(':') ? 'IPv6' : 'IPv4', address: a, prefixLength: a.includes(':') ? 64 : 24 };
+  return { ifname: isLoopbackIP(a) ? 'lo' : 'eth0', family: a.includes(':') ? 'IPv6' : 'IPv4', address: a, prefixLength: a.includes(':') ? 64 : 24 };
 }
 
 /** nftHarness builds an nftables backend over the simulated kernel. */
@@ -47,4 +49,17 @@ export function nftHarness(
     afterFirstSync: opts.afterFirstSync,
   });
   return { backend, kernel, netif, clock };
+}
+
+/**
+ * staleChains lists the service port chains (named after their service
+ * port: "service-…-ns/name/…", "endpoint-…") a kube-proxy table holds
+ * flushed: stale, waiting for their deletion a second later, as a reader of
+ * the kernel (the dashboard) sees them.
+ */
+export function staleChains(table: NftTable | null): string[] {
+  return [...(table?.chains.values() ?? [])]
+    .filter((c) => c.name.includes('/') && c.rules.length === 0)
+    .map((c) => c.name)
+    .sort();
 }

@@ -29,15 +29,22 @@ export function missingJumps(dump: IptablesDump): PortalJump[] {
   });
 }
 
+/** StaleChains: what removes the chains other modes left, and their names ("nat/KUBE-SERVICES") for the log. */
+export interface StaleChains {
+  readonly lines: string[];
+  readonly chains: string[];
+}
+
 /**
- * staleChainLines are restore lines that remove the chains another mode left
+ * staleChains are the restore lines that remove the chains another mode left
  * (the iptables mode's KUBE-SERVICES, KUBE-SVC-…, IPVS mode's KUBE-IPVS-…) and
  * the rules jumping into them, so their DNAT rules cannot answer for a
- * service before the portals do. Declared tables are the listing's, so the
- * lines go after the portal tables in the same input.
+ * service before the portals do, with those chains' names. Declared tables are
+ * the listing's, so the lines go after the portal tables in the same input.
  */
-export function staleChainLines(dump: IptablesDump): string[] {
+export function staleChains(dump: IptablesDump): StaleChains {
   const lines: string[] = [];
+  const names: string[] = [];
   for (const plan of planCleanup(dump)) {
     const chains = plan.chains.filter((c) => !OWN_CHAINS.has(c));
     if (chains.length === 0) continue;
@@ -45,6 +52,7 @@ export function staleChainLines(dump: IptablesDump): string[] {
     // Rules of kept chains that jump into a dropped one (a removed chain's own rules go with it).
     const jumps = plan.jumps.filter((j) => !drop.has(j.chain) && drop.has(/-j (\S+)\s*$/.exec(j.spec)?.[1] ?? ''));
     lines.push(`*${plan.table}`, ...chains.map(chainLine), ...jumps.map((j) => `-D ${j.chain} ${j.spec}`), ...chains.map((c) => `-X ${c}`), 'COMMIT');
+    names.push(...chains.map((c) => `${plan.table}/${c}`));
   }
-  return lines;
+  return { lines, chains: names };
 }

@@ -3,6 +3,7 @@ import { parseAllDocuments } from 'yaml';
 import type { ProxyConfig } from '../../config/types.ts';
 import { formatIptablesSave } from '../../kernel/iptables-save-parser.ts';
 import type { InterfaceAddress } from '../../kernel/netif.ts';
+import { isLoopbackIP } from '../../net/ip.ts';
 import type { BackendSyncResult } from '../backend.ts';
 import { objectsFromYaml, stateFromObjects } from '../iptables/testing.ts';
 import { describeProxySockets } from './describe.ts';
@@ -42,7 +43,7 @@ export async function runGoldenCase(inputPath: string): Promise<GoldenRun> {
   const h = harness({ config, nodeName });
   if (opts.hostAddresses) {
     h.netif.list = opts.hostAddresses.map((a): InterfaceAddress => ({
-      ifname: a.startsWith('127.') ? 'lo' : 'eth0',
+      ifname: isLoopbackIP(a) ? 'lo' : 'eth0',
       family: a.includes(':') ? 'IPv6' : 'IPv4',
       address: a,
       prefixLength: a.includes(':') ? 64 : 24,

@@ -19,7 +19,8 @@ import { usesClusterEndpoints, usesLocalEndpoints, type ServicePort } from '../s
 import { categorizeEndpoints } from '../topology.ts';
 import type { Random } from './balancer.ts';
 import { PortClaims } from './claims.ts';
-import { missingJumps, staleChainLines } from './cleanup.ts';
+import { FirstSyncHousekeeping } from '../first-sync-housekeeping.ts';
+import { missingJumps, staleChains } from './cleanup.ts';
 import { PortAllocator } from './port-allocator.ts';
 import { buildPortals, portalsRestoreText, type PortalContext, type PortalEntry, type PortalRule, type Portals } from './portals.ts';
 import { ProxySocket, type RelayContext, type RelayLimits } from './proxy-socket.ts';
@@ -38,6 +39,11 @@ export interface UserspaceBackendOptions {
   events?: EventRecorder;
   /** cleanup removes the portal chains (the dashboard's cleanup action); see cleanup.ts. */
   cleanup: () => Promise<CleanupResult>;
+  /**
+   * afterFirstSync runs once, after the first successful sync (host.ts: the
+   * nftables and IPVS modes' leftovers are removed then, when the portals serve).
+   */
+  afterFirstSync?: () => Promise<unknown>;
   random?: Random;
   canaryIntervalMs?: number;
   /** refusedLogIntervalMs: refused connections of one service port and reason are logged at most this often (default 10 s). */
@@ -139,11 +145,13 @@ class UserspaceProxier implements UserspaceBackend {
   #planned: UserspacePlanned | null = null;
   #version = 0;
   #stopped = false;
+  readonly #housekeeping: FirstSyncHousekeeping;
 
   constructor(opts: UserspaceBackendOptions) {
     this.#o = opts;
     this.family = opts.family;
     this.#log = opts.logger.child('userspace');
+    this.#housekeeping = new FirstSyncHousekeeping(opts.afterFirstSync, this.#log, opts.clock);
     this.runner = opts.iptables;
     this.sockets = opts.sockets;
     const u = opts.config.userspace;
@@ -226,6 +234,11 @@ class UserspaceProxier implements UserspaceBackend {
     this.#claims.closeAll();
   }
 
+  /** afterSync: after a successful sync was recorded, the first one's removal of the other modes' leftovers. */
+  async afterSync(): Promise<void> {
+    await this.#housekeeping.afterSuccessfulSync();
+  }
+
   async sync(input: BackendSyncInput): Promise<BackendSyncResult> {
     const clock = this.#o.clock;
     const t0 = clock.monotonic();
@@ -260,9 +273,10 @@ class UserspaceProxier implements UserspaceBackend {
         step = 'iptables-save';
         const dump: IptablesDump = parseIptablesSave(await io(() => this.#o.iptables.save()));
         jumps = missingJumps(dump);
-        staleLines = staleChainLines(dump);
+        const stale = staleChains(dump);
+        staleLines = stale.lines;
         if (jumps.length) this.#log.info('creating the jumps into the portal chains', { jumps: jumps.map((j) => `${j.table}/${j.from} -> ${j.to}`).join('; ') });
-        if (staleLines.length) this.#log.info("removing other modes' chains", { lines: staleLines.length });
+        if (stale.chains.length) this.#log.info("removing other modes' chains", { count: stale.chains.length, chains: stale.chains.join(', ') });
       }
       step = 'build';
       // text: what the portal chains hold (compared between syncs, the dashboard's intent); the input adds the missing jumps and other modes' removal.

@@ -28,7 +28,7 @@ export function userspaceConfig(over: Partial<ProxyConfig['userspace']> = {}, re
 }
 
 /** harness builds a userspace backend; random 0 keeps every rotation in sorted order. */
-export function harness(opts: { config?: ProxyConfig; nodeName?: string; logger?: Logger; random?: () => number } = {}): UserspaceHarness {
+export function harness(opts: { config?: ProxyConfig; nodeName?: string; logger?: Logger; random?: () => number; afterFirstSync?: () => Promise<unknown> } = {}): UserspaceHarness {
   const iptables = new SimulatedIptables();
   const net = new SimulatedSockets({ nodeAddress: '10.0.0.10' });
   const netif = new FakeNetInterfaces();
@@ -46,6 +46,7 @@ export function harness(opts: { config?: ProxyConfig; nodeName?: string; logger?
     events,
     random: opts.random ?? (() => 0),
     cleanup: () => cleanupIptables({ runners: [iptables], logger: silentLogger }),
+    afterFirstSync: opts.afterFirstSync,
   });
   return { backend, iptables, net, netif, clock, events };
 }

@@ -397,6 +397,35 @@ describe('FileSource after start', () => {
     expect(s.status().lastError).toBeUndefined();
   });
 
+  it('a file that parses as YAML but holds no Kubernetes object is a parse error: it holds the first sync back, and later keeps the last good state', async () => {
+    const file = join(dir, 'a.yaml');
+    await writeFile(file, 'oops\n');
+    const log = new MemoryLog();
+    const r = new Recorder();
+    const s = source(dir, log, true);
+    await s.start(r);
+    try {
+      expect(r.synced).toEqual([]);
+      expect(s.status()).toMatchObject({ synced: false, counters: { parseErrors: 1 } });
+      expect(s.status().waitingFor).toBe(`${file}:1: document 1: not a Kubernetes object (a string: "oops") [KPROXY_ERR_MANIFEST_PARSE]`);
+      await writeFile(file, `${svc('web')}---\n${svc('api')}`);
+      await s.reloadNow();
+      expect(r.synced).toEqual(['Service', 'EndpointSlice', 'Node']);
+      expect(r.events).toEqual(['add Service web', 'add Service api']);
+      // Clobbered, then half written (the second Service cut off before its name): both keep web and api.
+      for (const text of ['oops\n', `${svc('web')}---\napiVersion: v1\nkind: Service\nmetadata:\n`]) {
+        await writeFile(file, text);
+        await s.reloadNow();
+        expect(r.events).toEqual(['add Service web', 'add Service api']);
+        expect(s.status().lastError).toMatch(/a\.yaml:\d+: document \d: .*keeping the last good state of a\.yaml/);
+      }
+      expect(s.status().counters.parseErrors).toBe(3);
+      expect(log.lines('error').at(-1)).toMatch(/a\.yaml:6: document 2: Service without metadata\.name \[KPROXY_ERR_MANIFEST_PARSE\] \(keeping the last good state of a\.yaml\)/);
+    } finally {
+      await s.stop();
+    }
+  });
+
   it('a broken file is counted and logged once per version, not at every poll', async () => {
     const { FakeClock } = await import('../../clock-fake.ts');
     const clock = new FakeClock(Date.now() + 60_000); // file times are in the past: no "recently written" re-reads

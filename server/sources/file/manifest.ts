@@ -1,4 +1,5 @@
 import type { KubeObject } from '../../proxy/kube-objects.ts';
+import { ManifestParseError } from '../../errors.ts';
 import { parseYamlStream } from './yaml-stream.ts';
 
 /** The kinds kproxy reads from manifests; anything else in a file is left alone. */
@@ -30,36 +31,59 @@ export interface ParsedManifest {
 
 /**
  * parseManifest reads a YAML stream of any extension (JSON documents are YAML
- * too): single objects, Lists, JSON arrays. It throws ManifestParseError with
- * file:line:column when the text is not valid, so the caller can keep the
- * file's last good state.
+ * too): single objects, Lists, JSON arrays. A file holds no objects legally
+ * when it is empty or comments only, holds empty Lists, or only objects of
+ * kinds kproxy does not read. Anything else that is not a Kubernetes object
+ * (a document that is a string or a number, an object without apiVersion or
+ * kind, an object of a kind kproxy reads without metadata.name: a clobbered or
+ * half-written file) is an error of the whole file, as invalid YAML is: it
+ * throws ManifestParseError naming file:line, the document and why, so the
+ * caller keeps the file's last good state instead of removing its objects.
  */
 export function parseManifest(file: string, text: string): ParsedManifest {
   const docs = parseYamlStream(file, text);
   const objects: ManifestObject[] = [];
   const skipped: string[] = [];
   const visit = (doc: unknown, where: string) => {
-    if (doc === null || doc === undefined) return;
     if (Array.isArray(doc)) return doc.forEach((d, i) => visit(d, `${where}[${i}]`));
-    if (typeof doc !== 'object') return void skipped.push(`${where}: not an object`);
-    const obj = doc as KubeObject & { items?: unknown[] };
-    if (typeof obj.kind === 'string' && obj.kind.endsWith('List') && Array.isArray(obj.items)) {
-      return obj.items.forEach((d, i) => visit(d, `${where}.items[${i}]`));
+    if (typeof doc !== 'object' || doc === null) throw new ManifestParseError(`${where}: not a Kubernetes object (${describe(doc)})`);
+    const obj = doc as KubeObject & { items?: unknown };
+    for (const field of ['apiVersion', 'kind'] as const) {
+      const v = obj[field];
+      if (typeof v !== 'string' || v === '')
+        throw new ManifestParseError(`${where}: not a Kubernetes object (${v === undefined || v === null || v === '' ? `no ${field}` : `${field} is ${describe(v)}`})`);
     }
-    const kind = obj.kind as ManifestKind;
-    if (!MANIFEST_KINDS.includes(kind)) return;
-    if (!API_VERSIONS[kind].includes(obj.apiVersion ?? '')) {
-      return void skipped.push(`${where}: ${kind} with apiVersion ${JSON.stringify(obj.apiVersion)} (want ${API_VERSIONS[kind].join(' or ')})`);
+    const kind = obj.kind as string;
+    if (kind.endsWith('List')) {
+      // An explicitly empty List is a legal empty file; items that are not a list are not.
+      if (obj.items === undefined || obj.items === null) return;
+      if (!Array.isArray(obj.items)) throw new ManifestParseError(`${where}: ${kind} whose items are not a list (${describe(obj.items)})`);
+      return obj.items.forEach((d, i) => visit(d, `${where}, items[${i}]`));
     }
+    if (!MANIFEST_KINDS.includes(kind as ManifestKind)) return;
     const name = obj.metadata?.name;
-    if (typeof name !== 'string' || name === '') return void skipped.push(`${where}: ${kind} without metadata.name`);
+    if (typeof name !== 'string' || name === '') throw new ManifestParseError(`${where}: ${kind} without metadata.name`);
+    const k = kind as ManifestKind;
+    if (!API_VERSIONS[k].includes(obj.apiVersion!)) {
+      return void skipped.push(`${where}: ${kind} ${name} with apiVersion ${JSON.stringify(obj.apiVersion)} (want ${API_VERSIONS[k].join(' or ')})`);
+    }
     // Nodes and ServiceCIDRs are cluster-scoped: no namespace.
-    if (kind !== 'Node' && kind !== 'ServiceCIDR') {
+    if (k !== 'Node' && k !== 'ServiceCIDR') {
       obj.metadata!.namespace ??= 'default';
     }
     const ns = obj.metadata?.namespace;
-    objects.push({ kind, key: `${kind} ${ns ? `${ns}/` : ''}${name}`, object: obj, file });
+    objects.push({ kind: k, key: `${k} ${ns ? `${ns}/` : ''}${name}`, object: obj, file });
   };
-  docs.forEach((d, i) => visit(d, docs.length > 1 ? `${file} document ${i + 1}` : file));
+  docs.forEach((d, i) => visit(d.value, `${file}:${d.line}: document ${i + 1}`));
   return { objects, skipped };
+}
+
+/** describe names what a value is, for an error ("a string: \"oops\""), without quoting a large value whole. */
+function describe(v: unknown): string {
+  if (v === null || v === undefined) return 'null';
+  if (Array.isArray(v)) return 'a list';
+  if (typeof v === 'object') return 'an object';
+  const text = JSON.stringify(v);
+  const shown = text.length > 40 ? `${text.slice(0, 37)}...` : text;
+  return `${typeof v === 'string' ? 'a string' : typeof v === 'number' ? 'a number' : `a ${typeof v}`}: ${shown}`;
 }

@@ -1,6 +1,6 @@
-import { CORE_SCHEMA, load } from 'js-yaml';
+import { loadAll } from 'js-yaml';
 import { parseAllDocuments } from 'yaml';
-import { ManifestParseError } from '../../errors.ts';
+import { errorMessage, ManifestParseError } from '../../errors.ts';
 
 /**
  * MARKER: a line that is only a document start marker ("---", optionally a
@@ -11,65 +11,91 @@ import { ManifestParseError } from '../../errors.ts';
 const MARKER = /^---[ \t]*(?:#.*)?$/;
 
 /**
+ * NOT_FOR_FAST_YAML: characters of the YAML features the fast parser reads
+ * differently from the yaml package or not at all (tags, anchors and
+ * aliases); a document holding one anywhere, even inside a string, is read by
+ * the yaml package.
+ */
+const NOT_FOR_FAST_YAML = /[!&*]/;
+
+/** YamlDocument is one non-empty document of a stream and the line it starts on. */
+export interface YamlDocument {
+  readonly value: unknown;
+  /** line: 1-based line of the document's first content in the file. */
+  readonly line: number;
+}
+
+/**
  * parseYamlStream reads a YAML stream (documents separated by `---`) into plain
  * values, whatever the file's extension: every JSON text is a YAML document, so
- * `.json` files with several documents (as generators write them) work too. A
- * document that looks like JSON (`{` or `[` first) is read with JSON.parse,
- * several times faster than the YAML parser on large files; one that is not
- * valid JSON is read as YAML, which reports the error. Other documents are
- * read with js-yaml where it reads what the YAML parser reads (readFast),
- * about six times faster: 20,000 documents are a cold start's longest step
- * otherwise. Throws ManifestParseError naming file:line:column of the first
- * error. opts.fast false: the YAML parser only (tests compare the two).
+ * `.json` files with several documents (as generators write them) work too.
+ * Empty documents (blank, comments only, `~`) are left out. Each document takes
+ * the cheapest reader that reads it exactly as the YAML parser would:
+ *
+ * - one that looks like JSON (`{` or `[` first) is read with JSON.parse;
+ * - one without tags, anchors or aliases with js-yaml (YAML 1.2 core schema,
+ *   the later of two equal keys wins): about ten times faster than the yaml
+ *   package on Kubernetes manifests (docs/performance.md, "Parsing manifests");
+ * - the rest, and any document those refuse, with the yaml package, which
+ *   reports the error.
+ *
+ * Throws ManifestParseError naming file:line:column of the first error.
  */
-export function parseYamlStream(file: string, text: string, opts: { fast?: boolean } = {}): unknown[] {
+export function parseYamlStream(file: string, text: string): YamlDocument[] {
   // A directive (%YAML, %TAG) applies to the document after it: leave such rare
   // streams to the YAML parser whole rather than cut them apart.
   if (/^%/m.test(text)) return parseYaml(file, text, 0);
-  const docs: unknown[] = [];
+  const docs: YamlDocument[] = [];
   for (const chunk of chunks(text)) {
     const body = chunk.text.trim();
     if (body === '') continue;
+    const line = chunk.line + firstContentLine(chunk.text);
     if (body[0] === '{' || body[0] === '[') {
       try {
-        docs.push(JSON.parse(body));
+        docs.push({ value: JSON.parse(body), line });
         continue;
       } catch {
-        // Not JSON (a YAML flow mapping, or broken): the YAML parser decides and says where.
+        // Not JSON (a YAML flow mapping, or broken): the YAML readers decide, and say where.
       }
     }
-    const fast = opts.fast === false ? NOT_READ : readFast(chunk.text);
-    if (fast === NOT_READ) docs.push(...parseYaml(file, chunk.text, chunk.line - 1));
-    // A document of comments only is no document, as for the YAML parser.
-    else if (fast !== undefined) docs.push(fast);
+    const fast = NOT_FOR_FAST_YAML.test(chunk.text) ? null : fastYaml(chunk.text);
+    if (fast) {
+      if (fast.length === 1 && fast[0] !== null && fast[0] !== undefined) docs.push({ value: fast[0], line });
+      continue;
+    }
+    docs.push(...parseYaml(file, chunk.text, chunk.line - 1));
   }
   return docs;
 }
 
-/** NOT_READ: readFast left the document to the YAML parser. */
-const NOT_READ = Symbol('not read');
-
 /**
- * SLOW_ONLY: characters that may start an anchor, an alias or a tag. js-yaml
- * puts no limit on aliases (a few lines can stand for billions of values) and
- * knows other tags: such documents, rare in manifests, go to the YAML parser
- * (maxAliasCount), as does any document js-yaml refuses (the YAML parser says
- * where the error is, in its words).
+ * fastYaml reads a chunk with js-yaml when it holds at most one document;
+ * null means "let the yaml package read it" (an error, whose message the yaml
+ * package words with its position, or several documents, whose lines only it
+ * tells).
  */
-const SLOW_ONLY = /[&*!]/;
-
-/**
- * readFast reads one document with js-yaml's YAML 1.2 core schema, as the
- * YAML parser reads it (no timestamps, no merge keys, a repeated key's last
- * value wins), or returns NOT_READ; undefined: no document (comments only).
- */
-function readFast(text: string): unknown {
-  if (SLOW_ONLY.test(text)) return NOT_READ;
+function fastYaml(text: string): unknown[] | null {
   try {
-    return load(text, { schema: CORE_SCHEMA, json: true });
+    const docs = loadAll(text, { json: true, maxAliases: 0 });
+    return docs.length <= 1 ? docs : null;
   } catch {
-    return NOT_READ;
+    return null;
   }
+}
+
+/** firstContentLine: how many lines of `text` come before its first line that is neither blank nor a comment. */
+function firstContentLine(text: string): number {
+  let skipped = 0;
+  let pos = 0;
+  while (pos < text.length) {
+    let end = text.indexOf('\n', pos);
+    if (end < 0) end = text.length;
+    const line = text.slice(pos, end).trim();
+    if (line !== '' && line[0] !== '#') return skipped;
+    skipped++;
+    pos = end + 1;
+  }
+  return 0;
 }
 
 interface Chunk {
@@ -101,8 +127,8 @@ function chunks(text: string): Chunk[] {
   return out;
 }
 
-function parseYaml(file: string, text: string, lineOffset: number): unknown[] {
-  const docs: unknown[] = [];
+function parseYaml(file: string, text: string, lineOffset: number): YamlDocument[] {
+  const docs: YamlDocument[] = [];
   for (const doc of parseAllDocuments(text, { prettyErrors: true, uniqueKeys: false })) {
     const first = doc.errors[0];
     if (first) {
@@ -114,7 +140,23 @@ function parseYaml(file: string, text: string, lineOffset: number): unknown[] {
       const message = first.message.split('\n')[0].replace(/ at line \d+, column \d+:?$/, '');
       throw new ManifestParseError(`${where}: invalid YAML: ${message}`);
     }
-    docs.push(doc.toJS({ maxAliasCount: 100 }));
+    const line = lineOffset + lineOf(text, doc.contents?.range[0] ?? 0);
+    let value: unknown;
+    try {
+      value = doc.toJS({ maxAliasCount: 100 });
+    } catch (err) {
+      // An alias bomb ("Excessive alias count indicates a resource exhaustion attack").
+      throw new ManifestParseError(`${file}:${line}: invalid YAML: ${errorMessage(err)}`);
+    }
+    if (value === null || value === undefined) continue;
+    docs.push({ value, line });
   }
   return docs;
+}
+
+/** lineOf: the 1-based line of an offset in text. */
+function lineOf(text: string, offset: number): number {
+  let line = 1;
+  for (let i = text.indexOf('\n'); i >= 0 && i < offset; i = text.indexOf('\n', i + 1)) line++;
+  return line;
 }

@@ -1,4 +1,8 @@
+import { join } from 'node:path';
+import { silentLogger } from '../../../server/log.ts';
 import { execFile, type ExecFn } from '../../../server/kernel/exec.ts';
+import { startNfnlPipe } from '../../../server/kernel/nfnl-pipe.ts';
+import { createNetlinkNftRunner, type NetlinkNftRunner } from '../../../server/kernel/nft-netlink.ts';
 import { createNftRunner, type NftRunner } from '../../../server/kernel/nft.ts';
 import type { NftTable } from '../../../server/kernel/nft-types.ts';
 
@@ -21,4 +25,20 @@ export function tableShape(t: NftTable | null): unknown {
   const chains = [...t.chains.values()].sort((a, b) => (a.name < b.name ? -1 : 1)).map((c) => ({ name: c.name, base: c.base, rules: c.rules }));
   const sets = [...t.sets.values()].sort((a, b) => (a.name < b.name ? -1 : 1)).map((s) => ({ ...s, elements: [...s.elements.values()].sort((a, b) => (a.key < b.key ? -1 : 1)) }));
   return { family: t.family, name: t.name, chains, sets };
+}
+
+/** NFNL_PIPE: the helper `npm run build` makes (the kernel tier runs after the build). */
+export const NFNL_PIPE = join(import.meta.dirname, '../../../dist/native/nfnl-pipe');
+
+/** nsNetlinkNft is the netlink runner inside a namespace: its helper runs there (`ip netns exec`), nft is its fallback. */
+export async function nsNetlinkNft(ns: string, opts: { phasedFrom?: number } = {}): Promise<NetlinkNftRunner> {
+  const pipe = await startNfnlPipe(NFNL_PIPE, { prefix: ['ip', 'netns', 'exec', ns] });
+  return createNetlinkNftRunner({ pipe, fallback: nsNft(ns), logger: silentLogger, ...opts });
+}
+
+/** listText: `nft list table FAMILY kube-proxy` in a namespace, as nft prints it. */
+export async function listText(ns: string, family = 'ip', table = 'kube-proxy'): Promise<string> {
+  const r = await execFile('ip', ['netns', 'exec', ns, 'nft', 'list', 'table', family, table], { timeoutMs: 60_000 });
+  if (r.code !== 0) throw new Error(`nft list table ${family} ${table} in ${ns}: ${r.stderr.trim()}`);
+  return r.stdout;
 }

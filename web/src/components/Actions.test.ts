@@ -6,13 +6,19 @@ import { ActionsState } from '../lib/actions.svelte.ts';
 import { Api } from '../lib/api.ts';
 import Actions from './Actions.svelte';
 
-function api(calls: { path: string; contentType?: string | null; body: unknown }[], status = 200) {
+/** api answers each action with its result (200) or the error body the server sends (409, 429, 500). */
+function api(
+  calls: { path: string; contentType?: string | null; body: unknown }[],
+  status = 200,
+  error = { code: 'KPROXY_ERR_RATE_LIMITED', message: 'resync was asked less than 10 s after the previous one; try again in 8 s' },
+) {
   return new Api(
     () => 'tok',
     async (url, init) => {
       calls.push({ path: url, contentType: new Headers(init?.headers).get('content-type'), body: init?.body ? JSON.parse(String(init.body)) : null });
       const action = url.split('/').pop();
-      return new Response(JSON.stringify({ action, ok: status === 200, at: 0, user: 'token', message: status === 200 ? `${action} done` : 'try again in 8 s', paused: false }), { status });
+      const body = status === 200 ? { action, ok: true, at: 0, user: 'token', message: `${action} done`, paused: false } : { error };
+      return new Response(JSON.stringify(body), { status });
     },
   );
 }
@@ -49,7 +55,20 @@ describe('Actions page', () => {
     render(Actions, { props: { actions: new ActionsState(api([], 429)), overview: overview(), viewer, lastAction: null, now: 0 } });
     await fireEvent.click(screen.getByTestId('resync'));
     const result = await screen.findByTestId('action-result');
-    expect(result.textContent).toMatch(/Refused · try again in 8 s/);
+    expect(result.textContent).toMatch(/Refused · resync was asked less than 10 s after the previous one; try again in 8 s/);
+    expect(screen.queryByRole('alert')).toBeNull();
+  });
+
+  it('shows a failed action as failed, with what the server said (its code; the details are in its log)', async () => {
+    const message = 'kproxy could not answer this request (KPROXY_ERR_CLEANUP_FAILED); the kproxy log on this node has the details (request req-7)';
+    const actions = new ActionsState(api([], 500, { code: 'KPROXY_ERR_CLEANUP_FAILED', message }));
+    render(Actions, { props: { actions, overview: overview({ node: 'node-7' }), viewer, lastAction: null, now: 0 } });
+    await fireEvent.click(screen.getByTestId('cleanup'));
+    await fireEvent.input(screen.getByLabelText('confirmation'), { target: { value: 'node-7' } });
+    await fireEvent.click(screen.getByRole('button', { name: 'Remove all rules', hidden: true }));
+    const result = await screen.findByTestId('action-result');
+    expect(result.textContent).toContain(`Failed · ${message}`);
+    expect(actions.refused.cleanup).toEqual({ status: 500, code: 'KPROXY_ERR_CLEANUP_FAILED', message });
   });
 
   it('disables every action for a viewer who may not act, and says why', () => {

@@ -41,7 +41,7 @@ export class Api {
 
   async #json<T>(res: Response): Promise<T> {
     const body = (await res.json().catch(() => null)) as (T & { error?: { code: string; message: string } }) | null;
-    if (!res.ok && !(body && 'action' in (body as object))) {
+    if (!res.ok) {
       throw new ApiError(res.status, body?.error?.code ?? `HTTP_${res.status}`, body?.error?.message ?? `HTTP ${res.status}`);
     }
     return body as T;
@@ -54,7 +54,8 @@ export class Api {
   /**
    * post sends an action, always with a JSON body ({} when it has none: the
    * server takes writes with a JSON body only, which another site's page cannot
-   * send); answers with a result body (200, 409, 429, 500) resolve, others throw.
+   * send); a refused or failed action throws ApiError with the server's code
+   * (409 syncs paused, 429 rate limited, 500 failed), as any other error does.
    */
   async post<T>(path: string, body: object = {}): Promise<{ status: number; body: T }> {
     const init: RequestInit = { method: 'POST', headers: this.#headers({ 'content-type': 'application/json' }), body: JSON.stringify(body) };

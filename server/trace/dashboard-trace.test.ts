@@ -1,13 +1,20 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { flushMicrotasks } from '../../clock-fake.ts';
-import { HeavyReads } from '../heavy-reads.ts';
-import type { ServiceDetail, TraceResult } from '../protocol.ts';
-import { testDashboard, type TestDashboard } from '../testing.ts';
+import { flushMicrotasks } from '../clock-fake.ts';
+import { HeavyReads } from '../dashboard/heavy-reads.ts';
+import type { ServiceDetail, TraceResult } from '../dashboard/protocol.ts';
+import { testDashboard, type TestDashboardOptions, type TestDashboard } from '../dashboard/testing.ts';
+import { dashboardTracer } from './dashboard-trace.ts';
 
 const HOST = { host: 'localhost:10249' };
 const TOKEN = 's3cret-token';
 const AUTH = { ...HOST, authorization: `Bearer ${TOKEN}` };
 const q = (p: Record<string, string>) => `/api/v1/trace?${new URLSearchParams(p)}`;
+
+/** tracedDashboard is the test dashboard with the packet tracer the composition gives it, on a node with the addresses 127.0.0.1 and 10.0.0.10. */
+function tracedDashboard(opts: TestDashboardOptions = {}): Promise<TestDashboard> {
+  const addresses = ['127.0.0.1', '10.0.0.10'].map((address) => ({ ifname: 'eth0', family: 'IPv4' as const, address, prefixLength: 32 }));
+  return testDashboard({ token: TOKEN, tracer: dashboardTracer({ netInterfaces: { addresses: async () => addresses } }), ...opts });
+}
 
 /** splitSpec turns a listed rule back into words for SimulatedIptables.deleteRule. */
 function splitSpec(spec: string): string[] {
@@ -18,15 +25,22 @@ describe('GET /api/v1/trace', () => {
   let t: TestDashboard;
   afterEach(async () => t?.close());
 
-  it('needs the same auth as the rest of the API', async () => {
+  it('answers 503 from a dashboard built without a tracer', async () => {
     t = await testDashboard({ token: TOKEN });
+    const res = await t.app.inject({ url: q({ proto: 'tcp', src: '10.0.0.2', dst: '10.96.10.10:80' }), headers: AUTH });
+    expect(res.statusCode).toBe(503);
+    expect(res.json().error.code).toBe('KPROXY_ERR_TRACE_UNAVAILABLE');
+  });
+
+  it('needs the same auth as the rest of the API', async () => {
+    t = await tracedDashboard();
     const res = await t.app.inject({ url: q({ proto: 'tcp', src: '10.0.0.2', dst: '10.96.10.10:80' }), headers: HOST });
     expect(res.statusCode).toBe(401);
     expect(res.json().error.code).toBe('KPROXY_ERR_AUTH_REQUIRED');
   });
 
   it('traces a packet through the dashboard kernel read and answers in Service terms', async () => {
-    t = await testDashboard({ token: TOKEN });
+    t = await tracedDashboard();
     const res = await t.app.inject({ url: q({ proto: 'tcp', src: '10.0.0.2:40000', dst: '10.96.10.10:80' }), headers: AUTH });
     expect(res.statusCode).toBe(200);
     const r = res.json() as TraceResult;
@@ -44,7 +58,7 @@ describe('GET /api/v1/trace', () => {
   });
 
   it('answers 400 naming the bad field', async () => {
-    t = await testDashboard({ token: TOKEN });
+    t = await tracedDashboard();
     for (const [params, message] of [
       [{ proto: 'icmp', src: '10.0.0.2', dst: '10.96.10.10:80' }, 'proto: "icmp" is not tcp, udp or sctp'],
       [{ proto: 'tcp', src: '10.0.0.2', dst: '10.96.10.10' }, 'dst: "10.96.10.10" has no port (write IP:PORT, [IPv6]:PORT)'],
@@ -58,7 +72,7 @@ describe('GET /api/v1/trace', () => {
   });
 
   it('shows drift the dashboard confirmed on the traced path', async () => {
-    t = await testDashboard({ token: TOKEN });
+    t = await tracedDashboard();
     await t.app.inject({ url: '/api/v1/tables', headers: AUTH });
     const detail = (await t.app.inject({ url: '/api/v1/services/shop/frontend', headers: AUTH })).json() as ServiceDetail;
     const svc = detail.ports[0].chains.find((c) => c.role === 'service')!;
@@ -76,7 +90,7 @@ describe('GET /api/v1/trace', () => {
   });
 
   it('names IPVS virtual servers from kproxy model and counts the node addresses as its own', async () => {
-    t = await testDashboard({ token: TOKEN, mode: 'ipvs' });
+    t = await tracedDashboard({ mode: 'ipvs' });
     const r = (await t.app.inject({ url: q({ proto: 'tcp', src: '203.0.113.7', dst: '192.0.2.10:443' }), headers: AUTH })).json() as TraceResult;
     expect(r).toMatchObject({ mode: 'ipvs', verdict: 'dnat', service: 'shop/web:https' });
     expect(r.reason).toMatch(/^shop\/web:https: a new connection to load balancer IP 192\.0\.2\.10:443\/tcp is DNATed to one of 2 endpoints \(50% each, IPVS scheduler rr\)/);
@@ -86,7 +100,7 @@ describe('GET /api/v1/trace', () => {
   });
 
   it('is a heavy read: refused with 429 and Retry-After while the dashboard is busy', async () => {
-    t = await testDashboard({ token: TOKEN, heavy: new HeavyReads({ maxRunning: 1, maxQueued: 0 }) });
+    t = await tracedDashboard({ heavy: new HeavyReads({ maxRunning: 1, maxQueued: 0 }) });
     let release = () => {};
     const gate = new Promise<void>((r) => (release = r));
     const real = t.dashboard.detail.bind(t.dashboard);

@@ -1,27 +1,28 @@
-import type { Clock } from '../clock.ts';
 import { errorMessage, TraceUnavailableError } from '../errors.ts';
-import type { NetInterfaces } from '../kernel/netif.ts';
-import type { NodeInfo } from '../proxy/node-info.ts';
-import type { ServicePort } from '../proxy/service-port.ts';
-import { readRecentList } from '../trace/host.ts';
-import { parseTraceQuery, type RawTraceQuery } from '../trace/packet.ts';
-import { serviceNames } from '../trace/service-index.ts';
-import { traceWithRecent } from '../trace/tracer.ts';
-import type { KernelReader } from './kernel-reader.ts';
-import type { KernelViewProvider } from './kernel-view.ts';
-import type { TraceDrift, TraceResult } from './protocol.ts';
+import { hostInterfaces, type NetInterfaces } from '../kernel/netif.ts';
+import type { DashboardTraceParts, PacketTracer, PacketTracerFactory } from '../dashboard/packet-tracer.ts';
+import type { TraceDrift, TraceResult } from '../dashboard/protocol.ts';
+import { readRecentList } from './host.ts';
+import { parseTraceQuery, type RawTraceQuery } from './packet.ts';
+import { serviceNames } from './service-index.ts';
+import { traceWithRecent } from './tracer.ts';
 
-export interface DashboardTraceOptions {
-  readonly reader: KernelReader;
-  readonly provider: KernelViewProvider;
-  /** states: each family's Services and Node (kproxy's model: names for IPVS objects, the simulated node's addresses). */
-  readonly states: () => readonly { readonly services: ReadonlyMap<string, ServicePort>; readonly node: NodeInfo }[];
-  readonly clock: Clock;
-  readonly netInterfaces: NetInterfaces;
-  /** touch: the dashboard is in use (keeps its parsed tables from the idle release). */
-  readonly touch: () => void;
-  /** readRecent: an xt_recent list (default /proc/net/xt_recent); none in a simulated kernel. */
+/** DashboardTraceHost is what a dashboard's tracer reads of the node beside the dashboard. */
+export interface DashboardTraceHost {
+  /** netInterfaces: the node's addresses (default `ip -j addr show`). */
+  readonly netInterfaces?: NetInterfaces;
+  /** readRecent: an xt_recent list (default /proc/net/xt_recent/NAME); none in a simulated kernel. */
   readonly readRecent?: (name: string) => Promise<ReadonlySet<string> | null>;
+}
+
+export interface DashboardTraceOptions extends DashboardTraceParts, DashboardTraceHost {}
+
+/**
+ * dashboardTracer is the PacketTracerFactory the composition hands the
+ * dashboard (server/assemble.ts): a DashboardTrace over each dashboard's parts.
+ */
+export function dashboardTracer(host: DashboardTraceHost = {}): PacketTracerFactory {
+  return (parts) => new DashboardTrace({ ...parts, ...host });
 }
 
 /** ADDRESSES_TTL_MS: the node's addresses are listed at most this often for traces. */
@@ -34,12 +35,14 @@ const ADDRESSES_TTL_MS = 5000;
  * the node's addresses. With --dry-run the read is the simulated kernel and
  * the simulated node's addresses (its Node object's) count as local.
  */
-export class DashboardTrace {
+export class DashboardTrace implements PacketTracer {
   readonly #o: DashboardTraceOptions;
+  readonly #netInterfaces: NetInterfaces;
   #addresses: { at: number; set: ReadonlySet<string> } | null = null;
 
   constructor(opts: DashboardTraceOptions) {
     this.#o = opts;
+    this.#netInterfaces = opts.netInterfaces ?? hostInterfaces();
   }
 
   async #local(): Promise<ReadonlySet<string>> {
@@ -47,7 +50,7 @@ export class DashboardTrace {
     if (this.#addresses && now - this.#addresses.at < ADDRESSES_TTL_MS) return this.#addresses.set;
     let listed: string[];
     try {
-      listed = (await this.#o.netInterfaces.addresses()).map((a) => a.address);
+      listed = (await this.#netInterfaces.addresses()).map((a) => a.address);
     } catch (err) {
       throw new TraceUnavailableError(`cannot list the node's addresses for the trace: ${errorMessage(err)}`, { cause: err });
     }
