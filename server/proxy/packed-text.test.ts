@@ -1,3 +1,5 @@
+import { text as streamText } from 'node:stream/consumers';
+import { inflateSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { PackedText } from './packed-text.ts';
 
@@ -45,5 +47,33 @@ describe('PackedText', () => {
     const p = new PackedText(text);
     expect(await p.text()).toBe(text);
     await p.packed();
+  });
+
+  it('streams the text it holds, packed or not, whole characters and all', async () => {
+    const piece = 'x'.repeat((1 << 20) - 1);
+    for (const text of [rules(30_000), `${piece}😀${piece}é😀${rules(10)}`, '*nat\nCOMMIT\n']) {
+      const p = new PackedText(text);
+      expect(await streamText(p.stream())).toBe(text);
+      await p.packed();
+      expect(await streamText(p.stream())).toBe(text);
+    }
+  });
+
+  it('hands out its deflated bytes as HTTP deflate carries them, and none for a text it keeps as text', async () => {
+    const text = rules(20_000);
+    const p = new PackedText(text);
+    const deflated = await p.deflated();
+    expect(deflated).not.toBeNull();
+    expect(inflateSync(deflated!).toString('utf8')).toBe(text);
+    expect(await new PackedText('*nat\nCOMMIT\n').deflated()).toBeNull();
+  });
+
+  it('packs a text given in pieces without joining them, the same text read back', async () => {
+    const pieces = ['*filter\n', rules(20_000), '😀', 'COMMIT\n'];
+    const p = await PackedText.fromPieces(pieces);
+    expect(p.isPacked).toBe(true);
+    expect(p.length).toBe(pieces.join('').length);
+    expect(await p.text()).toBe(pieces.join(''));
+    expect(await streamText(p.stream())).toBe(pieces.join(''));
   });
 });

@@ -1,6 +1,7 @@
 import { once } from 'node:events';
+import { Readable } from 'node:stream';
 import { promisify } from 'node:util';
-import { createDeflate, inflate, inflateSync } from 'node:zlib';
+import { createDeflate, createInflate, inflate, inflateSync } from 'node:zlib';
 
 const inflateAsync = promisify(inflate);
 
@@ -12,23 +13,28 @@ const DEFLATE_CHUNK = 1 << 20;
  * text would first be copied into a 33 MB buffer, right after the sync that
  * made it, when memory is at its highest.
  */
-async function deflateText(text: string): Promise<Buffer> {
+async function deflateText(texts: Iterable<string>): Promise<Buffer> {
   const z = createDeflate({ level: 1 });
   const out: Buffer[] = [];
   z.on('data', (b: Buffer) => out.push(b));
   const ended = once(z, 'end');
-  for (let at = 0; at < text.length;) {
-    let end = Math.min(at + DEFLATE_CHUNK, text.length);
-    // Never between the two halves of a surrogate pair: each piece is encoded on its own.
-    const last = text.charCodeAt(end - 1);
-    if (end < text.length && last >= 0xd800 && last <= 0xdbff) end--;
-    if (!z.write(text.slice(at, end))) await once(z, 'drain');
-    at = end;
+  for (const text of texts) {
+    for (let at = 0; at < text.length;) {
+      let end = Math.min(at + DEFLATE_CHUNK, text.length);
+      // Never between the two halves of a surrogate pair: each piece is encoded on its own.
+      const last = text.charCodeAt(end - 1);
+      if (end < text.length && last >= 0xd800 && last <= 0xdbff) end--;
+      if (!z.write(text.slice(at, end))) await once(z, 'drain');
+      at = end;
+    }
   }
   z.end();
   await ended;
   return Buffer.concat(out);
 }
+
+/** STREAM_CHUNK: deflated bytes handed to the inflater at a time when a packed text is streamed. */
+const STREAM_CHUNK = 64 * 1024;
 
 /** PACK_MIN_CHARS: a text shorter than this stays text (a small node's rules: not worth a thread). */
 export const PACK_MIN_CHARS = 256 * 1024;
@@ -43,16 +49,33 @@ export const PACK_MIN_CHARS = 256 * 1024;
  * inflated once the reader is done: a download, a dashboard looking).
  */
 export class PackedText {
-  /** length: the text's length in characters. */
-  readonly length: number;
+  #length: number;
   #text: string | null;
   #packed: Buffer | null = null;
   #packing: Promise<void> | null = null;
 
   constructor(text: string, minChars = PACK_MIN_CHARS) {
-    this.length = text.length;
+    this.#length = text.length;
     this.#text = text;
     if (text.length >= minChars) this.#pack(text);
+  }
+
+  /**
+   * fromPieces packs a text given in pieces (a formatted file) without ever
+   * joining them into one string: the pieces are deflated as they come and
+   * only the deflated bytes are kept.
+   */
+  static async fromPieces(pieces: readonly string[]): Promise<PackedText> {
+    const p = new PackedText('', Infinity);
+    p.#length = pieces.reduce((n, x) => n + x.length, 0);
+    p.#text = null;
+    p.#packed = await deflateText(pieces);
+    return p;
+  }
+
+  /** length: the text's length in characters. */
+  get length(): number {
+    return this.#length;
   }
 
   /** heldBytes: what is held now, deflated bytes or the text's characters. */
@@ -76,6 +99,44 @@ export class PackedText {
     return (await inflateAsync(this.#packed!)).toString('utf8');
   }
 
+  /**
+   * deflated returns the deflated bytes (zlib format: what HTTP's
+   * `Content-Encoding: deflate` carries), null when the text is held as text.
+   */
+  async deflated(): Promise<Buffer | null> {
+    await this.#packing;
+    return this.#packed;
+  }
+
+  /**
+   * stream gives the text as a stream of UTF-8 pieces, inflated on libuv's
+   * threads a chunk at a time: a download of a large text never holds it
+   * whole nor encodes it in one go on the event loop.
+   */
+  stream(): Readable {
+    const packed = this.#packed;
+    if (packed === null) {
+      const text = this.#text ?? '';
+      return Readable.from(
+        (function* () {
+          for (let at = 0; at < text.length;) {
+            let end = Math.min(at + DEFLATE_CHUNK, text.length);
+            const last = text.charCodeAt(end - 1);
+            if (end < text.length && last >= 0xd800 && last <= 0xdbff) end--;
+            yield Buffer.from(text.slice(at, end), 'utf8');
+            at = end;
+          }
+        })(),
+      );
+    }
+    const chunks = (function* () {
+      for (let at = 0; at < packed.length; at += STREAM_CHUNK) yield packed.subarray(at, at + STREAM_CHUNK);
+    })();
+    const inflater = createInflate();
+    Readable.from(chunks).pipe(inflater);
+    return inflater;
+  }
+
   /** textSync returns the text at once (tests, and what must not wait); prefer text() on the daemon's paths. */
   textSync(): string {
     return this.#text ?? inflateSync(this.#packed!).toString('utf8');
@@ -84,7 +145,7 @@ export class PackedText {
   #pack(text: string): void {
     this.#packing = (async () => {
       try {
-        this.#packed = await deflateText(text);
+        this.#packed = await deflateText([text]);
         this.#text = null;
       } catch {
         // Out of memory in zlib, at worst: the text stays, which costs memory but loses nothing.

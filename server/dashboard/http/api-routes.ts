@@ -10,6 +10,7 @@ import type { HeavyReads } from '../heavy-reads.ts';
 import type { KernelTables } from '../kernel-view.ts';
 import type { RowsPage, TableInfo, Viewer } from '../protocol.ts';
 import { TableRows } from '../rows.ts';
+import { PackedText } from '../../proxy/packed-text.ts';
 import { guard, remoteOf } from './guard.ts';
 
 export interface ApiRoutesOptions {
@@ -236,20 +237,23 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
     configz: configzDocument(dashboard.daemon.config),
   }));
 
-  // Downloads of the intended rules asked while one is being formatted share it (the text is ~34 MB at 10,000 × 10).
-  let formatting: { version: number; text: Promise<string[] | null> } | null = null;
-  const intendedText = (): Promise<string[] | null> => {
+  // The intended rules are formatted once per version and kept deflated (~34 MB of text, ~5 MB deflated at
+  // 10,000 × 10): downloads asked while they are formatted, and later ones while nothing changed, share them.
+  let intendedFile: { version: number; file: Promise<PackedText | null> } | null = null;
+  const intendedPacked = (): Promise<PackedText | null> => {
     const version = dashboard.provider.intendedVersion();
-    if (formatting?.version !== version) {
-      const text = (async () => {
+    if (intendedFile?.version !== version) {
+      const file = (async () => {
         const tables = await dashboard.provider.intended();
-        return tables ? dashboard.provider.formatIntended(tables) : null;
-      })().finally(() => {
-        if (formatting?.text === text) formatting = null;
+        return tables ? PackedText.fromPieces(await dashboard.provider.formatIntended(tables)) : null;
+      })();
+      // A failed formatting is not kept: the next download tries again.
+      file.catch(() => {
+        if (intendedFile?.file === file) intendedFile = null;
       });
-      formatting = { version, text };
+      intendedFile = { version, file };
     }
-    return formatting.text;
+    return intendedFile.file;
   };
 
   app.get(
@@ -268,24 +272,28 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
       const node = dashboard.daemon.nodeName.replace(/[^A-Za-z0-9._-]/g, '_');
       // nftables mode's files are nft -f input; the other modes' iptables-restore (or ipvsadm) text.
       const ext = dashboard.provider.kind === 'nftables' ? 'nft' : 'rules';
-      let body: string | Readable | null = null;
+      let packed: PackedText | null = null;
+      let note: string | null = null;
       let file = '';
       if (which === 'intended') {
         dashboard.touch();
-        const pieces = await heavily(reply, 'the intended rules', intendedText);
-        // Piece by piece: tens of MB encoded for the socket in one go would hold the event loop.
-        if (pieces) body = Readable.from(pieces);
+        packed = await heavily(reply, 'the intended rules', intendedPacked);
         file = `kproxy-${node}-intended.${ext}`;
       } else {
         const input = which === 'last' ? dashboard.provider.lastInput(family) : dashboard.provider.lastFailedInput(family);
         if (input) {
-          const text = await input.body.text();
-          body = input.error ? `# sync ${input.seq} failed: ${input.error.replace(/\n/g, '\n# ')}\n${text}` : text;
+          packed = input.body;
+          if (input.error) note = `# sync ${input.seq} failed: ${input.error.replace(/\n/g, '\n# ')}\n`;
           file = `kproxy-${node}-sync-${input.seq}${which === 'failed' ? '-failed' : ''}.${ext}`;
         }
       }
-      if (body === null) throw new NotFoundError(`no ${which} restore input yet`);
-      return reply.type('text/plain; charset=utf-8').header('content-disposition', `attachment; filename="${file}"`).send(body);
+      if (packed === null) throw new NotFoundError(`no ${which} restore input yet`);
+      reply.type('text/plain; charset=utf-8').header('content-disposition', `attachment; filename="${file}"`).header('vary', 'accept-encoding');
+      // The deflated bytes as they are kept, to a client that takes them (browsers, curl --compressed);
+      // to others the text inflated a chunk at a time: never the whole text on the event loop at once.
+      const deflated = note === null && acceptsDeflate(req.headers['accept-encoding']) ? await packed.deflated() : null;
+      if (deflated) return reply.header('content-encoding', 'deflate').header('content-length', deflated.length).send(deflated);
+      return reply.send(note === null ? packed.stream() : Readable.from(prefixed(note, packed.stream())));
     },
   );
 
@@ -312,3 +320,19 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
     },
   );
 };
+
+/** acceptsDeflate: an Accept-Encoding header lists deflate (or *) with a weight above zero. */
+export function acceptsDeflate(header: string | undefined): boolean {
+  for (const part of (header ?? '').split(',')) {
+    const [name, ...params] = part.split(';').map((x) => x.trim().toLowerCase());
+    if (name !== 'deflate' && name !== '*') continue;
+    const q = params.find((p) => p.startsWith('q='));
+    if (q === undefined || Number(q.slice(2)) > 0) return true;
+  }
+  return false;
+}
+
+async function* prefixed(head: string, rest: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
+  yield Buffer.from(head, 'utf8');
+  yield* rest;
+}

@@ -1,6 +1,7 @@
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { inflateSync } from 'node:zlib';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeAccessReviewer } from '../auth/access-review-fake.ts';
 import { flushMicrotasks } from '../../clock-fake.ts';
@@ -8,6 +9,7 @@ import type { ConntrackRunner } from '../../kernel/conntrack.ts';
 import { SimulatedConntrack, natFlow } from '../../kernel/conntrack-simulated.ts';
 import type { ActionResult, RowsPage, ServiceConntrack, ServiceDetail, ServiceSummary } from '../protocol.ts';
 import { HeavyReads } from '../heavy-reads.ts';
+import { makeService } from '../../proxy/testing.ts';
 import { testDashboard, type TestDashboard } from '../testing.ts';
 
 const HOST = { host: 'localhost:10249' };
@@ -383,6 +385,42 @@ describe('dashboard budgets for expensive reads', () => {
     expect(bodies.map((b) => b.statusCode)).toEqual([200, 200, 200]);
     expect(new Set(bodies.map((b) => b.body)).size).toBe(1);
     expect(formats).toBe(1);
+  });
+
+  it('keeps the intended rules formatted until they change, deflated to a client that takes it and text to one that does not', async () => {
+    t = await testDashboard({ token: TOKEN });
+    const format = t.dashboard.provider.formatIntended.bind(t.dashboard.provider);
+    let formats = 0;
+    t.dashboard.provider.formatIntended = async (tables) => {
+      formats++;
+      return format(tables);
+    };
+    const plain = await t.app.inject({ url: '/api/v1/restore-input/intended', headers: AUTH });
+    expect(plain.headers['content-encoding']).toBeUndefined();
+    expect(plain.body).toContain(':KUBE-SERVICES - [0:0]');
+    const deflated = await t.app.inject({ url: '/api/v1/restore-input/intended', headers: { ...AUTH, 'accept-encoding': 'gzip, deflate, br' } });
+    expect(deflated.headers['content-encoding']).toBe('deflate');
+    expect(deflated.headers.vary).toBe('accept-encoding');
+    expect(Number(deflated.headers['content-length'])).toBe(deflated.rawPayload.length);
+    expect(inflateSync(deflated.rawPayload).toString('utf8')).toBe(plain.body);
+    expect((await t.app.inject({ url: '/api/v1/restore-input/intended', headers: { ...AUTH, 'accept-encoding': 'deflate;q=0, gzip' } })).headers['content-encoding']).toBeUndefined();
+    expect(formats).toBe(1);
+
+    // A sync that changes the rules: the next download formats them again.
+    t.source.handlers!.onService(null, makeService('shop', 'added', { clusterIP: '10.96.30.30', ports: [{ name: 'http', port: 80, protocol: 'TCP' }] }));
+    await t.settle(2000);
+    const after = await t.app.inject({ url: '/api/v1/restore-input/intended', headers: AUTH });
+    expect(formats).toBe(2);
+    expect(after.body).not.toBe(plain.body);
+  });
+
+  it('sends the last restore input deflated as it keeps it, and a failed one with its error first', async () => {
+    t = await testDashboard({ token: TOKEN });
+    const text = (await t.app.inject({ url: '/api/v1/restore-input/last', headers: AUTH })).body;
+    const last = await t.app.inject({ url: '/api/v1/restore-input/last', headers: { ...AUTH, 'accept-encoding': 'deflate' } });
+    // A small node's input is kept as text: sent as text whatever the client takes.
+    expect(last.headers['content-encoding']).toBeUndefined();
+    expect(last.body).toBe(text);
   });
 });
 
