@@ -36,6 +36,16 @@ export interface Served {
 }
 
 /**
+ * LISTEN_BACKLOG: connections the kernel completes and queues before kproxy
+ * accepts them (capped by net.core.somaxconn, 4096 on current kernels), as
+ * Go's listeners (kube-proxy's) get somaxconn. With Node's default of 511 a
+ * flood of connections on :10256 fills the queue whenever the event loop is
+ * busy, and the kubelet's probe is dropped in the SYN queue: its retries come
+ * 1, 3 and 7 s later, past its timeout. Queued, it waits only for the loop.
+ */
+export const LISTEN_BACKLOG = 4096;
+
+/**
  * serve makes an app listen like kube-proxy's healthz and metrics servers: on
  * a bind failure it either fails (hard fail: the daemon exits before touching
  * anything else) or logs the failure and tries again every 5 seconds, so a
@@ -53,7 +63,7 @@ export async function serve(o: ServeOptions): Promise<Served> {
     timer = null;
     if (closed) return;
     try {
-      await o.app.listen({ host, port: hp.port });
+      await o.app.listen({ host, port: hp.port, backlog: LISTEN_BACKLOG });
       listening = true;
       const bound = o.app.server.address() as AddressInfo;
       o.logger.info(`${o.name} server listening`, { address: bound.family === 'IPv6' ? `[${bound.address}]:${bound.port}` : `${bound.address}:${bound.port}` });

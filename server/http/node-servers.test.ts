@@ -1,3 +1,5 @@
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeClock } from '../clock-fake.ts';
@@ -13,6 +15,7 @@ import { MetaProxier } from '../proxy/meta-proxier.ts';
 import { createSyncObservers } from '../proxy/sync-observers.ts';
 import { ep, makeService, makeSlice } from '../proxy/testing.ts';
 import type { Source, SourceStatus } from '../sources/source.ts';
+import { LISTEN_BACKLOG } from './listen.ts';
 import { startNodeServers, type NodeServers } from './node-servers.ts';
 import { testProxyConfig } from './testing.ts';
 
@@ -126,6 +129,17 @@ describe('startNodeServers', () => {
     const a = which === 'healthz' ? s.healthzAddress() : s.metricsAddress();
     return `http://127.0.0.1:${a!.port}${path}`;
   };
+
+  it('listens with a queue of LISTEN_BACKLOG connections (capped by somaxconn), not the 511 of Node.js', async () => {
+    const { servers } = await setup();
+    const somaxconn = Number(readFileSync('/proc/sys/net/core/somaxconn', 'utf8'));
+    for (const a of [servers.healthzAddress()!, servers.metricsAddress()!]) {
+      // For a listening socket, ss shows the queue's limit as Send-Q.
+      const line = execFileSync('ss', ['-Hltn', `sport = :${a.port}`], { encoding: 'utf8' }).trim();
+      expect(line.split(/\s+/)[2], line).toBe(String(Math.min(LISTEN_BACKLOG, somaxconn)));
+    }
+    expect(Math.min(LISTEN_BACKLOG, somaxconn)).toBeGreaterThan(511);
+  });
 
   it('serves healthz, service health checks and metrics that follow the syncs', async () => {
     const hcPort = await freePort();

@@ -1,6 +1,7 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { errorMessage, HealthCheckPortError, type KproxyError } from '../../errors.ts';
 import { createLimitedServer, HEALTH_LIMITS } from '../../http/limits.ts';
+import { LISTEN_BACKLOG } from '../../http/listen.ts';
 import { readOnlyRefusal, sendRefusal } from '../../http/read-only.ts';
 import type { Logger } from '../../log.ts';
 import type { IPFamily } from '../../net/ip.ts';
@@ -76,7 +77,7 @@ export const listenHttp: ListenFn = (host, port, handler) =>
     const onError = (err: Error) => reject(err);
     server.once('error', onError);
     // '::' holds IPv6 only: IPv4 has its own listener on 0.0.0.0 (a dual-stack node listens on both).
-    server.listen({ host, port, exclusive: true, ipv6Only: host === '::' }, () => {
+    server.listen({ host, port, backlog: LISTEN_BACKLOG, exclusive: true, ipv6Only: host === '::' }, () => {
       server.off('error', onError);
       resolve({
         close: () =>
