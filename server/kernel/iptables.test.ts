@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { CommandNotFoundError } from '../errors.ts';
 import type { ExecFn, ExecResult } from './exec.ts';
-import { cleanStderr, createIptablesRunner, iptablesBinaries, IptablesRestoreError, parseIptablesVersion, restoreErrorLines } from './iptables.ts';
+import { cleanStderr, createIptablesRunner, iptablesBinaries, IptablesRestoreError, parseIptablesVersion, RESTORE_MS_PER_MIB, restoreErrorLines } from './iptables.ts';
 import { detectIptablesFlavor, resolveIptablesFlavor } from './iptables-flavor.ts';
 
 // stderr texts captured from iptables 1.8.9 in a network namespace.
@@ -63,6 +63,19 @@ describe('real runner (spawned commands)', () => {
     expect(r.hasRandomFully).toBe(true);
     await r.restore('*nat\nCOMMIT\n');
     expect(calls[1]).toEqual({ file: 'iptables-nft-restore', args: ['-w', '5', '-W', '100000', '--noflush', '--counters'], stdin: '*nat\nCOMMIT\n' });
+  });
+
+  it('gives a restore its timeout and 5 s more per MiB of input, so a big cluster on a slow node is not cut off', async () => {
+    const timeouts: (number | undefined)[] = [];
+    const exec: ExecFn = async (_file, args, opts) => {
+      timeouts.push(opts?.timeoutMs);
+      return args[0] === '--version' ? ok('iptables v1.8.9 (nf_tables)') : ok();
+    };
+    const r = await createIptablesRunner({ family: 'IPv4', flavor: 'nft', exec, restoreTimeoutMs: 120_000 });
+    await r.restore('*nat\nCOMMIT\n');
+    await r.restore('#'.repeat(98 * 1024 * 1024));
+    expect(timeouts.slice(1)).toEqual([120_001, 120_000 + 98 * RESTORE_MS_PER_MIB]);
+    expect(RESTORE_MS_PER_MIB).toBe(5_000);
   });
 
   it('orders command arguments like kube-proxy: wait flags, operation, chain, table, rule words', async () => {

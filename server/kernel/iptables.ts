@@ -110,8 +110,26 @@ export interface RealIptablesOptions {
   family: IPFamily;
   flavor: IptablesFlavor;
   exec?: ExecFn;
-  /** restoreTimeoutMs bounds one iptables-restore (a 100k-rule restore takes seconds); default 120 s. */
+  /**
+   * restoreTimeoutMs bounds one iptables-restore, and iptables-save (default
+   * 120 s); a restore's input adds RESTORE_MS_PER_MIB per MiB to it.
+   */
   restoreTimeoutMs?: number;
+}
+
+/**
+ * RESTORE_MS_PER_MIB: the time a restore is allowed per MiB of input on top of
+ * its timeout. iptables-nft-restore took 113 s for the 98 MiB of 30,000
+ * Services × 10 endpoints on the bench's 2-core VM (docs/performance.md), and
+ * more than 120 s on a busier day: a fixed bound failed good syncs of big
+ * clusters on slow nodes. This keeps about four times that rate in hand (10
+ * minutes more at that size), while a restore that hangs is still ended.
+ */
+export const RESTORE_MS_PER_MIB = 5_000;
+
+/** restoreTimeout: the bound of one restore of `input` (its UTF-16 length stands for its size). */
+export function restoreTimeout(baseMs: number, input: string): number {
+  return baseMs + Math.ceil((input.length / (1024 * 1024)) * RESTORE_MS_PER_MIB);
 }
 
 /**
@@ -152,7 +170,7 @@ class RealIptables implements IptablesRunner {
     const args = [...WAIT_FLAGS];
     if (opts.noflush ?? true) args.push('--noflush');
     if (opts.counters ?? true) args.push('--counters');
-    const res = await this.#exec(this.#bins.restore, args, { stdin: input, timeoutMs: this.#restoreTimeoutMs });
+    const res = await this.#exec(this.#bins.restore, args, { stdin: input, timeoutMs: restoreTimeout(this.#restoreTimeoutMs, input) });
     if (res.code === 0) return;
     const lines = restoreErrorLines(res.stderr);
     const where = lines.length ? ` at line ${lines.join(', ')}` : '';
