@@ -96,3 +96,13 @@ function writeInPieces(stdin: Writable, text: string): void {
 function isHighSurrogate(code: number): boolean {
   return code >= 0xd800 && code <= 0xdbff;
 }
+
+/**
+ * timeoutForInput: a command's timeout and msPerMiB more per MiB of the input
+ * it reads (the input's UTF-16 length stands for its size): a restore of a big
+ * cluster's rules takes time in proportion, and a fixed bound would end good
+ * runs on slow nodes.
+ */
+export function timeoutForInput(baseMs: number, input: string, msPerMiB: number): number {
+  return baseMs + Math.ceil((input.length / (1024 * 1024)) * msPerMiB);
+}

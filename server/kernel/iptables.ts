@@ -1,6 +1,6 @@
 import { CommandFailedError, RestoreFailedError, SaveFailedError } from '../errors.ts';
 import type { IPFamily } from '../net/ip.ts';
-import { execFile, type ExecFn, type ExecResult } from './exec.ts';
+import { execFile, timeoutForInput, type ExecFn, type ExecResult } from './exec.ts';
 
 /** IptablesFlavor: which kernel API the iptables binaries drive ("system" = the unsuffixed binaries). */
 export type IptablesFlavor = 'legacy' | 'nft' | 'system';
@@ -127,11 +127,6 @@ export interface RealIptablesOptions {
  */
 export const RESTORE_MS_PER_MIB = 5_000;
 
-/** restoreTimeout: the bound of one restore of `input` (its UTF-16 length stands for its size). */
-export function restoreTimeout(baseMs: number, input: string): number {
-  return baseMs + Math.ceil((input.length / (1024 * 1024)) * RESTORE_MS_PER_MIB);
-}
-
 /**
  * createIptablesRunner probes `iptables --version` once (for --random-fully
  * and the wait flags, as kube-proxy does) and returns the real runner.
@@ -170,7 +165,7 @@ class RealIptables implements IptablesRunner {
     const args = [...WAIT_FLAGS];
     if (opts.noflush ?? true) args.push('--noflush');
     if (opts.counters ?? true) args.push('--counters');
-    const res = await this.#exec(this.#bins.restore, args, { stdin: input, timeoutMs: restoreTimeout(this.#restoreTimeoutMs, input) });
+    const res = await this.#exec(this.#bins.restore, args, { stdin: input, timeoutMs: timeoutForInput(this.#restoreTimeoutMs, input, RESTORE_MS_PER_MIB) });
     if (res.code === 0) return;
     const lines = restoreErrorLines(res.stderr);
     const where = lines.length ? ` at line ${lines.join(', ')}` : '';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { CommandNotFoundError } from '../errors.ts';
 import type { ExecFn, ExecResult } from './exec.ts';
-import { checkNftSupport, createNftRunner, nftErrorLines, NftTransactionFailure } from './nft.ts';
+import { checkNftSupport, createNftRunner, NFT_MS_PER_MIB, nftErrorLines, NftTransactionFailure } from './nft.ts';
 import { parseNftTableJson } from './nft-listing.ts';
 
 function fakeExec(answer: (file: string, args: readonly string[], stdin?: string) => ExecResult | Error): ExecFn & { calls: string[] } {
@@ -31,6 +31,19 @@ describe('the nft runner', () => {
     expect(err.message).toBe('nft -f refused the transaction (exit 1): Could not process rule: Operation not supported; Could not process rule: File exists');
     expect(exec.calls).toEqual(['nft -f -', 'nft -f -']);
     expect(nftErrorLines('-:12:1-2: Error: x')).toEqual([12]);
+  });
+
+  it('gives a transaction its timeout and 30 s more per MiB: nft -f of a big table takes minutes', async () => {
+    const timeouts: (number | undefined)[] = [];
+    const exec: ExecFn = async (_file, _args, opts) => {
+      timeouts.push(opts?.timeoutMs);
+      return ok();
+    };
+    const nft = createNftRunner({ exec, timeoutMs: 120_000 });
+    await nft.run('add table ip t\n');
+    await nft.run('#'.repeat(34 * 1024 * 1024));
+    expect(timeouts).toEqual([120_001, 120_000 + 34 * NFT_MS_PER_MIB]);
+    expect(NFT_MS_PER_MIB).toBe(30_000);
   });
 
   it('lists a table as JSON, and a missing one as null', async () => {

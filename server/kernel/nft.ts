@@ -1,6 +1,6 @@
 import { release } from 'node:os';
 import { CommandNotFoundError, NftListError, NftTransactionError, NftUnsupportedError } from '../errors.ts';
-import { execFile, type ExecFn } from './exec.ts';
+import { execFile, timeoutForInput, type ExecFn } from './exec.ts';
 import { parseNftTableJson } from './nft-listing.ts';
 import type { NftFamily, NftOp, NftTable } from './nft-types.ts';
 
@@ -75,9 +75,19 @@ const NOT_FOUND = /No such file or directory/;
 
 export interface RealNftOptions {
   exec?: ExecFn;
-  /** timeoutMs bounds one nft run (a first sync at 10,000 services writes ~350,000 lines); default 120 s. */
+  /** timeoutMs bounds one nft run (default 120 s); a transaction adds NFT_MS_PER_MIB per MiB to it. */
   timeoutMs?: number;
 }
+
+/**
+ * NFT_MS_PER_MIB: the time `nft -f` is allowed per MiB of transaction on top
+ * of its timeout. nft parses and evaluates in user space at about 9 s per MiB
+ * for a whole kube-proxy table (a bare `nft -f` of the 34 MiB first
+ * transaction of 10,000 Services × 10 endpoints took 279-309 s on the bench's
+ * VM, docs/performance.md): with a fixed 120 s the nft writer could never
+ * program that cluster. Three times that rate is kept in hand.
+ */
+export const NFT_MS_PER_MIB = 30_000;
 
 /** createNftRunner returns the runner that spawns the host's `nft`. */
 export function createNftRunner(opts: RealNftOptions = {}): NftRunner {
@@ -85,7 +95,7 @@ export function createNftRunner(opts: RealNftOptions = {}): NftRunner {
   const timeoutMs = opts.timeoutMs ?? 120_000;
   return {
     async run(transaction) {
-      const r = await exec('nft', ['-f', '-'], { stdin: transaction, timeoutMs });
+      const r = await exec('nft', ['-f', '-'], { stdin: transaction, timeoutMs: timeoutForInput(timeoutMs, transaction, NFT_MS_PER_MIB) });
       if (r.code === 0) return;
       const lines = nftErrorLines(r.stderr);
       throw new NftTransactionFailure(`nft -f refused the transaction (exit ${r.code}): ${nftErrorSummary(r.stderr)}`, lines, r.stderr);
