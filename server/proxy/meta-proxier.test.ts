@@ -15,11 +15,18 @@ class RecordingBackend implements Backend {
   readonly family: IPFamily;
   inputs: BackendSyncInput[] = [];
   failNext = 0;
-  constructor(family: IPFamily) {
+  /** syncGate: when set, a sync writes its rules only once the test resolves it. */
+  syncGate: Promise<void> | null = null;
+  /** events: this backend's syncs and after-sync work, in the order they ended, shared between the families. */
+  events: string[] = [];
+  constructor(family: IPFamily, events: string[] = []) {
     this.family = family;
+    this.events = events;
   }
   async sync(input: BackendSyncInput): Promise<BackendSyncResult> {
     this.inputs.push(input);
+    await this.syncGate;
+    this.events.push(`${this.family} synced`);
     const fail = this.failNext > 0;
     if (fail) this.failNext--;
     return {
@@ -38,6 +45,9 @@ class RecordingBackend implements Backend {
     const s = this.inputs.at(-1)!.state;
     return { ports: [...s.services.values()].map((sp) => `${sp.id} ${sp.clusterIP}`).sort(), endpoints: [...s.endpoints.values()].flat().map((e) => e.key), changed: [...s.changedServices].sort() };
   }
+  async afterSync(): Promise<void> {
+    this.events.push(`${this.family} after-sync work`);
+  }
   async cleanup() {
     return { removed: { [`${this.family} chains`]: 1 }, errors: [] };
   }
@@ -45,7 +55,8 @@ class RecordingBackend implements Backend {
 
 function setup(families: IPFamily[] = ['IPv4', 'IPv6']) {
   const clock = new FakeClock(Date.UTC(2026, 10, 21));
-  const backends = families.map((f) => new RecordingBackend(f));
+  const events: string[] = [];
+  const backends = families.map((f) => new RecordingBackend(f, events));
   const invalid: string[] = [];
   const proxy = new MetaProxier({
     backends: backends.map((backend) => ({ family: backend.family, backend })),
@@ -59,7 +70,7 @@ function setup(families: IPFamily[] = ['IPv4', 'IPv6']) {
   const records: SyncRecord[] = [];
   proxy.addObserver({ onSync: (r) => records.push(r) });
   const [v4, v6] = backends;
-  return { clock, proxy, v4, v6, invalid, records };
+  return { clock, proxy, v4, v6, invalid, records, events };
 }
 
 const dual = makeService('ns', 'web', { clusterIP: '10.96.0.10', clusterIPs: ['10.96.0.10', 'fd00::10'], ipFamilies: ['IPv4', 'IPv6'], ipFamilyPolicy: 'PreferDualStack' });
@@ -131,6 +142,37 @@ describe('MetaProxier', () => {
     await c.proxy.idle();
     const retry = c.records.filter((r) => r.family === 'IPv6').at(-1)!;
     expect(retry).toMatchObject({ trigger: 'retry', full: true, ok: true, consecutiveFailures: 0 });
+  });
+
+  it("holds one family's after-sync work (the first sync's housekeeping) until the other family's sync in flight has written its rules", async () => {
+    const c = setup();
+    c.proxy.onService(null, dual);
+    // Both families' first syncs in flight, as at start-up (each restore takes seconds on a real node).
+    let release4 = () => {};
+    let release6 = () => {};
+    c.v4.syncGate = new Promise((r) => (release4 = r));
+    c.v6.syncGate = new Promise((r) => (release6 = r));
+    c.proxy.start();
+    c.proxy.onSynced('Service');
+    c.proxy.onSynced('EndpointSlice');
+    for (let i = 0; i < 20; i++) await c.clock.advanceAsync(0);
+    expect([c.v4.inputs.length, c.v6.inputs.length]).toEqual([1, 1]);
+    release4();
+    for (let i = 0; i < 20; i++) await c.clock.advanceAsync(0);
+    // IPv4 is programmed and recorded; its housekeeping waits for IPv6's restore.
+    expect(c.records.map((r) => r.family)).toEqual(['IPv4']);
+    expect(c.events).toEqual(['IPv4 synced']);
+    release6();
+    await c.proxy.idle();
+    // Both rules written before either family's housekeeping (which of the two runs first does not matter).
+    expect(c.events.slice(0, 2)).toEqual(['IPv4 synced', 'IPv6 synced']);
+    expect(c.events.slice(2).sort()).toEqual(['IPv4 after-sync work', 'IPv6 after-sync work']);
+    c.v4.syncGate = c.v6.syncGate = null;
+    // Later syncs of one family do not wait for the other, which is not syncing.
+    c.proxy.onEndpointSlice(null, slice4);
+    await c.clock.advanceAsync(1000);
+    await c.proxy.idle();
+    expect(c.events.slice(4)).toEqual(['IPv4 synced', 'IPv4 after-sync work']);
   });
 
   it("skips a family's Services while the Node lists addresses of the other family only, and programs them once it has one", async () => {

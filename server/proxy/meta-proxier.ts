@@ -76,7 +76,7 @@ export class MetaProxier implements ChangeHandlers {
         clock: opts.clock,
         hooks: { onInvalid: (kind, ref, error, object) => (this.#refused ??= { kind, ref, error, object }) },
       });
-      const loop = new SyncLoop({
+      const loop: SyncLoop = new SyncLoop({
         state,
         backend,
         clock: opts.clock,
@@ -85,6 +85,8 @@ export class MetaProxier implements ChangeHandlers {
         syncPeriodMs: opts.syncPeriodMs,
         // One numbering for every family's syncs: the dashboard and logs name a sync by its seq.
         nextSeq: () => ++this.#seq,
+        // A family's after-sync work waits for the other family's sync in flight (the first syncs run side by side).
+        beforeAfterSync: (): Promise<void> => Promise.all(this.proxiers.filter((p) => p.loop !== loop).map((p) => p.loop.programmed())).then(() => {}),
       });
       return { family, state, loop, backend };
     });

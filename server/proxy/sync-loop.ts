@@ -71,6 +71,14 @@ export interface SyncLoopOptions {
    * counter (the meta proxier's), so a sync's seq names it whatever its family.
    */
   nextSeq?: () => number;
+  /**
+   * beforeAfterSync is awaited between a successful sync's record and the
+   * backend's afterSync: on a dual-stack node the meta proxier holds the first
+   * sync's housekeeping of one family until the other family's sync in flight
+   * has programmed its rules, so the housekeeping's processes do not compete
+   * with that restore for the node's cores.
+   */
+  beforeAfterSync?: () => Promise<void>;
 }
 
 const MAX_CHANGED_LISTED = 50;
@@ -81,7 +89,7 @@ const MAX_CHANGED_LISTED = 50;
  * fullSyncPeriod, after failures, and when asked.
  */
 export class SyncLoop {
-  readonly #o: Required<Omit<SyncLoopOptions, 'observers' | 'nextSeq'>> & { observers: SyncObserver[] };
+  readonly #o: Required<Omit<SyncLoopOptions, 'observers' | 'nextSeq' | 'beforeAfterSync'>> & { observers: SyncObserver[]; beforeAfterSync?: () => Promise<void> };
   readonly #nextSeq: () => number;
   readonly #runner: SyncRunner;
   #seq = 0;
@@ -96,6 +104,8 @@ export class SyncLoop {
   #paused = false;
   /** #withoutNodeIP: service ports skipped at the last sync for want of a node IP of the family (logged on change). */
   #withoutNodeIP = 0;
+  /** #programming: set while a sync builds and writes its rules (until its record and observers are done). */
+  #programming: Promise<void> | null = null;
 
   constructor(opts: SyncLoopOptions) {
     this.#o = {
@@ -198,6 +208,15 @@ export class SyncLoop {
     return this.#runner.idle();
   }
 
+  /**
+   * programmed resolves when no sync of this loop is building or writing its
+   * rules: at once between syncs, and once the sync in flight is recorded
+   * (before its backend's afterSync work).
+   */
+  async programmed(): Promise<void> {
+    while (this.#programming) await this.#programming;
+  }
+
   async #syncFromRunner(): Promise<void> {
     // While paused the runner keeps ticking; resume() asks for the full sync that catches up.
     if (this.#paused) return;
@@ -206,6 +225,27 @@ export class SyncLoop {
   }
 
   async #sync(): Promise<SyncRecord> {
+    let programmed = () => {};
+    this.#programming = new Promise<void>((r) => (programmed = r));
+    let record: SyncRecord;
+    try {
+      record = await this.#program();
+    } finally {
+      this.#programming = null;
+      programmed();
+    }
+    const backend = this.#o.backend;
+    // After the record and its observers: the rules are in, so the sync's duration, the network programming
+    // latency and readiness do not wait for the first sync's removal of other modes' leftovers.
+    if (record.ok && backend.afterSync) {
+      await this.#o.beforeAfterSync?.();
+      await backend.afterSync().catch((err: unknown) => this.#o.logger.error('after-sync work failed', { err: errorMessage(err) }));
+    }
+    return record;
+  }
+
+  /** #program runs one sync up to its record and observers. */
+  async #program(): Promise<SyncRecord> {
     const { state, backend, clock, logger } = this.#o;
     const startedAt = clock.now();
     const t0 = clock.monotonic();
@@ -302,9 +342,6 @@ export class SyncLoop {
         logger.error('sync observer failed', { err: errorMessage(err) });
       }
     }
-    // After the record and its observers: the rules are in, so the sync's duration, the network programming
-    // latency and readiness do not wait for the first sync's removal of other modes' leftovers.
-    if (ok && backend.afterSync) await backend.afterSync().catch((err: unknown) => logger.error('after-sync work failed', { err: errorMessage(err) }));
     return record;
   }
 }
