@@ -420,7 +420,17 @@ export async function measureLivezUnderLoad(opts: LivezLoadOptions): Promise<Liv
     const cluster = generateCluster({ services: opts.services, endpointsPerService: opts.endpoints, nodeName: 'node-a', nodeIP: '10.250.0.2' });
     writeManifests(cluster, dir, 0);
     const [metricsPort, healthPort] = [await freePort(), await freePort()];
-    const args = [...SHIPPED_NODE_FLAGS, ...(process.env.KPROXY_BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []), join(ROOT, 'dist/server/cli.js'), '--hostname-override', 'node-a', '--source', `file:${dir}`, '--cluster-cidr', '10.64.0.0/10'];
+    const args = [
+      ...SHIPPED_NODE_FLAGS,
+      ...(process.env.KPROXY_BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []),
+      join(ROOT, 'dist/server/cli.js'),
+      '--hostname-override',
+      'node-a',
+      '--source',
+      `file:${dir}`,
+      '--cluster-cidr',
+      '10.64.0.0/10',
+    ];
     args.push('--healthz-bind-address', `127.0.0.1:${healthPort}`, '--metrics-bind-address', `127.0.0.1:${metricsPort}`);
     if (opts.kernel === 'netns') {
       ns = createNetns('livez');
