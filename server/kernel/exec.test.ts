@@ -1,3 +1,5 @@
+import { readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { execFile } from './exec.ts';
 
@@ -11,6 +13,33 @@ describe('execFile', () => {
     const long = await execFile('cat', [], { stdin: input });
     expect(long.code).toBe(0);
     expect(long.stdout).toBe(input);
+  });
+
+  it('hands a long input to the process as an unlinked file, and a short one through a pipe', async () => {
+    // What the process's stdin is, then the input as the process read it.
+    const script = 'readlink /proc/self/fd/0; cat';
+    const long = `${'é'.repeat(3 << 20)}😀${'z'.repeat(2 << 20)}\n`;
+    const fromFile = await execFile('sh', ['-c', script], { stdin: long });
+    const [what, ...rest] = fromFile.stdout.split('\n');
+    expect(what).toMatch(new RegExp(`^${tmpdir()}/kproxy-stdin-${process.pid}-\\d+ \\(deleted\\)$`));
+    expect(rest.join('\n')).toBe(long);
+    expect(readdirSync(tmpdir()).filter((f) => f.startsWith(`kproxy-stdin-${process.pid}-`))).toEqual([]);
+    const short = await execFile('sh', ['-c', script], { stdin: 'short\n' });
+    expect(short.stdout).toMatch(/^socket:\[\d+\]\nshort\n$/); // Node.js pipes are socket pairs
+  });
+
+  it('falls back to a pipe when the temporary directory cannot take the file', async () => {
+    const saved = process.env.TMPDIR;
+    process.env.TMPDIR = '/nonexistent-kproxy-tmp';
+    try {
+      const long = `${'y'.repeat(5 << 20)}\n`;
+      const res = await execFile('sh', ['-c', 'readlink /proc/self/fd/0; cat'], { stdin: long });
+      expect(res.stdout).toMatch(/^socket:\[\d+\]\n/);
+      expect(res.stdout.slice(res.stdout.indexOf('\n') + 1)).toBe(long);
+    } finally {
+      if (saved === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = saved;
+    }
   });
 
   it('ends a long input quietly when the process stops reading early', async () => {

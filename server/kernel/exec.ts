@@ -1,4 +1,7 @@
 import { spawn } from 'node:child_process';
+import { open, unlink, type FileHandle } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Writable } from 'node:stream';
 import { CommandFailedError, CommandNotFoundError, CommandTimeoutError } from '../errors.ts';
 
@@ -26,9 +29,18 @@ export type ExecFn = (file: string, args: readonly string[], opts?: ExecOptions)
  * by one), feeds stdin, and collects output. A non-zero exit is a result, not an
  * error; a missing program or a timeout is an error.
  */
-export const execFile: ExecFn = (file, args, opts = {}) =>
-  new Promise((resolve, reject) => {
-    const child = spawn(file, args as string[], { stdio: ['pipe', 'pipe', 'pipe'], env: opts.env ?? process.env });
+export const execFile: ExecFn = async (file, args, opts = {}) => {
+  const input = typeof opts.stdin === 'string' && opts.stdin.length >= STDIN_FILE_MIN ? await stdinFile(opts.stdin) : null;
+  try {
+    return await run(file, args, opts, input);
+  } finally {
+    await input?.close().catch(() => {});
+  }
+};
+
+function run(file: string, args: readonly string[], opts: ExecOptions, input: FileHandle | null): Promise<ExecResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(file, args as string[], { stdio: [input?.fd ?? 'pipe', 'pipe', 'pipe'], env: opts.env ?? process.env });
     // Listened for first, and the pipes below may be missing: a spawn that fails for want of file descriptors
     // (EMFILE, e.g. the userspace mode holding many connections) has no stdio streams and emits 'error' later;
     // without a listener by then that error would end the daemon.
@@ -59,12 +71,57 @@ export const execFile: ExecFn = (file, args, opts = {}) =>
       if (outBytes > max) return reject(new CommandFailedError(`${file} wrote more than ${max} bytes of output`));
       resolve({ code: code ?? (signal ? 128 : 1), stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') });
     });
+    if (input) return; // the process reads its input from the file
     // EPIPE on stdin (the process exited early) surfaces through 'close' with its exit code.
     child.stdin?.on('error', () => {});
     if (child.stdin && typeof opts.stdin === 'string' && opts.stdin.length > STDIN_CHUNK) writeInPieces(child.stdin, opts.stdin);
     else if (opts.stdin !== undefined) child.stdin?.end(opts.stdin);
     else child.stdin?.end();
   });
+}
+
+/**
+ * STDIN_FILE_MIN: an input of at least this many characters reaches the
+ * process as a file instead of a pipe. Through a pipe, the process reads only
+ * as fast as the event loop refills it: while the loop builds another family's
+ * rules (a dual-stack first sync) or collects garbage, iptables-restore waits
+ * on an empty pipe. From a file it reads at its own pace, as a bare restore
+ * does.
+ */
+const STDIN_FILE_MIN = 4 * (1 << 20);
+
+let stdinFiles = 0;
+
+/**
+ * stdinFile writes a long input to a file in the temporary directory, a piece
+ * at a time on libuv's threads, and returns it opened for reading, already
+ * unlinked (nothing is left behind, even if kproxy dies). null when the file
+ * cannot be made (a read-only or full temporary directory): the input then goes
+ * through a pipe as before.
+ */
+async function stdinFile(text: string): Promise<FileHandle | null> {
+  const path = join(tmpdir(), `kproxy-stdin-${process.pid}-${++stdinFiles}`);
+  let writer: FileHandle | null = null;
+  let reader: FileHandle | null = null;
+  try {
+    writer = await open(path, 'wx', 0o600);
+    for (let at = 0; at < text.length;) {
+      let end = Math.min(at + STDIN_CHUNK, text.length);
+      // Never between the two halves of a surrogate pair: each piece is encoded on its own.
+      if (end < text.length && isHighSurrogate(text.charCodeAt(end - 1))) end--;
+      await writer.write(text.slice(at, end));
+      at = end;
+    }
+    reader = await open(path, 'r');
+    return reader;
+  } catch {
+    await reader?.close().catch(() => {});
+    return null;
+  } finally {
+    await writer?.close().catch(() => {});
+    await unlink(path).catch(() => {});
+  }
+}
 
 /** STDIN_CHUNK: characters of a long input encoded and written at a time. */
 const STDIN_CHUNK = 1 << 20;
