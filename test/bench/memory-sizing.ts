@@ -86,8 +86,9 @@ function startDaemon(ns: string, config: string, kubeconfig: string): { child: C
   const child = track(spawn('ip', ['netns', 'exec', ns, process.execPath, ...args], { stdio: ['ignore', 'ignore', 'pipe'] }));
   const firstSync = new Promise<number>((resolve, reject) => {
     createInterface({ input: child.stderr! }).on('line', (line) => {
-      // The first sync of any family (the line names the family first: family=IPv4 seq=1 …).
-      const m = / synced fully .*\bseq=1 .*\bms=(\d+)/.exec(line);
+      // The IPv4 family's first sync (the shipped config is dual-stack: the IPv6 family, with no Services here,
+      // finishes first and takes seq 1; the line names the family first: family=IPv4 seq=2 …).
+      const m = / synced fully family=IPv4 .*\bms=(\d+)/.exec(line);
       if (m) resolve(Number(m[1]));
       if (/ sync failed/.test(line)) reject(new Error(line));
     });
