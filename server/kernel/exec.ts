@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Writable } from 'node:stream';
 import { CommandFailedError, CommandNotFoundError, CommandTimeoutError } from '../errors.ts';
+import { textPieces } from './text-pieces.ts';
 
 export interface ExecOptions {
   /** stdin is written to the process and then closed (restore input). */
@@ -105,13 +106,7 @@ async function stdinFile(text: string): Promise<FileHandle | null> {
   let reader: FileHandle | null = null;
   try {
     writer = await open(path, 'wx', 0o600);
-    for (let at = 0; at < text.length;) {
-      let end = Math.min(at + STDIN_CHUNK, text.length);
-      // Never between the two halves of a surrogate pair: each piece is encoded on its own.
-      if (end < text.length && isHighSurrogate(text.charCodeAt(end - 1))) end--;
-      await writer.write(text.slice(at, end));
-      at = end;
-    }
+    for (const piece of textPieces(text, STDIN_CHUNK)) await writer.write(piece);
     reader = await open(path, 'r');
     return reader;
   } catch {
@@ -134,24 +129,17 @@ const STDIN_CHUNK = 1 << 20;
  * top of the text itself.
  */
 function writeInPieces(stdin: Writable, text: string): void {
-  let at = 0;
+  const pieces = textPieces(text, STDIN_CHUNK);
+  let closed = false;
   const next = (): void => {
-    while (at < text.length) {
-      let end = Math.min(at + STDIN_CHUNK, text.length);
-      // Never between the two halves of a surrogate pair: each piece is encoded on its own.
-      if (end < text.length && isHighSurrogate(text.charCodeAt(end - 1))) end--;
-      const piece = text.slice(at, end);
-      at = end;
-      if (at >= text.length) return void stdin.end(piece);
-      if (!stdin.write(piece)) return void stdin.once('drain', next);
+    for (let piece = pieces.next(); !piece.done; piece = pieces.next()) {
+      if (closed) return;
+      if (!stdin.write(piece.value)) return void stdin.once('drain', next);
     }
+    if (!closed) stdin.end();
   };
-  stdin.once('close', () => (at = text.length));
+  stdin.once('close', () => (closed = true));
   next();
-}
-
-function isHighSurrogate(code: number): boolean {
-  return code >= 0xd800 && code <= 0xdbff;
 }
 
 /**

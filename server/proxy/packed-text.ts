@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import { Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import { createDeflate, createInflate, inflate, inflateSync } from 'node:zlib';
+import { textPieces } from '../kernel/text-pieces.ts';
 
 const inflateAsync = promisify(inflate);
 
@@ -19,14 +20,7 @@ async function deflateText(texts: Iterable<string>): Promise<Buffer> {
   z.on('data', (b: Buffer) => out.push(b));
   const ended = once(z, 'end');
   for (const text of texts) {
-    for (let at = 0; at < text.length;) {
-      let end = Math.min(at + DEFLATE_CHUNK, text.length);
-      // Never between the two halves of a surrogate pair: each piece is encoded on its own.
-      const last = text.charCodeAt(end - 1);
-      if (end < text.length && last >= 0xd800 && last <= 0xdbff) end--;
-      if (!z.write(text.slice(at, end))) await once(z, 'drain');
-      at = end;
-    }
+    for (const piece of textPieces(text, DEFLATE_CHUNK)) if (!z.write(piece)) await once(z, 'drain');
   }
   z.end();
   await ended;
@@ -119,13 +113,7 @@ export class PackedText {
       const text = this.#text ?? '';
       return Readable.from(
         (function* () {
-          for (let at = 0; at < text.length;) {
-            let end = Math.min(at + DEFLATE_CHUNK, text.length);
-            const last = text.charCodeAt(end - 1);
-            if (end < text.length && last >= 0xd800 && last <= 0xdbff) end--;
-            yield Buffer.from(text.slice(at, end), 'utf8');
-            at = end;
-          }
+          for (const piece of textPieces(text, DEFLATE_CHUNK)) yield Buffer.from(piece, 'utf8');
         })(),
       );
     }
