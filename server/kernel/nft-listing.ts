@@ -1,5 +1,5 @@
 import { NftListError } from '../errors.ts';
-import type { NftBaseChain, NftChain, NftChainType, NftElement, NftFamily, NftHook, NftSet, NftTable } from './nft-types.ts';
+import { NFT_HOOKS, type NftBaseChain, type NftChain, type NftChainType, type NftElement, type NftFamily, type NftHook, type NftSet, type NftTable } from './nft-types.ts';
 
 /**
  * nft-listing reads `nft -j list table …` (libnftables' JSON schema, as nft
@@ -147,7 +147,7 @@ function listedElement(raw: Json, map: boolean): NftElement {
 }
 
 const CHAIN_TYPES = new Set<NftChainType>(['filter', 'nat', 'route']);
-const HOOKS = new Set<NftHook>(['prerouting', 'input', 'forward', 'output', 'postrouting']);
+const HOOKS = new Set<NftHook>(NFT_HOOKS);
 
 /**
  * parseNftTableJson turns the output of `nft -j list table FAMILY NAME` into

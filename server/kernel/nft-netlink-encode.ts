@@ -1,9 +1,23 @@
 import { NFNL_MSG_BATCH_BEGIN, NFNL_MSG_BATCH_END, NFNL_SUBSYS_NFTABLES, NlBuilder, NLM_F_APPEND, NLM_F_CREATE, NLM_F_REQUEST } from './nfnl.ts';
-import { NF_ACCEPT, NF_DROP, NFT_GOTO, NFT_JUMP, NFT_RETURN, writeExpr, writeValue, writeVerdict, type Verdict } from './nft-netlink-expr.ts';
+import {
+  NF_ACCEPT,
+  NF_DROP,
+  NFT_GOTO,
+  NFT_JUMP,
+  NFT_RETURN,
+  NFT_SET_ELEM_INTERVAL_END,
+  NFT_SET_EVAL,
+  NFT_SET_MAP,
+  NFT_SET_TIMEOUT,
+  writeExpr,
+  writeValue,
+  writeVerdict,
+  type Verdict,
+} from './nft-netlink-expr.ts';
 import { compileRule, concatBytes, NftCompileError, strzBytes, udataTLV, type AnonSet } from './nft-netlink-rules.ts';
 import { encodeKey, inferKeyType, setKeyType, type AddrFamily, type SetKeyType } from './nft-netlink-values.ts';
 import type { ParsedCommand } from './nft-script.ts';
-import type { NftBaseChain, NftSetSpec } from './nft-types.ts';
+import { NFT_HOOKS, type NftBaseChain, type NftSetSpec } from './nft-types.ts';
 
 /**
  * encodeTransaction turns a parsed `nft -f` transaction (nft-script.ts) into
@@ -35,11 +49,6 @@ export const NFT_MSG_GETGEN = 16;
 
 export const NFPROTO = { ip: 2, ip6: 10 } as const;
 
-const HOOKS: Readonly<Record<string, number>> = { prerouting: 0, input: 1, forward: 2, output: 3, postrouting: 4 };
-const NFT_SET_MAP = 0x8;
-const NFT_SET_TIMEOUT = 0x10;
-const NFT_SET_EVAL = 0x20;
-const NFT_SET_ELEM_INTERVAL_END = 0x1;
 const NFT_DATA_VERDICT = 0xffffff00;
 const EXPR_CONCAT = 13;
 
@@ -264,8 +273,8 @@ class BatchEncoder {
 
   #hook(base: NftBaseChain): void {
     const b = this.b;
-    const hook = HOOKS[base.hook];
-    if (hook === undefined) throw new NftCompileError(`unsupported hook "${base.hook}"`);
+    const hook = (NFT_HOOKS as readonly string[]).indexOf(base.hook);
+    if (hook < 0) throw new NftCompileError(`unsupported hook "${base.hook}"`);
     b.strz(7, base.type); // NFTA_CHAIN_TYPE
     const n = b.nest(4); // NFTA_CHAIN_HOOK
     b.u32be(1, hook); // NFTA_HOOK_HOOKNUM

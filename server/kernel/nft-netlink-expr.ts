@@ -58,6 +58,20 @@ export const NFPROTO_IPV6 = 10;
 
 export const NFT_REJECT_ICMP_UNREACH = 0;
 
+/** Set flags (enum nft_set_flags) and the one set element flag kproxy uses. */
+export const NFT_SET_ANONYMOUS = 0x1;
+export const NFT_SET_CONSTANT = 0x2;
+export const NFT_SET_INTERVAL = 0x4;
+export const NFT_SET_MAP = 0x8;
+export const NFT_SET_TIMEOUT = 0x10;
+export const NFT_SET_EVAL = 0x20;
+export const NFT_SET_ELEM_INTERVAL_END = 0x1;
+
+/** IP protocol numbers of the protocols kproxy's rules name. */
+export const IP_PROTOCOLS: Readonly<Record<string, number>> = { tcp: 6, udp: 17, sctp: 132 };
+/** IP_PROTOCOL_NAMES: IP_PROTOCOLS the other way round. */
+export const IP_PROTOCOL_NAMES: Readonly<Record<number, string>> = Object.fromEntries(Object.entries(IP_PROTOCOLS).map(([name, n]) => [n, name]));
+
 /** Verdict: what a rule or a map element decides. */
 export interface Verdict {
   readonly code: number;

@@ -1,6 +1,7 @@
 import { NlBuilder, NLM_F_DUMP, NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERROR, parseAttrs, parseError, parseMessages, strzOf, u32beOf, type NlMessage } from './nfnl.ts';
 import type { NfnlPipe } from './nfnl-pipe.ts';
 import { dataValue, dataVerdict, decodeExprs } from './nft-netlink-decode.ts';
+import { IP_PROTOCOL_NAMES, NFT_SET_ANONYMOUS, NFT_SET_CONSTANT, NFT_SET_ELEM_INTERVAL_END, NFT_SET_INTERVAL, NFT_SET_MAP, NFT_SET_TIMEOUT } from './nft-netlink-expr.ts';
 import {
   msgType,
   NFPROTO,
@@ -16,7 +17,7 @@ import {
 } from './nft-netlink-encode.ts';
 import { addressText, renderRule, type DumpedSet } from './nft-netlink-render.ts';
 import type { AnonSetElement } from './nft-netlink-rules.ts';
-import type { NftBaseChain, NftChain, NftChainType, NftElement, NftFamily, NftHook, NftSet, NftTable } from './nft-types.ts';
+import { NFT_HOOKS, type NftBaseChain, type NftChain, type NftChainType, type NftElement, type NftFamily, type NftSet, type NftTable } from './nft-types.ts';
 
 /**
  * A table read over netlink, as `nft -j list table` reads it (the same
@@ -28,16 +29,8 @@ import type { NftBaseChain, NftChain, NftChainType, NftElement, NftFamily, NftHo
  * not write) reads as text no wanted rule equals, so its chain is rewritten.
  */
 
-const HOOK_NAMES: readonly NftHook[] = ['prerouting', 'input', 'forward', 'output', 'postrouting'];
 const CHAIN_TYPES = new Set<string>(['filter', 'nat', 'route']);
 const TYPE_NAMES: Readonly<Record<number, string>> = { 7: 'ipv4_addr', 8: 'ipv6_addr', 12: 'inet_proto', 13: 'inet_service' };
-const PROTOCOL_NAMES: Readonly<Record<number, string>> = { 6: 'tcp', 17: 'udp', 132: 'sctp' };
-const NFT_SET_ANONYMOUS = 0x1;
-const NFT_SET_CONSTANT = 0x2;
-const NFT_SET_INTERVAL = 0x4;
-const NFT_SET_MAP = 0x8;
-const NFT_SET_TIMEOUT = 0x10;
-const NFT_SET_ELEM_INTERVAL_END = 0x1;
 
 /** NetlinkListError: a dump the kernel refused or that could not be read. */
 export class NetlinkListError extends Error {}
@@ -86,7 +79,7 @@ function keyText(key: Uint8Array, parts: readonly number[]): string | null {
     if (!len || off + len > key.length) return null;
     const b = key.subarray(off, off + len);
     if (p === 7 || p === 8) out.push(addressText(b) ?? '?');
-    else if (p === 12) out.push(PROTOCOL_NAMES[b[0]] ?? String(b[0]));
+    else if (p === 12) out.push(IP_PROTOCOL_NAMES[b[0]] ?? String(b[0]));
     else out.push(String((b[0] << 8) | b[1]));
     off += concat ? (len + 3) & ~3 : len;
   }
@@ -219,7 +212,7 @@ export async function listTableNetlink(pipe: NfnlPipe, family: NftFamily, name: 
       const h = parseAttrs(hook);
       const num = u32beOf(h.get(1));
       const prio = h.get(2)?.readInt32BE(0);
-      if (num !== undefined && HOOK_NAMES[num] && prio !== undefined) base = { type: type as NftChainType, hook: HOOK_NAMES[num], priority: prio };
+      if (num !== undefined && NFT_HOOKS[num] && prio !== undefined) base = { type: type as NftChainType, hook: NFT_HOOKS[num], priority: prio };
     }
     // As nft 1.0.6's JSON: no chain comments.
     chains.set(cname, { name: cname, base, comment: null, rules: [] });

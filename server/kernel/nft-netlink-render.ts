@@ -1,6 +1,7 @@
 import { canonicalIP } from '../net/ip.ts';
 import { sameExpr } from './nft-netlink-decode.ts';
 import {
+  IP_PROTOCOL_NAMES,
   NF_ACCEPT,
   NF_DROP,
   NF_NAT_RANGE_PROTO_RANDOM_FULLY,
@@ -21,6 +22,7 @@ import {
   NFT_REG_2,
   NFT_REG_VERDICT,
   NFT_RETURN,
+  NFT_SET_INTERVAL,
   NFTA_FIB_F_DADDR,
   NFTA_FIB_F_SADDR,
   reg32,
@@ -53,9 +55,6 @@ export interface RenderContext {
   /** ifname: the name of an interface index (null: none). */
   ifname(index: number): string | null;
 }
-
-const PROTOCOL_NAMES: Readonly<Record<number, string>> = { 6: 'tcp', 17: 'udp', 132: 'sctp' };
-const NFT_SET_INTERVAL = 0x4;
 
 function u32le(b: Uint8Array): number {
   return (b[0] | (b[1] << 8) | (b[2] << 16) | (b[3] << 24)) >>> 0;
@@ -243,7 +242,7 @@ function renderText(exprs: readonly Expr[], ctx: RenderContext): string | null {
           continue;
         }
         if (e.key === NFT_META_L4PROTO && n1?.kind === 'cmp') {
-          const p = PROTOCOL_NAMES[n1.data[0]];
+          const p = IP_PROTOCOL_NAMES[n1.data[0]];
           if (!p) return null;
           words.push(`meta l4proto ${p}`);
           i += 2;

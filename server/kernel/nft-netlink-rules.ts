@@ -1,4 +1,5 @@
 import {
+  IP_PROTOCOLS,
   NF_ACCEPT,
   NF_DROP,
   NF_NAT_RANGE_PROTO_RANDOM_FULLY,
@@ -22,6 +23,10 @@ import {
   NFT_REG_2,
   NFT_REG_VERDICT,
   NFT_RETURN,
+  NFT_SET_ANONYMOUS,
+  NFT_SET_CONSTANT,
+  NFT_SET_INTERVAL,
+  NFT_SET_MAP,
   NFTA_FIB_F_DADDR,
   NFTA_FIB_F_SADDR,
   reg32,
@@ -86,13 +91,8 @@ export interface RuleContext {
   anonName?(kind: 'set' | 'map', id: number): string;
 }
 
-const NFT_SET_ANONYMOUS = 0x1;
-const NFT_SET_CONSTANT = 0x2;
-const NFT_SET_INTERVAL = 0x4;
-const NFT_SET_MAP = 0x8;
 const TYPE_INTEGER = 4;
 
-const PROTOCOLS: Readonly<Record<string, number>> = { tcp: 6, udp: 17, sctp: 132 };
 const CT_STATE_NEW = 8;
 
 /** hasAnonymousSet: the rule binds an anonymous set (`vmap { … }`, `saddr { … }`): what compileRule makes an AnonSet for. */
@@ -320,7 +320,7 @@ export function compileRule(text: string, ctx: RuleContext): CompiledRule {
           break;
         }
         const name = c.next() ?? '';
-        const proto = PROTOCOLS[name];
+        const proto = IP_PROTOCOLS[name];
         if (proto === undefined) throw new NftCompileError(`unsupported protocol "${name}"`);
         exprs.push({ kind: 'meta', key: NFT_META_L4PROTO, dreg: NFT_REG_1 }, { kind: 'cmp', sreg: NFT_REG_1, op: NFT_CMP_EQ, data: Uint8Array.of(proto) });
         l4proto = proto;

@@ -9,7 +9,9 @@
 export type NftFamily = 'ip' | 'ip6';
 
 export type NftChainType = 'filter' | 'nat' | 'route';
-export type NftHook = 'prerouting' | 'input' | 'forward' | 'output' | 'postrouting';
+/** NFT_HOOKS: the netfilter hooks, in the kernel's numbering (NF_INET_PRE_ROUTING = 0 …). */
+export const NFT_HOOKS = ['prerouting', 'input', 'forward', 'output', 'postrouting'] as const;
+export type NftHook = (typeof NFT_HOOKS)[number];
 
 /** NftBaseChain: a chain attached to a netfilter hook, with a numeric priority (nft 1.0.6 has no "dstnat" on output). */
 export interface NftBaseChain {
