@@ -8,13 +8,12 @@ import { FakeNetInterfaces } from '../../server/kernel/netif-fake.ts';
 import { NftTransactionFailure, type NftRunner } from '../../server/kernel/nft.ts';
 import type { NetlinkNftRunner } from '../../server/kernel/nft-netlink.ts';
 import { silentLogger } from '../../server/log.ts';
-import type { EndpointSlice, KubeObject, Service, ServiceCIDR } from '../../server/proxy/kube-objects.ts';
-import { createNftablesBackend, STALE_CHAIN_DELAY_MS, type NftablesBackend } from '../../server/proxy/nftables/proxier.ts';
+import { createNftablesBackend, type NftablesBackend } from '../../server/proxy/nftables/proxier.ts';
 import { ProxyState } from '../../server/proxy/proxy-state.ts';
-import { parseManifest } from '../../server/sources/file/manifest.ts';
 import { tiers } from '../tiers.ts';
 import { addNamespace, deleteNamespace, HARNESS_PREFIX, ipBatch } from './harness/netns.ts';
 import { listText, nsNetlinkNft, nsNft, tableShape } from './harness/nft.ts';
+import { exampleObjects, exampleSteps, feed } from './harness/nft-examples.ts';
 
 /**
  * The netlink runner (nftables mode's default writer) against `nft -f`, in
@@ -80,15 +79,6 @@ describe.skipIf(!tiers().kernel.ok)('every golden table written over netlink lis
   }
 });
 
-const EXAMPLES = join(import.meta.dirname, '../../deploy/examples');
-
-function exampleObjects(): KubeObject[] {
-  return readdirSync(EXAMPLES)
-    .filter((f) => f.endsWith('.yaml'))
-    .sort()
-    .flatMap((f) => parseManifest(f, readFileSync(join(EXAMPLES, f), 'utf8')).objects.map((o) => o.object));
-}
-
 interface Side {
   state: ProxyState;
   backend: NftablesBackend;
@@ -100,18 +90,6 @@ function side(runner: NftRunner, clock: FakeClock, family: IPFamily): Side {
   const backend = createNftablesBackend({ config, nodeName: 'node-a', family, runner, netif: new FakeNetInterfaces(), clock, logger: silentLogger });
   return { state, backend };
 }
-
-function feed(state: ProxyState, objects: readonly KubeObject[]): void {
-  for (const o of objects) {
-    if (o.kind === 'Service') state.onService(null, o as Service);
-    else if (o.kind === 'EndpointSlice') state.onEndpointSlice(null, o as EndpointSlice);
-    else if (o.kind === 'ServiceCIDR') state.onServiceCIDR(null, o as ServiceCIDR);
-    else if (o.kind === 'Node') state.onNode(null, o as never);
-  }
-  for (const k of ['Service', 'EndpointSlice', 'Node'] as const) state.onSynced(k);
-}
-
-const clone = <T>(o: T): T => JSON.parse(JSON.stringify(o)) as T;
 
 describe.skipIf(!tiers().kernel.ok)('nftables mode over netlink and over nft -f, sync after sync over deploy/examples/', () => {
   afterAll(cleanup);
@@ -125,44 +103,8 @@ describe.skipIf(!tiers().kernel.ok)('nftables mode over netlink and over nft -f,
       const viaNetlink = side(runner, clock, family);
       const viaNft = side(nsNft(nsText), clock, family);
       const objects = exampleObjects();
-      const find = (kind: string, name: string) => objects.find((o) => o.kind === kind && o.metadata?.name === name)!;
       for (const s of [viaNetlink, viaNft]) feed(s.state, objects);
-      const services = objects.filter((o): o is Service => o.kind === 'Service').filter((o) => (o.spec?.ipFamilies ?? ['IPv4']).includes(family));
-      const shop = family === 'IPv4' ? services.filter((o) => o.metadata?.namespace === 'shop') : services.slice(0, 1);
-      const balanced = family === 'IPv4' ? (find('Service', 'api') as Service) : services.at(-1)!;
-      const more: ServiceCIDR = { apiVersion: 'networking.k8s.io/v1', kind: 'ServiceCIDR', metadata: { name: 'more' }, spec: { cidrs: ['10.97.0.0/16', 'fd00:97::/112'] } };
-      const steps: [string, (s: ProxyState) => void, number][] = [
-        ['first full sync', () => {}, 0],
-        [
-          'frontend loses its node-b endpoints',
-          (s) => {
-            const prev = find('EndpointSlice', 'frontend-abc12') as EndpointSlice | undefined;
-            if (!prev) return;
-            const cur = clone(prev);
-            cur.endpoints = cur.endpoints!.filter((e) => e.nodeName !== 'node-b');
-            s.onEndpointSlice(prev, cur);
-          },
-          0,
-        ],
-        [
-          'a Service becomes a LoadBalancer with source ranges and ClientIP affinity',
-          (s) => {
-            const prev = balanced;
-            const cur = clone(prev);
-            cur.spec!.type = 'LoadBalancer';
-            cur.spec!.loadBalancerSourceRanges = family === 'IPv4' ? ['198.51.100.0/25', '198.51.100.128/25', '203.0.113.7/32'] : ['2001:db8::/64', '2001:db8:1::/64'];
-            cur.spec!.sessionAffinity = 'ClientIP';
-            cur.status = { loadBalancer: { ingress: [{ ip: family === 'IPv4' ? '192.0.2.99' : '2001:db8:99::1' }] } };
-            s.onService(prev, cur);
-          },
-          0,
-        ],
-        ['the frontend endpoints come back', (s) => s.onEndpointSlice(null, find('EndpointSlice', 'frontend-abc12') as EndpointSlice), 0],
-        ['a second later: stale chains deleted', () => {}, STALE_CHAIN_DELAY_MS],
-        ["a namespace's Services go", (s) => shop.forEach((o) => s.onService(o, null)), 0],
-        ['and come back a second later', (s) => shop.forEach((o) => s.onService(null, o)), STALE_CHAIN_DELAY_MS],
-        ['a second ServiceCIDR (a full sync)', (s) => s.onServiceCIDR(null, more), 0],
-      ];
+      const steps = exampleSteps(objects, family);
       for (const [i, [what, change, advance]] of steps.entries()) {
         clock.advance(advance);
         for (const x of [viaNetlink, viaNft]) change(x.state);
