@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Clock, TimerHandle } from '../clock.ts';
 import { errorMessage, ListenFailedError } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import { LISTEN_BACKLOG } from '../net/listen.ts';
 
 /** parseHostPort splits "host:port" or "[v6]:port"; null when it is not one. */
 export function parseHostPort(text: string): { host: string; port: number } | null {
@@ -34,16 +35,6 @@ export interface Served {
   address(): AddressInfo | null;
   close(): Promise<void>;
 }
-
-/**
- * LISTEN_BACKLOG: connections the kernel completes and queues before kproxy
- * accepts them (capped by net.core.somaxconn, 4096 on current kernels), as
- * Go's listeners (kube-proxy's) get somaxconn. With Node's default of 511 a
- * flood of connections on :10256 fills the queue whenever the event loop is
- * busy, and the kubelet's probe is dropped in the SYN queue: its retries come
- * 1, 3 and 7 s later, past its timeout. Queued, it waits only for the loop.
- */
-export const LISTEN_BACKLOG = 4096;
 
 /**
  * serve makes an app listen like kube-proxy's healthz and metrics servers: on

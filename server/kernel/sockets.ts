@@ -2,6 +2,7 @@ import dgram from 'node:dgram';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import { ipFamilyOf } from '../net/ip.ts';
+import { LISTEN_BACKLOG } from '../net/listen.ts';
 
 /**
  * Sockets is the OS boundary of the userspace mode: the TCP listeners and UDP
@@ -76,9 +77,6 @@ export interface PendingConnect {
   readonly connected: Promise<TcpStream>;
   abort(): void;
 }
-
-/** LISTEN_BACKLOG: connections the kernel queues per proxy socket before kproxy accepts them (capped by somaxconn). */
-export const LISTEN_BACKLOG = 4096;
 
 function udpType(host: string): 'udp4' | 'udp6' {
   return ipFamilyOf(host) === 'IPv6' ? 'udp6' : 'udp4';

@@ -1,7 +1,7 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { errorMessage, HealthCheckPortError, type KproxyError } from '../../errors.ts';
 import { createLimitedServer, HEALTH_LIMITS } from '../../http/limits.ts';
-import { LISTEN_BACKLOG } from '../../http/listen.ts';
+import { LISTEN_BACKLOG } from '../../net/listen.ts';
 import { readOnlyRefusal, sendRefusal } from '../../http/read-only.ts';
 import type { Logger } from '../../log.ts';
 import type { IPFamily } from '../../net/ip.ts';
