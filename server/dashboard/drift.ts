@@ -1,4 +1,4 @@
-import type { KernelChain, KernelRule, KernelTables, KernelViewProvider } from './kernel-view.ts';
+import { ruleCountOf, type KernelChain, type KernelRule, type KernelTables, type KernelViewProvider } from './kernel-view.ts';
 import type { DriftFinding, DriftKind, DriftReport } from './protocol.ts';
 import type { Yield } from './yield.ts';
 
@@ -40,10 +40,10 @@ export async function findDrift(intended: KernelTables, kernel: KernelTables, ru
       if (out.length >= MAX_FINDINGS) return out;
       const listed = have?.chains.get(chainName);
       if (!listed) {
-        out.push({ table: tableName, chain: chainName, kind: 'missing-chain', detail: `kproxy wrote ${chain.rules.length} rules; the kernel has no such chain` });
+        out.push({ table: tableName, chain: chainName, kind: 'missing-chain', detail: `kproxy wrote ${ruleCountOf(chain)} rules; the kernel has no such chain` });
         continue;
       }
-      await step(chain.rules.length);
+      await step(ruleCountOf(chain));
       const settings = compareSettings(tableName, chain, listed, rules);
       if (settings) out.push(settings);
       out.push(...compareRules(tableName, chainName, chain.rules, listed.rules, rules));
@@ -51,7 +51,7 @@ export async function findDrift(intended: KernelTables, kernel: KernelTables, ru
     if (!have) continue;
     for (const [chainName, chain] of have.chains) {
       if (want.chains.has(chainName) || !rules.ownsChain(tableName, chainName)) continue;
-      out.push({ table: tableName, chain: chainName, kind: 'unexpected-chain', detail: `${chain.rules.length} rules in a chain kproxy did not write (left by an earlier proxy, or added by hand)` });
+      out.push({ table: tableName, chain: chainName, kind: 'unexpected-chain', detail: `${ruleCountOf(chain)} rules in a chain kproxy did not write (left by an earlier proxy, or added by hand)` });
     }
   }
   // Jumps into kproxy's chains are only expected while it has chains (not after a cleanup).

@@ -40,7 +40,14 @@ export interface KernelChain {
   readonly policy: string | null;
   readonly packets: number;
   readonly bytes: number;
+  /**
+   * rules: in order. A chain may keep its rules compactly and build these
+   * objects when asked (iptables' RuleStore): read rules.length through
+   * ruleCountOf, and take the array once for a walk rather than per rule.
+   */
   readonly rules: readonly KernelRule[];
+  /** ruleCount: rules.length, where counting is cheaper than building the rules. */
+  readonly ruleCount?: number;
   /** ipvs: a virtual server's scheduler, connections and traffic (table "ipvs"). */
   readonly ipvs?: VirtualServerFacts;
 }
@@ -172,7 +179,12 @@ export function kernelTables(tables: ReadonlyMap<string, KernelTable>): KernelTa
   let ruleCount = 0;
   for (const t of tables.values()) {
     chainCount += t.chains.size;
-    for (const c of t.chains.values()) ruleCount += c.rules.length;
+    for (const c of t.chains.values()) ruleCount += ruleCountOf(c);
   }
   return { tables, chainCount, ruleCount };
+}
+
+/** ruleCountOf: how many rules a chain holds, without building them. */
+export function ruleCountOf(c: KernelChain): number {
+  return c.ruleCount ?? c.rules.length;
 }

@@ -1,4 +1,4 @@
-import type { KernelChain, KernelTable } from './kernel-view.ts';
+import { ruleCountOf, type KernelChain, type KernelTable } from './kernel-view.ts';
 import type { DriftKind, Row } from './protocol.ts';
 import { noYield, type Yield } from './yield.ts';
 
@@ -40,7 +40,7 @@ export class TableRows {
     let walked = 0;
     for (let ci = 0; ci < chains.length; ci++) {
       const c = chains[ci];
-      walked += c.rules.length + 1;
+      walked += ruleCountOf(c) + 1;
       if (walked >= YIELD_EVERY) {
         walked = 0;
         await pause();
@@ -54,7 +54,7 @@ export class TableRows {
       chainIdx.push(ci);
       ruleIdx.push(-1);
       if (whole) {
-        for (let ri = 0; ri < c.rules.length; ri++) {
+        for (let ri = 0, n = ruleCountOf(c); ri < n; ri++) {
           chainIdx.push(ci);
           ruleIdx.push(ri);
         }
@@ -97,7 +97,7 @@ export class TableRows {
     const c = this.#chains[this.#chainIdx[i]];
     const drift = this.#drift.get(`${this.table.name}/${c.name}`);
     const ri = this.#ruleIdx[i];
-    if (ri < 0) return { t: 'c', chain: c.name, policy: c.policy, packets: c.packets, bytes: c.bytes, rules: c.rules.length, ...(drift ? { drift } : {}), ...(c.ipvs ? { ipvs: c.ipvs } : {}) };
+    if (ri < 0) return { t: 'c', chain: c.name, policy: c.policy, packets: c.packets, bytes: c.bytes, rules: ruleCountOf(c), ...(drift ? { drift } : {}), ...(c.ipvs ? { ipvs: c.ipvs } : {}) };
     const r = c.rules[ri];
     return { t: 'r', chain: c.name, i: ri, spec: r.spec, target: r.target, packets: r.packets, bytes: r.bytes, ...(r.ipvs ? { ipvs: r.ipvs } : {}) };
   }

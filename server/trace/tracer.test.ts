@@ -129,7 +129,9 @@ describe('tracer', () => {
     const tables = new Map(c.read.read.tables);
     const filter = tables.get('filter')!;
     const chains = new Map(filter.chains);
-    chains.set('FORWARD', { ...chains.get('FORWARD')!, policy: 'DROP' });
+    // A chain may keep its rules behind a getter (iptables' RuleStore): copy them by name.
+    const forward = chains.get('FORWARD')!;
+    chains.set('FORWARD', { ...forward, rules: forward.rules, policy: 'DROP' });
     tables.set('filter', { ...filter, chains });
     // Unmarked forwarded traffic (a pod keeps its address) meets the DROP policy; KUBE-FORWARD accepts only marked packets.
     const t = trace({ ...c.read, read: kernelTables(tables) }, { proto: 'tcp', src: '10.244.0.13', dst: '10.96.0.15:80', from: 'pod' });

@@ -1,75 +1,102 @@
 import { IptablesParseError } from '../../errors.ts';
-import { isBuiltinChain, ruleTarget, splitArgs, type ChainLine, type CommandLine } from '../../kernel/iptables-save-parser.ts';
+import { isBuiltinChain, ruleTarget, splitArgs, type CommandLine } from '../../kernel/iptables-save-parser.ts';
 import { PackedText } from '../../proxy/packed-text.ts';
-import { kernelTables, type KernelChain, type KernelRule, type KernelTables } from '../kernel-view.ts';
+import type { KernelTables } from '../kernel-view.ts';
 import type { Yield } from '../yield.ts';
-import { forEachIptablesEntry } from './chunks.ts';
+import { RuleStore, StoredChain } from './rule-store.ts';
+import { SCAN_LINES, scanIptablesText } from './scan.ts';
 
-interface MutableChain {
-  name: string;
-  builtin: boolean;
-  policy: string | null;
-  packets: number;
-  bytes: number;
-  rules: KernelRule[];
-}
+/** EDITED_CHAINS: chains kept as edited lists before the store is rewritten with each chain's rules together. */
+const EDITED_CHAINS = 1000;
 
-type MutableTables = Map<string, { name: string; chains: Map<string, MutableChain> }>;
+/**
+ * IptablesModel is parsed iptables text: tables of chains in listing order,
+ * their rules in a RuleStore (no object per rule until one is asked for).
+ */
+class IptablesModel {
+  readonly store: RuleStore;
+  readonly tables = new Map<string, { name: string; chains: Map<string, StoredChain> }>();
 
-function table(tables: MutableTables, name: string) {
-  let t = tables.get(name);
-  if (!t) {
-    t = { name, chains: new Map() };
-    tables.set(name, t);
+  constructor(expectedRules: number) {
+    this.store = new RuleStore(expectedRules);
   }
-  return t;
+
+  table(name: string) {
+    let t = this.tables.get(name);
+    if (!t) {
+      t = { name, chains: new Map() };
+      this.tables.set(name, t);
+    }
+    return t;
+  }
+
+  /** declare creates a chain or, when it exists, replaces it with an empty one in the same place. */
+  declare(table: string, name: string, policy: string | null, packets: number, bytes: number): void {
+    this.table(table).chains.set(name, new StoredChain(this.store, name, isBuiltinChain(table, name), policy, packets, bytes));
+  }
+
+  chain(table: string, name: string): StoredChain | undefined {
+    return this.tables.get(table)?.chains.get(name);
+  }
+
+  /**
+   * freeze counts the model as KernelTables; when edits left many chains as
+   * lists, or many stored rules belong to no chain any more, the store is
+   * first rewritten with each chain's rules together.
+   */
+  freeze(): KernelTables {
+    let chainCount = 0;
+    let ruleCount = 0;
+    let edited = 0;
+    for (const t of this.tables.values()) {
+      chainCount += t.chains.size;
+      for (const c of t.chains.values()) {
+        ruleCount += c.ruleCount;
+        if (c.edited) edited++;
+      }
+    }
+    if (edited > EDITED_CHAINS || this.store.count > ruleCount * 1.25 + 1024) {
+      this.store.compact(
+        (function* (tables) {
+          for (const t of tables.values()) yield* t.chains.values();
+        })(this.tables),
+      );
+    }
+    return { tables: this.tables, chainCount, ruleCount };
+  }
 }
 
-function freeze(tables: MutableTables): KernelTables {
-  return kernelTables(tables as unknown as ReadonlyMap<string, { name: string; chains: ReadonlyMap<string, KernelChain> }>);
+/** lineCount estimates the rules of a text (its lines), to size a store once. */
+function lineCount(text: string): number {
+  let n = 0;
+  for (let i = text.indexOf('\n'); i >= 0; i = text.indexOf('\n', i + 1)) n++;
+  return n + 1;
 }
 
 /**
  * readSaveOutput turns `iptables-save -c` output into KernelTables: chains in
  * listing order with their counters, rules with counters and jump targets.
  */
-export async function readSaveOutput(text: string, pause: Yield): Promise<KernelTables> {
-  const tables: MutableTables = new Map();
-  const intern = new Interner();
-  await forEachIptablesEntry(
+export async function readSaveOutput(text: string, pause: Yield, yieldLines = SCAN_LINES): Promise<KernelTables> {
+  const model = new IptablesModel(lineCount(text));
+  const at = model.store.addText(text);
+  await scanIptablesText(
     text,
-    (tableName, e) => {
-      const t = table(tables, tableName);
-      if (e.kind === 'chain') {
-        t.chains.set(e.name, { name: e.name, builtin: isBuiltinChain(tableName, e.name), policy: e.policy, packets: e.packets, bytes: e.bytes, rules: [] });
-        return;
-      }
-      if (e.op !== 'A') throw new IptablesParseError(`line ${e.line}: unexpected -${e.op} in iptables-save output`);
-      const chain = t.chains.get(e.chain);
-      if (!chain) throw new IptablesParseError(`iptables-save listed a rule for the undeclared chain ${tableName}/${e.chain}`);
-      chain.rules.push({ spec: e.spec, target: intern.get(ruleTarget(e.args)), packets: e.counters?.packets ?? 0, bytes: e.counters?.bytes ?? 0 });
+    {
+      chain: (table, name, policy, packets, bytes) => model.declare(table, name, policy, packets, bytes),
+      append: (table, chainName, start, end, packets, bytes, target) => {
+        const chain = model.chain(table, chainName);
+        if (!chain) throw new IptablesParseError(`iptables-save listed a rule for the undeclared chain ${table}/${chainName}`);
+        chain.append(model.store.add(at, start, end, packets, bytes, target));
+      },
+      command: (_table, e) => {
+        throw new IptablesParseError(`line ${e.line}: unexpected -${e.op} in iptables-save output`);
+      },
     },
     pause,
+    yieldLines,
   );
-  return freeze(tables);
-}
-
-/**
- * Interner keeps one copy of each jump target. The parser builds words a
- * character at a time (V8 cons strings of dozens of nodes each); 300,000 rules
- * naming a few thousand targets would otherwise keep hundreds of MB of them.
- * Looking a string up in a Map flattens it, and equal targets share one copy.
- */
-class Interner {
-  readonly #seen = new Map<string, string>();
-
-  get(s: string | null): string | null {
-    if (s === null) return null;
-    const hit = this.#seen.get(s);
-    if (hit !== undefined) return hit;
-    this.#seen.set(s, s);
-    return s;
-  }
+  return model.freeze();
 }
 
 /**
@@ -85,7 +112,8 @@ class Interner {
  * record starts over; partial inputs follow it. Syncs pay nothing but a
  * reference. The tables are built only when the dashboard asks (tables())
  * and can be dropped again when nobody looks (release()): at 10,000 services
- * × 10 endpoints they take about 140 MB, the text about 34 MB, and the
+ * × 10 endpoints the text is about 34 MB, and the tables about 10 MB beside
+ * it (a RuleStore: ranges of the texts, no object per rule); the
  * base text is a PackedText: deflated in the background to a few MB, and the
  * very one the view offers as the last input when it came from a full sync.
  * When partial inputs pile up, compact() folds them into a new base text.
@@ -94,9 +122,8 @@ export class IntendedIptables {
   #base: PackedText | null = null;
   readonly #partials: string[] = [];
   #partialBytes = 0;
-  readonly #intern = new Interner();
-  #tables: MutableTables | null = null;
-  /** #applied: partial inputs folded into #tables after the base (-1: not even the base). */
+  #model: IptablesModel | null = null;
+  /** #applied: partial inputs folded into #model after the base (-1: not even the base). */
   #applied = -1;
   /** #generation: bumped whenever the base changes, so an application in flight starts over. */
   #generation = 0;
@@ -135,7 +162,7 @@ export class IntendedIptables {
 
   /** hasTables: the parsed tables are in memory (someone asked since the last release()). */
   get hasTables(): boolean {
-    return this.#tables !== null;
+    return this.#model !== null;
   }
 
   /** cleared records that kproxy removed all its objects (the dashboard's cleanup). */
@@ -175,7 +202,7 @@ export class IntendedIptables {
   }
 
   #dropTables(): void {
-    this.#tables = null;
+    this.#model = null;
     this.#applied = -1;
     this.#built = null;
     this.#builtVersion = -1;
@@ -234,32 +261,44 @@ export class IntendedIptables {
     for (;;) {
       const generation = this.#generation;
       const version = this.#version;
-      if (!this.#tables) {
-        this.#tables = new Map();
-        this.#applied = -1;
-      }
-      const target = this.#tables;
-      const apply = (input: string) => forEachIptablesEntry(input, (t, e) => applyEntry(target, t, e, this.#intern), pause);
-      if (this.#applied < 0) {
+      if (this.#applied < 0 || !this.#model) {
         const base = this.#base ? await this.#base.text() : null;
         if (generation !== this.#generation) continue;
-        if (base) await apply(base);
+        this.#model = new IptablesModel(base ? lineCount(base) : 0);
+        this.#applied = -1;
+        if (base) await applyInput(this.#model, base, pause);
         if (generation !== this.#generation) continue;
         this.#applied = 0;
       }
+      const model = this.#model;
       while (this.#applied < this.#partials.length && generation === this.#generation) {
-        await apply(this.#partials[this.#applied]!);
+        await applyInput(model, this.#partials[this.#applied]!, pause);
         if (generation === this.#generation) this.#applied++;
       }
       // A full input replaced the base while we yielded: go again on the new one.
       if (generation !== this.#generation) continue;
       // No copy: the model only changes when a new input is applied, and every reader
       // checks the version it started with (KernelReader discards drift from a moving target).
-      this.#built = freeze(target);
+      this.#built = model.freeze();
       this.#builtVersion = version;
       if (version === this.#version) return this.#built;
     }
   }
+}
+
+/** applyInput applies restore input to model the way iptables-restore --noflush applies it. */
+async function applyInput(model: IptablesModel, input: string, pause: Yield): Promise<void> {
+  const at = model.store.addText(input);
+  await scanIptablesText(
+    input,
+    {
+      // Declaring a chain in restore input creates it or, under --noflush, flushes it.
+      chain: (table, name, policy) => model.declare(table, name, policy, 0, 0),
+      append: (table, chain, start, end, _packets, _bytes, target) => model.chain(table, chain)?.append(model.store.add(at, start, end, 0, 0, target)),
+      command: (table, e) => applyCommand(model, table, e),
+    },
+    pause,
+  );
 }
 
 /** FORMAT_CHUNK: rules written between two yields. */
@@ -287,35 +326,31 @@ export async function formatTables(tables: KernelTables, pause: Yield): Promise<
   return parts.join('\n');
 }
 
-function applyEntry(tables: MutableTables, tableName: string, e: ChainLine | CommandLine, intern: Interner): void {
-  const t = table(tables, tableName);
-  if (e.kind === 'chain') {
-    // Declaring a chain in restore input creates it or, under --noflush, flushes it.
-    t.chains.set(e.name, { name: e.name, builtin: isBuiltinChain(tableName, e.name), policy: e.policy, packets: 0, bytes: 0, rules: [] });
-    return;
-  }
+function applyCommand(model: IptablesModel, tableName: string, e: CommandLine): void {
+  const t = model.table(tableName);
   const chain = e.chain === '' ? undefined : t.chains.get(e.chain);
+  const store = model.store;
   switch (e.op) {
     case 'A':
-      if (chain) chain.rules.push({ spec: e.spec, target: intern.get(ruleTarget(e.args)), packets: 0, bytes: 0 });
+      chain?.append(store.addSpec(e.spec, ruleTarget(e.args)));
       break;
     case 'I':
       // "-I CHAIN [n] rule" puts the rule at position n (1 when omitted), as iptables does.
-      if (chain) chain.rules.splice(Math.min(Math.max(e.position, 1), chain.rules.length + 1) - 1, 0, { spec: e.spec, target: intern.get(ruleTarget(e.args)), packets: 0, bytes: 0 });
+      chain?.insert(Math.min(Math.max(e.position, 1), chain.ruleCount + 1) - 1, store.addSpec(e.spec, ruleTarget(e.args)));
       break;
     case 'D': {
       // "-D CHAIN n" removes rule n; "-D CHAIN rule" the first identical rule. The
       // input was accepted, so the rule existed; partial syncs edit the shared chains this way.
       if (!chain) break;
-      const at = e.position > 0 ? e.position - 1 : findRule(chain.rules, e);
-      if (at >= 0 && at < chain.rules.length) chain.rules.splice(at, 1);
+      const at = e.position > 0 ? e.position - 1 : findRule(store, chain, e);
+      if (at >= 0 && at < chain.ruleCount) chain.remove(at);
       break;
     }
     case 'X':
       if (e.chain) t.chains.delete(e.chain);
       break;
     case 'F':
-      if (chain) chain.rules = [];
+      chain?.flush();
       break;
     default:
       // kproxy's inputs declare chains, append, insert, delete rules and chains; anything else leaves the model as is.
@@ -324,19 +359,20 @@ function applyEntry(tables: MutableTables, tableName: string, e: ChainLine | Com
 }
 
 /**
- * findRule returns the index of the first rule identical to e's, or -1.
+ * findRule returns the index of the first rule of chain identical to e's, or -1.
  * iptables compares the parsed rule, not its text: the same words quoted
  * differently are the same rule, so words are compared when the text differs.
  */
-function findRule(rules: readonly KernelRule[], e: CommandLine): number {
-  const exact = rules.findIndex((r) => r.spec === e.spec);
-  if (exact >= 0) return exact;
+function findRule(store: RuleStore, chain: StoredChain, e: CommandLine): number {
+  const n = chain.ruleCount;
+  for (let i = 0; i < n; i++) if (store.sameSpec(chain.idAt(i), e.spec)) return i;
   const want = e.args.join('\u0000');
-  return rules.findIndex((r) => {
+  for (let i = 0; i < n; i++) {
     try {
-      return splitArgs(r.spec).join('\u0000') === want;
+      if (splitArgs(store.spec(chain.idAt(i))).join('\u0000') === want) return i;
     } catch {
-      return false; // unbalanced quotes: never written by kproxy, so not the rule asked for
+      // unbalanced quotes: never written by kproxy, so not the rule asked for
     }
-  });
+  }
+  return -1;
 }

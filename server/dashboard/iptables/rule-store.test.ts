@@ -1,0 +1,88 @@
+import { describe, expect, it } from 'vitest';
+import { RuleStore, StoredChain } from './rule-store.ts';
+
+const TEXT = '-j A\n-j B\n-j C\n-j D\n';
+/** at: the range of rule n (0-based) of TEXT. */
+const at = (n: number) => [n * 5, n * 5 + 4] as const;
+
+function stored(store: RuleStore, name: string) {
+  return new StoredChain(store, name, false, null, 0, 0);
+}
+
+describe('RuleStore and StoredChain', () => {
+  it('keeps a chain whose rules were stored together as a range, and one appended to later as a list', () => {
+    const store = new RuleStore();
+    const t = store.addText(TEXT);
+    const a = stored(store, 'A');
+    const b = stored(store, 'B');
+    a.append(store.add(t, ...at(0), 1, 60, 'A'));
+    a.append(store.add(t, ...at(1), 2, 120, 'B'));
+    expect(a.edited).toBe(false);
+    b.append(store.add(t, ...at(2), 0, 0, 'C'));
+    // A's next rule comes after B's: A becomes a list.
+    a.append(store.add(t, ...at(3), 0, 0, null));
+    expect(a.edited).toBe(true);
+    expect(a.rules).toEqual([
+      { spec: '-j A', target: 'A', packets: 1, bytes: 60 },
+      { spec: '-j B', target: 'B', packets: 2, bytes: 120 },
+      { spec: '-j D', target: null, packets: 0, bytes: 0 },
+    ]);
+    expect(b.rules.map((r) => r.spec)).toEqual(['-j C']);
+    expect(a.ruleCount).toBe(3);
+  });
+
+  it('inserts, removes and flushes, and builds the rules again after each change', () => {
+    const store = new RuleStore();
+    const t = store.addText(TEXT);
+    const a = stored(store, 'A');
+    for (let n = 0; n < 3; n++) a.append(store.add(t, ...at(n), 0, 0, null));
+    const before = a.rules;
+    expect(a.rules).toBe(before); // built once while nothing changes
+    a.insert(1, store.addSpec('-j X', 'X'));
+    expect(a.rules.map((r) => r.spec)).toEqual(['-j A', '-j X', '-j B', '-j C']);
+    a.remove(0);
+    expect(a.rules.map((r) => r.spec)).toEqual(['-j X', '-j B', '-j C']);
+    expect(store.sameSpec(a.idAt(0), '-j X')).toBe(true);
+    expect(store.sameSpec(a.idAt(0), '-j XY')).toBe(false);
+    a.flush();
+    expect(a.rules).toEqual([]);
+    expect(a.ruleCount).toBe(0);
+  });
+
+  it('compacts to ranges in chain order, dropping rules no chain holds and texts no rule uses', () => {
+    const store = new RuleStore();
+    const t = store.addText(TEXT);
+    const a = stored(store, 'A');
+    const b = stored(store, 'B');
+    b.append(store.add(t, ...at(0), 0, 0, 'A'));
+    a.append(store.add(t, ...at(1), 5, 50, 'B'));
+    b.append(store.add(t, ...at(2), 0, 0, 'C'));
+    a.insert(0, store.addSpec('-j GONE', 'GONE'));
+    a.remove(0);
+    a.append(store.add(t, ...at(3), 0, 0, 'D'));
+    const want = [a.rules, b.rules].map((rs) => rs.map((r) => ({ ...r })));
+    expect(store.count).toBe(5);
+    store.compact([a, b]);
+    expect(store.count).toBe(4);
+    expect([a.edited, b.edited]).toEqual([false, false]);
+    expect([a.rules, b.rules]).toEqual(want);
+    expect([...a.ids(), ...b.ids()]).toEqual([0, 1, 2, 3]);
+  });
+
+  it('keeps a bounded number of chains built', () => {
+    const store = new RuleStore();
+    const t = store.addText(TEXT);
+    const chains = Array.from({ length: 100 }, (_, i) => {
+      const c = stored(store, `C${i}`);
+      c.append(store.add(t, ...at(i % 4), 0, 0, null));
+      return c;
+    });
+    const first = chains[0]!.rules;
+    for (const c of chains) void c.rules;
+    // The first chain was pushed out: asked again, it is built anew (equal, not the same array).
+    expect(chains[0]!.rules).not.toBe(first);
+    expect(chains[0]!.rules).toEqual(first);
+    // The last one is still built.
+    expect(chains[99]!.rules).toBe(chains[99]!.rules);
+  });
+});
