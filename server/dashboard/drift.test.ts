@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DriftTracker, findDrift, type RawFinding } from './drift.ts';
+import { DriftMemo, DriftTracker, findDrift, type RawFinding } from './drift.ts';
+import { readSaveOutput } from './iptables/tables.ts';
 import { iptablesRuleKey } from './iptables/rule-key.ts';
 import { kernelTables, type KernelChain, type KernelTables } from './kernel-view.ts';
 import { noYield } from './yield.ts';
@@ -50,6 +51,34 @@ describe('findDrift', () => {
     const kernel = tables({ nat: { PREROUTING, 'KUBE-SVC-A': [] } });
     const found = await findDrift(written, kernel, rules, noYield);
     expect(found.map((f) => f.detail)).toEqual(['-j A', '-j B', '-j C', 'and 2 more']);
+  });
+
+  it('compares again only the chains whose specs changed on either side since they last compared equal', async () => {
+    const save = (svcA: string[], svcB: string[]) =>
+      ['*nat', ':PREROUTING ACCEPT [0:0]', ':KUBE-SVC-A - [0:0]', ':KUBE-SVC-B - [0:0]', `-A PREROUTING ${PREROUTING[0]}`, ...svcA.map((r) => `-A KUBE-SVC-A ${r}`), ...svcB.map((r) => `-A KUBE-SVC-B ${r}`), 'COMMIT', ''].join('\n');
+    const written = await readSaveOutput(save(['-m tcp -p tcp -j KUBE-SEP-1'], ['-j KUBE-SEP-2']), noYield);
+    const listed = await readSaveOutput(save(['-p tcp -m tcp -j KUBE-SEP-1'], ['-j KUBE-SEP-2']), noYield);
+    let keys = 0;
+    const counting = { ...rules, ruleKey: (t: string, r: { spec: string }) => (keys++, rules.ruleKey(t, r)) };
+    const memo = new DriftMemo();
+    expect(await findDrift(written, listed, counting, noYield, memo)).toEqual([]);
+    const first = keys;
+    expect(first).toBeGreaterThan(1); // KUBE-SVC-A's text differs: compared by key (and the jump's key)
+    // A new read listing the same rules: nothing to compare but the required jump.
+    keys = 0;
+    expect(await findDrift(written, await readSaveOutput(save(['-p tcp -m tcp -j KUBE-SEP-1'], ['-j KUBE-SEP-2']), noYield), counting, noYield, memo)).toEqual([]);
+    expect(keys).toBe(2);
+    // The kernel's KUBE-SVC-B changed: it is compared again, and found.
+    const changed = await readSaveOutput(save(['-p tcp -m tcp -j KUBE-SEP-1'], ['-j KUBE-SEP-3']), noYield);
+    const found = await findDrift(written, changed, counting, noYield, memo);
+    expect(found.map((f) => `${f.kind} ${f.chain} ${f.detail}`)).toEqual(['missing-rule KUBE-SVC-B -j KUBE-SEP-2', 'unexpected-rule KUBE-SVC-B -j KUBE-SEP-3']);
+    // Still found on the next read (a chain with findings is never taken as known).
+    expect(await findDrift(written, changed, counting, noYield, memo)).toEqual(found);
+    // Cleared (the reader dropped its tables): everything is compared again.
+    memo.clear();
+    keys = 0;
+    await findDrift(written, listed, counting, noYield, memo);
+    expect(keys).toBe(first);
   });
 
   it('expects no jumps after a cleanup (kproxy holds no chains)', async () => {

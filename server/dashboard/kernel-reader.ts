@@ -1,7 +1,7 @@
 import type { Clock } from '../clock.ts';
 import { errorMessage } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { DriftTracker, findDrift } from './drift.ts';
+import { DriftMemo, DriftTracker, findDrift } from './drift.ts';
 import type { KernelTables, KernelViewProvider } from './kernel-view.ts';
 import type { KernelStatus } from './protocol.ts';
 import type { Yield } from './yield.ts';
@@ -29,6 +29,8 @@ export interface KernelReaderOptions {
 export class KernelReader {
   readonly #o: Required<KernelReaderOptions>;
   readonly drift = new DriftTracker();
+  /** #memo: chains that compared equal, so the next read compares only what changed. */
+  readonly #memo = new DriftMemo();
   #tables: KernelTables | null = null;
   /** #counts: the last read's size, kept when its tables are released. */
   #counts = { rules: 0, chains: 0 };
@@ -84,7 +86,7 @@ export class KernelReader {
       this.#error = null;
       const intended = await provider.intended();
       if (intended && provider.intendedVersion() === version) {
-        this.drift.update(await findDrift(intended, tables, provider, pause), this.#readAt);
+        this.drift.update(await findDrift(intended, tables, provider, pause, this.#memo), this.#readAt);
       }
     } catch (err) {
       // The dashboard keeps showing the previous read, marked with this error; syncs are not affected.
@@ -111,6 +113,7 @@ export class KernelReader {
   release(): boolean {
     if (this.#reading) return false;
     this.#tables = null;
+    this.#memo.clear();
     this.#o.provider.release();
     return true;
   }

@@ -48,6 +48,12 @@ export interface KernelChain {
   readonly rules: readonly KernelRule[];
   /** ruleCount: rules.length, where counting is cheaper than building the rules. */
   readonly ruleCount?: number;
+  /**
+   * specsHash (optional): a hash of the rules' specs in order, where the chain
+   * computes it without building them; drift skips chains whose specs, on both
+   * sides, hash as they did when they last compared equal.
+   */
+  specsHash?(): number;
   /** ipvs: a virtual server's scheduler, connections and traffic (table "ipvs"). */
   readonly ipvs?: VirtualServerFacts;
 }

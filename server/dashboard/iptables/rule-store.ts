@@ -76,6 +76,17 @@ export class RuleStore {
     return this.#end[id]! - start === spec.length && this.#texts[this.#text[id]!]!.startsWith(spec, start);
   }
 
+  /** hashSpecs: FNV-1a over the specs of ids, in order (each followed by a newline), read in place. */
+  hashSpecs(ids: Iterable<number>): number {
+    let h = 0x811c9dc5;
+    for (const id of ids) {
+      const text = this.#texts[this.#text[id]!]!;
+      for (let i = this.#start[id]!, e = this.#end[id]!; i < e; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+      h = Math.imul(h ^ 10, 0x01000193);
+    }
+    return h >>> 0;
+  }
+
   rule(id: number): KernelRule {
     const t = this.#target[id]!;
     return { spec: this.spec(id), target: t < 0 ? null : this.#targets[t]!, packets: this.#packets[id]!, bytes: this.#bytes[id]! };
@@ -210,6 +221,10 @@ export class StoredChain implements KernelChain {
 
   get rules(): readonly KernelRule[] {
     return this.#store.rulesOf(this, this.ids(), this.ruleCount);
+  }
+
+  specsHash(): number {
+    return this.#store.hashSpecs(this.ids());
   }
 
   /** edited: the chain's rules are a list, not a range of the store. */
