@@ -55,7 +55,17 @@ describe('findDrift', () => {
 
   it('compares again only the chains whose specs changed on either side since they last compared equal', async () => {
     const save = (svcA: string[], svcB: string[]) =>
-      ['*nat', ':PREROUTING ACCEPT [0:0]', ':KUBE-SVC-A - [0:0]', ':KUBE-SVC-B - [0:0]', `-A PREROUTING ${PREROUTING[0]}`, ...svcA.map((r) => `-A KUBE-SVC-A ${r}`), ...svcB.map((r) => `-A KUBE-SVC-B ${r}`), 'COMMIT', ''].join('\n');
+      [
+        '*nat',
+        ':PREROUTING ACCEPT [0:0]',
+        ':KUBE-SVC-A - [0:0]',
+        ':KUBE-SVC-B - [0:0]',
+        `-A PREROUTING ${PREROUTING[0]}`,
+        ...svcA.map((r) => `-A KUBE-SVC-A ${r}`),
+        ...svcB.map((r) => `-A KUBE-SVC-B ${r}`),
+        'COMMIT',
+        '',
+      ].join('\n');
     const written = await readSaveOutput(save(['-m tcp -p tcp -j KUBE-SEP-1'], ['-j KUBE-SEP-2']), noYield);
     const listed = await readSaveOutput(save(['-p tcp -m tcp -j KUBE-SEP-1'], ['-j KUBE-SEP-2']), noYield);
     let keys = 0;
