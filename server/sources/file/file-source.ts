@@ -385,14 +385,14 @@ export class FileSource implements Source {
       return this.#problem(file, fingerprint, `${file} is empty (waiting for its content; a file meant to hold no objects says so with a comment, e.g. "# nothing")`, null);
     }
     try {
-      const parsed = parseManifest(file, text);
+      // Only the fields kproxy reads are kept (and compared on the next read), as the informers keep them.
+      const parsed = parseManifest(file, text, keptFields);
       for (const s of parsed.skipped) this.#o.logger.warn('manifest object skipped', { reason: s });
       this.#counters.objectsSkipped += parsed.skipped.length;
       const objects = new Map<string, ManifestObject>();
       for (const o of parsed.objects) {
         if (objects.has(o.key)) this.#o.logger.warn('object defined twice in one file, the later one wins', { file, object: o.key });
-        // Only the fields kproxy reads are kept (and compared on the next read), as the informers keep them.
-        objects.set(o.key, { ...o, object: keptFields(o.kind, o.object) });
+        objects.set(o.key, o);
       }
       this.#files.set(file, { objects, fingerprint, digest });
       this.#filesVersion++;

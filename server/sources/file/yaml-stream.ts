@@ -45,37 +45,49 @@ export interface YamlDocument {
  * Throws ManifestParseError naming file:line:column of the first error.
  */
 export function parseYamlStream(file: string, text: string): YamlDocument[] {
+  return [...yamlDocuments(file, text)];
+}
+
+/**
+ * yamlDocuments reads the documents of a stream one at a time, as
+ * parseYamlStream does: a caller that keeps part of each document lets the
+ * rest go before the next one is read (a big manifest's documents are then
+ * never all held at once).
+ */
+export function* yamlDocuments(file: string, text: string): Generator<YamlDocument> {
   // A directive (%YAML, %TAG) applies to the document after it: leave such rare
   // streams to the YAML parser whole rather than cut them apart.
-  if (hasDirective(text)) return parseYaml(file, text, 0);
-  const docs: YamlDocument[] = [];
+  if (hasDirective(text)) return yield* parseYaml(file, text, 0);
   for (const chunk of chunks(text)) {
     const body = chunk.text.trim();
     if (body === '') continue;
     const line = chunk.line + firstContentLine(chunk.text);
     if (body[0] === '{' || body[0] === '[') {
+      let json: { value: unknown } | null = null;
       try {
-        docs.push({ value: JSON.parse(body), line });
-        continue;
+        json = { value: JSON.parse(body) };
       } catch {
         // Not JSON (a YAML flow mapping, or broken): the YAML readers decide, and say where.
+      }
+      if (json) {
+        yield { value: json.value, line };
+        continue;
       }
     }
     const forJsYaml = !NOT_FOR_FAST_YAML.test(chunk.text);
     // Block-style documents (most of a generated or exported manifest) are read a line at a time.
     const block = forJsYaml ? readBlockYaml(chunk.text) : undefined;
     if (block !== undefined) {
-      if (block !== null) docs.push({ value: block, line });
+      if (block !== null) yield { value: block, line };
       continue;
     }
     const fast = forJsYaml ? fastYaml(chunk.text) : null;
     if (fast) {
-      if (fast.length === 1 && fast[0] !== null && fast[0] !== undefined) docs.push({ value: fast[0], line });
+      if (fast.length === 1 && fast[0] !== null && fast[0] !== undefined) yield { value: fast[0], line };
       continue;
     }
-    docs.push(...parseYaml(file, chunk.text, chunk.line - 1));
+    yield* parseYaml(file, chunk.text, chunk.line - 1);
   }
-  return docs;
 }
 
 /**
