@@ -359,18 +359,20 @@ export class FileSource implements Source {
     if (st.size > this.#o.maxFileBytes) {
       return this.#problem(file, fingerprint, `${file} is ${st.size} bytes, over the ${this.#o.maxFileBytes}-byte limit`, 'parseErrors');
     }
-    let text: string;
+    let bytes: Buffer;
     try {
-      text = await readFile(file, 'utf8');
+      bytes = await readFile(file);
     } catch (err) {
       return this.#problem(file, fingerprint, `${file} cannot be read: ${errorMessage(err)}`, 'readErrors');
     }
-    const digest = createHash('sha256').update(text).digest('base64');
+    // The bytes are hashed as read (not the text encoded again), and decoded only when they changed.
+    const digest = createHash('sha256').update(bytes).digest('base64');
     if (known && known.digest === digest) {
       known.fingerprint = fingerprint;
       this.#solved(file);
       return;
     }
+    const text = bytes.toString('utf8');
     if (text.trim() === '' && (!known || known.objects.size > 0)) {
       // A file is empty for a moment while an editor or `>` redirection rewrites it:
       // never read as "no objects". A file meant to hold none says so with a comment.
