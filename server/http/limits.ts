@@ -1,5 +1,15 @@
-import { createServer as createHttpServer, type IncomingMessage, type RequestListener, type Server, type ServerOptions, type ServerResponse } from 'node:http';
-import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
+import type { IncomingMessage, RequestListener, Server, ServerOptions, ServerResponse } from 'node:http';
+import type { Server as HttpsServer } from 'node:https';
+
+/**
+ * http, https: the built-in modules themselves, not imported as ES modules:
+ * importing node:http builds its ES module namespace, which reads every export
+ * and so loads the fetch implementation (undici) behind its lazy ones: about
+ * 110 ms of every start (kproxy, which never uses them, pays it before its
+ * first log line).
+ */
+const http = process.getBuiltinModule('node:http');
+const https = process.getBuiltinModule('node:https');
 import type { Socket } from 'node:net';
 import type { SecureContextOptions } from 'node:tls';
 import { sendRefusal, type Refusal } from './read-only.ts';
@@ -111,7 +121,7 @@ export function createLimitedServer(limits: ListenerLimits, app: RequestListener
     connectionsCheckingInterval: limits.checkIntervalMs,
     maxHeaderSize: limits.maxHeaderBytes,
   };
-  const server: LimitedServer = tls ? createHttpsServer({ ...options, ...tls }, handler) : createHttpServer(options, handler);
+  const server: LimitedServer = tls ? https.createServer({ ...options, ...tls }, handler) : http.createServer(options, handler);
   // A backstop only: admitConnections keeps the count at the cap, but a connection it
   // closed to make room counts in Node's own tally until its close event.
   server.maxConnections = 2 * limits.maxConnections;

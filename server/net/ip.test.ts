@@ -23,6 +23,14 @@ describe('canonicalIP', () => {
     expect(canonicalIP('010.000.0.01')).toBe('10.0.0.1');
   });
 
+  it('returns a canonical IPv4 text itself, and reads every other dotted text as before', () => {
+    const text = '10.96.0.10';
+    expect(canonicalIP(text)).toBe(text);
+    const cases = ['0.0.0.0', '255.255.255.255', '1.2.3.4', '0.10.0.1', '00.1.2.3', '1.2.3.04', '256.1.1.1', '1.2.3.', '.1.2.3', '1..2.3', '1.2.3.4.', '1234.1.1.1', '1.2.3.4 ', '1.2.3.+4', '1.2.3.a'];
+    const expected = ['0.0.0.0', '255.255.255.255', '1.2.3.4', '0.10.0.1', '0.1.2.3', '1.2.3.4', null, null, null, null, null, null, null, null, null];
+    expect(cases.map((c) => canonicalIP(c))).toEqual(expected);
+  });
+
   it('prints IPv6 the way Go does: lower case, the longest zero run as ::, a single zero group kept', () => {
     expect(canonicalIP('2001:DB8:0:0:0:0:0:1')).toBe('2001:db8::1');
     expect(canonicalIP('0:0:0:0:0:0:0:1')).toBe('::1');

@@ -50,6 +50,8 @@ describe('KubeSource against a fake API server, through the real client-node inf
     await waitFor(() => c.counter('connects') === 3, { what: 'three watches' });
     const watch = c.server.watchRequests('services')[0];
     expect(watch.query).toMatchObject({ resourceVersion: String(c.server.store.resourceVersion), allowWatchBookmarks: 'true' });
+    // The selectors reach the watch through client-node's ListWatch (and kproxy's stand-in for its serializer).
+    expect(watch.query).toMatchObject({ labelSelector: '!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless', fieldSelector: 'spec.clusterIP!=None' });
     expect(Number(watch.query.timeoutSeconds)).toBeGreaterThanOrEqual(300);
     expect(watch.authorization).toBe(`Bearer ${FAKE_TOKEN}`);
   });

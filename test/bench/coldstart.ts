@@ -63,6 +63,8 @@ export interface ColdStartOptions {
   /** manifest: the file source's one file; absent: the Kubernetes source through the fake API server. */
   manifest?: { file: string; bytes: number };
   timeoutMs?: number;
+  /** entry: the CLI to start (default the built daemon, DIST_CLI): another build's, to compare two builds in one run. */
+  entry?: string;
 }
 
 /** coldStartRun starts kproxy in a fresh namespace and times spawn → first sync done, with the breakdown. */
@@ -77,7 +79,7 @@ export async function coldStartRun(o: ColdStartOptions): Promise<ColdStart> {
       driver = new ApiChurnDriver(ns, o.size, o.nodeIP, 1);
       where = { kubeconfig: (await driver.ready).kubeconfig };
     }
-    d = new Daemon({ ns, ...where, flavor: o.flavor, nodeName: NODE_NAME, clusterCIDR: o.clusterCIDR });
+    d = new Daemon({ ns, ...where, flavor: o.flavor, nodeName: NODE_NAME, clusterCIDR: o.clusterCIDR, ...(o.entry ? { entry: o.entry } : {}) });
     const first = await d.nextSync(0, o.timeoutMs ?? 600_000);
     if (!first.ok || !first.full) throw new Error(`first sync ${first.ok ? 'was not full' : `failed: ${first.error}`}`);
     const peak = d.stats().peakRss;

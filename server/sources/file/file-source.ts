@@ -359,18 +359,20 @@ export class FileSource implements Source {
     if (st.size > this.#o.maxFileBytes) {
       return this.#problem(file, fingerprint, `${file} is ${st.size} bytes, over the ${this.#o.maxFileBytes}-byte limit`, 'parseErrors');
     }
-    let text: string;
+    let bytes: Buffer;
     try {
-      text = await readFile(file, 'utf8');
+      bytes = await readFile(file);
     } catch (err) {
       return this.#problem(file, fingerprint, `${file} cannot be read: ${errorMessage(err)}`, 'readErrors');
     }
-    const digest = createHash('sha256').update(text).digest('base64');
+    // The bytes are hashed as read (not the text encoded again), and decoded only when they changed.
+    const digest = createHash('sha256').update(bytes).digest('base64');
     if (known && known.digest === digest) {
       known.fingerprint = fingerprint;
       this.#solved(file);
       return;
     }
+    const text = bytes.toString('utf8');
     if (text.trim() === '' && (!known || known.objects.size > 0)) {
       // A file is empty for a moment while an editor or `>` redirection rewrites it:
       // never read as "no objects". A file meant to hold none says so with a comment.
@@ -385,14 +387,14 @@ export class FileSource implements Source {
       return this.#problem(file, fingerprint, `${file} is empty (waiting for its content; a file meant to hold no objects says so with a comment, e.g. "# nothing")`, null);
     }
     try {
-      const parsed = parseManifest(file, text);
+      // Only the fields kproxy reads are kept (and compared on the next read), as the informers keep them.
+      const parsed = parseManifest(file, text, keptFields);
       for (const s of parsed.skipped) this.#o.logger.warn('manifest object skipped', { reason: s });
       this.#counters.objectsSkipped += parsed.skipped.length;
       const objects = new Map<string, ManifestObject>();
       for (const o of parsed.objects) {
         if (objects.has(o.key)) this.#o.logger.warn('object defined twice in one file, the later one wins', { file, object: o.key });
-        // Only the fields kproxy reads are kept (and compared on the next read), as the informers keep them.
-        objects.set(o.key, { ...o, object: keptFields(o.kind, o.object) });
+        objects.set(o.key, o);
       }
       this.#files.set(file, { objects, fingerprint, digest });
       this.#filesVersion++;

@@ -75,3 +75,24 @@ describe('parseManifest: text that parses as YAML but holds no Kubernetes object
     expect(parseManifest('/m/l.json', text).objects.map((o) => o.key)).toEqual(['Service default/a']);
   });
 });
+
+describe('parseManifest: keeping part of each object', () => {
+  it('hands each object it reads to keep, defaulted namespace included, and holds what keep returns', () => {
+    const kept: string[] = [];
+    const parsed = parseManifest('/m/a.yaml', `${svc('web')}---\napiVersion: v1\nkind: Service\nmetadata: { name: api }\nspec: { clusterIP: 10.96.0.2 }\n`, (kind, o) => {
+      kept.push(`${kind} ${o.metadata?.namespace}/${o.metadata?.name}`);
+      return { kind, metadata: { name: `kept-${o.metadata?.name}` } };
+    });
+    expect(kept).toEqual(['Service ns/web', 'Service default/api']);
+    expect(parsed.objects.map((o) => [o.key, o.object])).toEqual([
+      ['Service ns/web', { kind: 'Service', metadata: { name: 'kept-web' } }],
+      ['Service default/api', { kind: 'Service', metadata: { name: 'kept-api' } }],
+    ]);
+  });
+
+  it('reports invalid YAML in a later document before an object refused in an earlier one, as a whole-file read does', () => {
+    const text = `apiVersion: v1\nkind: Service\nmetadata: { namespace: ns }\n---\n${svc('web')}---\nkind: Service\nmetadata: { name: broken\n`;
+    expect(parseError(text)?.message).toMatch(/^\/m\/a\.yaml:\d+:\d+: invalid YAML: /);
+    expect(parseError(text.slice(0, text.lastIndexOf('---')))?.message).toBe('/m/a.yaml:1: document 1: Service without metadata.name');
+  });
+});

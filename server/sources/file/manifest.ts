@@ -1,6 +1,6 @@
 import type { KubeObject } from '../../proxy/kube-objects.ts';
 import { ManifestParseError } from '../../errors.ts';
-import { parseYamlStream } from './yaml-stream.ts';
+import { yamlDocuments } from './yaml-stream.ts';
 
 /** The kinds kproxy reads from manifests; anything else in a file is left alone. */
 export const MANIFEST_KINDS = ['Service', 'EndpointSlice', 'Node', 'ServiceCIDR'] as const;
@@ -39,9 +39,10 @@ export interface ParsedManifest {
  * half-written file) is an error of the whole file, as invalid YAML is: it
  * throws ManifestParseError naming file:line, the document and why, so the
  * caller keeps the file's last good state instead of removing its objects.
+ * keep, when given, turns each object into what the caller holds (the file
+ * source keeps only the fields kproxy reads) as soon as it is read.
  */
-export function parseManifest(file: string, text: string): ParsedManifest {
-  const docs = parseYamlStream(file, text);
+export function parseManifest(file: string, text: string, keep?: (kind: ManifestKind, object: KubeObject) => KubeObject): ParsedManifest {
   const objects: ManifestObject[] = [];
   const skipped: string[] = [];
   const visit = (doc: unknown, where: string) => {
@@ -72,9 +73,23 @@ export function parseManifest(file: string, text: string): ParsedManifest {
       obj.metadata!.namespace ??= 'default';
     }
     const ns = obj.metadata?.namespace;
-    objects.push({ kind: k, key: `${k} ${ns ? `${ns}/` : ''}${name}`, object: obj, file });
+    objects.push({ kind: k, key: `${k} ${ns ? `${ns}/` : ''}${name}`, object: keep ? keep(k, obj) : obj, file });
   };
-  docs.forEach((d, i) => visit(d.value, `${file}:${d.line}: document ${i + 1}`));
+  // Each document is visited as it is read, so only what keep returns outlives it. An
+  // invalid YAML document anywhere still wins over an object refused before it (the
+  // error a whole-file read reports first): the first refusal is thrown after the last document.
+  let refused: unknown = null;
+  let i = 0;
+  for (const d of yamlDocuments(file, text)) {
+    i++;
+    if (refused !== null) continue;
+    try {
+      visit(d.value, `${file}:${d.line}: document ${i}`);
+    } catch (err) {
+      refused = err;
+    }
+  }
+  if (refused !== null) throw refused;
   return { objects, skipped };
 }
 

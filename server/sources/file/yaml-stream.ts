@@ -1,6 +1,7 @@
 import { loadAll } from 'js-yaml';
 import { parseAllDocuments } from 'yaml';
 import { errorMessage, ManifestParseError } from '../../errors.ts';
+import { readBlockYaml } from './block-yaml.ts';
 
 /**
  * MARKER: a line that is only a document start marker ("---", optionally a
@@ -33,39 +34,60 @@ export interface YamlDocument {
  * the cheapest reader that reads it exactly as the YAML parser would:
  *
  * - one that looks like JSON (`{` or `[` first) is read with JSON.parse;
- * - one without tags, anchors or aliases with js-yaml (YAML 1.2 core schema,
- *   the later of two equal keys wins): about ten times faster than the yaml
- *   package on Kubernetes manifests (docs/performance.md, "Parsing manifests");
+ * - one without tags, anchors or aliases in the plain block style generators
+ *   write, a line at a time (readBlockYaml, which reads them as js-yaml does);
+ * - other ones without tags, anchors or aliases with js-yaml (YAML 1.2 core
+ *   schema, the later of two equal keys wins): about ten times faster than the
+ *   yaml package on Kubernetes manifests (docs/performance.md, "Parsing manifests");
  * - the rest, and any document those refuse, with the yaml package, which
  *   reports the error.
  *
  * Throws ManifestParseError naming file:line:column of the first error.
  */
 export function parseYamlStream(file: string, text: string): YamlDocument[] {
+  return [...yamlDocuments(file, text)];
+}
+
+/**
+ * yamlDocuments reads the documents of a stream one at a time, as
+ * parseYamlStream does: a caller that keeps part of each document lets the
+ * rest go before the next one is read (a big manifest's documents are then
+ * never all held at once).
+ */
+export function* yamlDocuments(file: string, text: string): Generator<YamlDocument> {
   // A directive (%YAML, %TAG) applies to the document after it: leave such rare
   // streams to the YAML parser whole rather than cut them apart.
-  if (/^%/m.test(text)) return parseYaml(file, text, 0);
-  const docs: YamlDocument[] = [];
+  if (hasDirective(text)) return yield* parseYaml(file, text, 0);
   for (const chunk of chunks(text)) {
     const body = chunk.text.trim();
     if (body === '') continue;
     const line = chunk.line + firstContentLine(chunk.text);
     if (body[0] === '{' || body[0] === '[') {
+      let json: { value: unknown } | null = null;
       try {
-        docs.push({ value: JSON.parse(body), line });
-        continue;
+        json = { value: JSON.parse(body) };
       } catch {
         // Not JSON (a YAML flow mapping, or broken): the YAML readers decide, and say where.
       }
+      if (json) {
+        yield { value: json.value, line };
+        continue;
+      }
     }
-    const fast = NOT_FOR_FAST_YAML.test(chunk.text) ? null : fastYaml(chunk.text);
-    if (fast) {
-      if (fast.length === 1 && fast[0] !== null && fast[0] !== undefined) docs.push({ value: fast[0], line });
+    const forJsYaml = !NOT_FOR_FAST_YAML.test(chunk.text);
+    // Block-style documents (most of a generated or exported manifest) are read a line at a time.
+    const block = forJsYaml ? readBlockYaml(chunk.text) : undefined;
+    if (block !== undefined) {
+      if (block !== null) yield { value: block, line };
       continue;
     }
-    docs.push(...parseYaml(file, chunk.text, chunk.line - 1));
+    const fast = forJsYaml ? fastYaml(chunk.text) : null;
+    if (fast) {
+      if (fast.length === 1 && fast[0] !== null && fast[0] !== undefined) yield { value: fast[0], line };
+      continue;
+    }
+    yield* parseYaml(file, chunk.text, chunk.line - 1);
   }
-  return docs;
 }
 
 /**
@@ -81,6 +103,15 @@ function fastYaml(text: string): unknown[] | null {
   } catch {
     return null;
   }
+}
+
+/**
+ * hasDirective: a line starts with `%` (what /^%/m finds: after any of
+ * JavaScript's line terminators), without a regular expression's walk over
+ * every line of a big file.
+ */
+function hasDirective(text: string): boolean {
+  return text[0] === '%' || text.includes('\n%') || text.includes('\r%') || text.includes('\u2028%') || text.includes('\u2029%');
 }
 
 /** firstContentLine: how many lines of `text` come before its first line that is neither blank nor a comment. */

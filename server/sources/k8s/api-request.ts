@@ -98,30 +98,38 @@ export class KubeApi {
   /**
    * list lists a collection page by page (limit, continue) and returns the
    * whole list, each item through keep as its page arrives: only the kept
-   * fields of the pages before are held while the next one is read. A
-   * continue token that expired (410) lists again in one request, as
-   * client-go's pager does.
+   * fields of the pages before are held while the next one is read. The next
+   * page is asked for before this one's items go through keep, so the server
+   * prepares it meanwhile (a first list of 20,000 objects waited for the
+   * server as long as it worked). A continue token that expired (410) lists
+   * again in one request, as client-go's pager does.
    */
   async list(path: string, query: Record<string, string | undefined>, keep: (item: unknown) => unknown): Promise<PlainList> {
     let items: unknown[] = [];
-    let next: string | undefined;
     let first: ListPage | null = null;
     let limit: number | undefined = LIST_PAGE;
+    const ask = (next: string | undefined) => ({ page: this.request<ListPage>('GET', path, { query: { ...query, limit, continue: next } }), continued: next !== undefined });
+    let pending = ask(undefined);
     for (;;) {
       let page: ListPage;
       try {
-        page = await this.request<ListPage>('GET', path, { query: { ...query, limit, continue: next } });
+        page = await pending.page;
       } catch (err) {
-        if (!(err instanceof ApiStatusError && err.code === 410 && next !== undefined)) throw err;
+        if (!(err instanceof ApiStatusError && err.code === 410 && pending.continued)) throw err;
         // The pages so far are of an expired snapshot: the whole list again, at once.
         items = [];
-        next = undefined;
         limit = undefined;
+        pending = ask(undefined);
         continue;
       }
       first ??= page;
+      const next = page.metadata?.continue || undefined;
+      if (next) {
+        pending = ask(next);
+        // Handled when awaited; until then this page's items are kept (synchronously), so it never goes unhandled.
+        pending.page.catch(() => {});
+      }
       for (const item of page.items ?? []) items.push(keep(item));
-      next = page.metadata?.continue || undefined;
       if (!next) return { apiVersion: first.apiVersion, kind: first.kind, metadata: { resourceVersion: page.metadata?.resourceVersion }, items };
     }
   }

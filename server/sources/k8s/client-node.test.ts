@@ -33,7 +33,7 @@ describe('the Kubernetes client', () => {
     expect([...packages.keys()].filter((p) => p.startsWith('@kubernetes/') || p === 'undici')).toEqual([]);
   });
 
-  it('loads without the generated APIs and models, and its KubeConfig still authenticates requests', async () => {
+  it('loads without the generated APIs and models (nor the serializer, which loads every model), and its KubeConfig still authenticates requests', async () => {
     const loaded: string[] = [];
     const spy = registerHooks({
       load(url, context, next) {
@@ -49,7 +49,8 @@ describe('the Kubernetes client', () => {
     }
     const gen = loaded.filter((u) => u.includes('/@kubernetes/client-node/dist/gen/'));
     expect(gen.some((u) => u.endsWith('/gen/configuration.js'))).toBe(true);
-    expect(gen.filter((u) => /\/gen\/(index\.js|apis\/|types\/)/.test(u))).toEqual([]);
+    expect(gen.filter((u) => /\/gen\/(index\.js|apis\/|types\/|models\/)/.test(u))).toEqual([]);
+    expect(loaded.filter((u) => u.endsWith('/@kubernetes/client-node/dist/serializer.js'))).toEqual([]);
     const kc = new client.KubeConfig();
     kc.loadFromString(
       'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://10.0.0.1:6443"}}]\nusers: [{name: u, user: {token: abc}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n',
@@ -57,5 +58,12 @@ describe('the Kubernetes client', () => {
     const ctx = new client.RequestContext('https://10.0.0.1:6443/api/v1/services', client.HttpMethod.GET);
     await kc.applySecurityAuthentication(ctx);
     expect(ctx.getHeaders()).toMatchObject({ Authorization: 'Bearer abc' });
+  });
+
+  it('gives ListWatch a serializer that passes its selectors as they are, and refuses anything else', async () => {
+    const { ObjectSerializer } = await import('./list-watch-serializer.ts');
+    expect(ObjectSerializer.serialize('!service.kubernetes.io/headless', 'string')).toBe('!service.kubernetes.io/headless');
+    expect(ObjectSerializer.serialize(undefined, 'string')).toBeUndefined();
+    expect(() => ObjectSerializer.serialize({ kind: 'Service' }, 'V1Service')).toThrow(TypeError);
   });
 });

@@ -36,7 +36,7 @@ export function loadClientNode(): Promise<ClientNode> {
 }
 
 async function load(): Promise<ClientNode> {
-  const hooks = lightConfigHooks();
+  const hooks = lightHooks();
   try {
     const [config, watch, cache, http] = await Promise.all([
       import('@kubernetes/client-node/dist/config.js'),
@@ -60,39 +60,75 @@ async function load(): Promise<ClientNode> {
 /** GEN_INDEX_NAMES: what client-node's config.js takes from its generated index, all of which two small modules hold. */
 const GEN_INDEX_NAMES = ['ServerConfiguration', 'createConfiguration'];
 
+/** Redirect: an import of `specifier` by one client-node module, answered by a module of kproxy's. */
+interface Redirect {
+  readonly parentURL: string;
+  readonly specifier: string;
+  readonly url: string;
+}
+
 /**
- * lightConfigHooks points client-node's config.js (KubeConfig) at a small
- * module (gen-config.ts) instead of the generated index it imports two
- * functions from: the index re-exports every generated API and model. Only
- * when config.js imports exactly those two names, read from its source first:
- * another client-node version that needs more loads the index as before (it
- * costs memory, never a failed start).
+ * lightHooks points two client-node modules away from imports that load
+ * every generated API or model class, each only when its source shows it
+ * takes no more than the small module kproxy offers instead (read first):
+ * another client-node version that needs more loads them as before (it costs
+ * memory and start time, never a failed start).
+ *
+ * - config.js (KubeConfig) imports two functions from the generated index,
+ *   which re-exports every generated API and model: gen-config.ts instead;
+ * - cache.js (ListWatch) passes its selectors, strings, through the
+ *   serializer, which loads every model class: list-watch-serializer.ts.
  */
-function lightConfigHooks(): { deregister(): void } | null {
-  let configUrl: string;
-  try {
-    const configPath = createRequire(import.meta.url).resolve('@kubernetes/client-node/dist/config.js');
-    configUrl = pathToFileURL(configPath).href;
-    const source = readFileSync(configPath, 'utf8');
-    const imports = [...source.matchAll(/import\s*\{([^}]*)\}\s*from\s*'\.\/gen\/index\.js'/g)];
-    const names = imports
-      .flatMap((m) =>
-        m[1]
-          .split(',')
-          .map((n) => n.trim())
-          .filter(Boolean),
-      )
-      .sort();
-    if (imports.length !== 1 || names.join() !== GEN_INDEX_NAMES.join() || /from\s*'\.\/gen\/index\.js'/.test(source.replace(imports[0][0], ''))) return null;
-  } catch {
-    return null; // an unexpected layout: the full index it is
-  }
-  // gen-config.ts here, gen-config.js once built: the same extension as this module's.
-  const light = new URL(`./gen-config${import.meta.url.slice(import.meta.url.lastIndexOf('.'))}`, import.meta.url).href;
+function lightHooks(): { deregister(): void } | null {
+  const redirects = [lightConfig(), lightListWatch()].filter((r): r is Redirect => r !== null);
+  if (redirects.length === 0) return null;
   return registerHooks({
     resolve(specifier, context, next) {
-      if (specifier === './gen/index.js' && context.parentURL === configUrl) return { url: light, shortCircuit: true };
-      return next(specifier, context);
+      const r = redirects.find((x) => x.specifier === specifier && x.parentURL === context.parentURL);
+      return r ? { url: r.url, shortCircuit: true } : next(specifier, context);
     },
   });
+}
+
+/** clientModule: the file URL and source text of a client-node module, or null when it cannot be read. */
+function clientModule(name: string): { url: string; source: string } | null {
+  try {
+    const path = createRequire(import.meta.url).resolve(`@kubernetes/client-node/dist/${name}`);
+    return { url: pathToFileURL(path).href, source: readFileSync(path, 'utf8') };
+  } catch {
+    return null; // an unexpected layout: the module's own imports it is
+  }
+}
+
+/** ownModule: a module beside this one, by the same extension (.ts here, .js once built). */
+function ownModule(name: string): string {
+  return new URL(`./${name}${import.meta.url.slice(import.meta.url.lastIndexOf('.'))}`, import.meta.url).href;
+}
+
+function lightConfig(): Redirect | null {
+  const m = clientModule('config.js');
+  if (!m) return null;
+  const imports = [...m.source.matchAll(/import\s*\{([^}]*)\}\s*from\s*'\.\/gen\/index\.js'/g)];
+  const names = imports
+    .flatMap((i) =>
+      i[1]
+        .split(',')
+        .map((n) => n.trim())
+        .filter(Boolean),
+    )
+    .sort();
+  if (imports.length !== 1 || names.join() !== GEN_INDEX_NAMES.join() || /from\s*'\.\/gen\/index\.js'/.test(m.source.replace(imports[0][0], ''))) return null;
+  return { parentURL: m.url, specifier: './gen/index.js', url: ownModule('gen-config') };
+}
+
+function lightListWatch(): Redirect | null {
+  const m = clientModule('cache.js');
+  if (!m) return null;
+  const imports = [...m.source.matchAll(/import\s*([^;]*?)\s*from\s*'\.\/serializer\.js'/g)];
+  if (imports.length !== 1 || imports[0][1].replace(/\s/g, '') !== '{ObjectSerializer}') return null;
+  // Every use: ObjectSerializer.serialize(this.<field>, 'string').
+  const uses = m.source.match(/\bObjectSerializer\b/g)?.length ?? 0;
+  const stringUses = m.source.match(/\bObjectSerializer\.serialize\(this\.\w+, 'string'\)/g)?.length ?? 0;
+  if (uses !== stringUses + 1) return null;
+  return { parentURL: m.url, specifier: './serializer.js', url: ownModule('list-watch-serializer') };
 }
