@@ -108,6 +108,14 @@ describe('readBlockYaml', () => {
     });
   });
 
+  it('reads a whole List in one document, as kubectl get -o yaml writes one, with a comment at its end', () => {
+    const items = Array.from({ length: 2000 }, (_, i) => ({ ...service, metadata: { ...service.metadata, name: `web-${i}` } }));
+    const text = stringify({ apiVersion: 'v1', kind: 'List', items, metadata: { resourceVersion: '' } }, { indentSeq: false, aliasDuplicateObjects: false }) + '# exported\n';
+    const list = expectSameAsJsYaml(text) as { items: unknown[] };
+    expect(list.items).toHaveLength(2000);
+    expect(readBlockYaml(text.replace('web-1999', 'web-1999 # a comment after content'))).toBeUndefined();
+  });
+
   it('resolves plain scalars by the core schema, as js-yaml does', () => {
     const scalars = [
       '0',

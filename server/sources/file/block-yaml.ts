@@ -10,9 +10,10 @@ import { CORE_SCHEMA } from 'js-yaml';
  * start of a comment line, or a structure it does not follow. The caller then
  * reads the document with js-yaml, which reads everything this reader reads
  * the same way: plain scalars resolve through js-yaml's own core schema, and
- * mappings are plain objects as js-yaml builds them. It is about ten times
- * faster than js-yaml on such documents: a node's first read of a big cluster
- * exported as YAML is mostly this (docs/performance.md, "Cold start").
+ * mappings are plain objects as js-yaml builds them. A node's first read of a
+ * big cluster exported as YAML is mostly this: parseManifest on 20,000 such
+ * documents takes half the CPU it took with js-yaml (docs/performance.md,
+ * "Memory and cold start").
  * Returns null for a document with no content (comments only).
  */
 export function readBlockYaml(text: string): unknown {
@@ -66,6 +67,9 @@ class BlockReader {
   lines(): number {
     const text = this.#text;
     let pos = 0;
+    // hash: the next `#` at or after the line being read (found once per `#`, not per line: a
+    // document of many lines, a whole List, would otherwise be searched to its end for each).
+    let hash = -1;
     while (pos < text.length) {
       let end = text.indexOf('\n', pos);
       if (end < 0) end = text.length;
@@ -74,8 +78,11 @@ class BlockReader {
       if (i < end && text.charCodeAt(i) !== 35) {
         let e = end;
         while (text.charCodeAt(e - 1) === 32) e--;
-        const hash = text.indexOf('#', i);
-        if (hash >= 0 && hash < e) throw NOT_BLOCK;
+        if (hash !== Infinity && hash < i) {
+          hash = text.indexOf('#', i);
+          if (hash < 0) hash = Infinity;
+        }
+        if (hash < e) throw NOT_BLOCK;
         this.#indent.push(i - pos);
         this.#start.push(i);
         this.#end.push(e);

@@ -80,7 +80,7 @@ interface Redirect {
  *   serializer, which loads every model class: list-watch-serializer.ts.
  */
 function lightHooks(): { deregister(): void } | null {
-  const redirects = [lightConfig(), lightListWatch()].filter((r): r is Redirect => r !== null);
+  const redirects = [lightConfig(), lightCacheSerializer()].filter((r): r is Redirect => r !== null);
   if (redirects.length === 0) return null;
   return registerHooks({
     resolve(specifier, context, next) {
@@ -121,7 +121,7 @@ function lightConfig(): Redirect | null {
   return { parentURL: m.url, specifier: './gen/index.js', url: ownModule('gen-config') };
 }
 
-function lightListWatch(): Redirect | null {
+function lightCacheSerializer(): Redirect | null {
   const m = clientModule('cache.js');
   if (!m) return null;
   const imports = [...m.source.matchAll(/import\s*([^;]*?)\s*from\s*'\.\/serializer\.js'/g)];
