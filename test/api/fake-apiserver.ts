@@ -327,13 +327,11 @@ export class FakeApiServer {
       ({ start, rv } = token);
     }
     const limit = Number(query.limit) > 0 ? Number(query.limit) : undefined;
-    const { items, resourceVersion, total } = this.store.list(r.plural, match, { start, limit });
+    // The stored objects, serialised before this returns: nothing can change them meanwhile.
+    const { items: stored, resourceVersion, total } = this.store.list(r.plural, match, { start, limit, copy: false });
     rv ??= resourceVersion;
     // A real server leaves kind/apiVersion off the items of a typed list.
-    for (const item of items) {
-      delete item.kind;
-      delete item.apiVersion;
-    }
+    const items = stored.map(({ kind: _kind, apiVersion: _apiVersion, ...item }) => item);
     const end = start + items.length;
     const more = end < total;
     const metadata = { resourceVersion: String(rv), ...(more ? { continue: encodeContinue({ rv, start: end }), remainingItemCount: total - end } : {}) };

@@ -148,12 +148,16 @@ export class FakeStore {
   /**
    * list returns the matching objects at the current version, or a page of
    * them (start, then at most limit; total counts them all): only what is
-   * returned is copied, so a list in pages costs what the pages hold.
+   * returned is copied, so a list in pages costs what the pages hold. With
+   * copy false the stored objects themselves are returned, for a caller that
+   * only serialises them before it returns (a list response: a real API server
+   * serialises from its cache, it does not copy every object first).
    */
-  list(plural: Resource['plural'], match: Matcher, page?: { start: number; limit?: number }): { items: Obj[]; resourceVersion: number; total: number } {
+  list(plural: Resource['plural'], match: Matcher, page?: { start: number; limit?: number; copy?: boolean }): { items: Obj[]; resourceVersion: number; total: number } {
     const all = [...this.#objects.get(plural)!.values()].filter(match);
     const start = page?.start ?? 0;
-    const items = all.slice(start, page?.limit ? start + page.limit : undefined).map(clone);
+    const slice = all.slice(start, page?.limit ? start + page.limit : undefined);
+    const items = page?.copy === false ? slice : slice.map(clone);
     return { items, resourceVersion: this.#rv, total: all.length };
   }
 
