@@ -166,6 +166,18 @@ export class Agent {
  */
 export const SHIPPED_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=2', '--expose-gc'];
 
+/**
+ * SHIPPED_ENV: glibc malloc settings kproxy ships with (the image's ENV and
+ * `npm run kproxy`): two arenas instead of up to eight per core (libuv's and
+ * V8's threads each took one), and blocks of 1 MiB or more mapped on their
+ * own and trimmed back, instead of glibc raising its mmap threshold after the
+ * first big free (up to 32 MiB), so that the big buffers of a full sync and of
+ * a kernel read stayed in the arenas. At 10,000 × 10 (legacy, idle 30 s
+ * after the first sync, two runs each): 200-201 MiB against 236-238 MiB
+ * resident, peak 357-359 against 373-377 MiB (docs/performance.md).
+ */
+export const SHIPPED_ENV: Readonly<Record<string, string>> = { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '1048576', MALLOC_TRIM_THRESHOLD_: '1048576' };
+
 export interface DaemonOptions {
   ns: string;
   /** manifests: the file source's folder (--source file:DIR); kubeconfig instead: the Kubernetes source. */
@@ -183,6 +195,19 @@ export interface DaemonOptions {
   entry?: string;
   /** nodeArgs: Node.js flags before the script (e.g. V8 heap sizes; default SHIPPED_NODE_FLAGS). */
   nodeArgs?: string[];
+  /** shippedEnv: run with SHIPPED_ENV's malloc settings (default true; false: glibc's defaults). */
+  shippedEnv?: boolean;
+}
+
+/** shippedCommand: how kproxy starts as shipped ("MALLOC_ARENA_MAX=2 … node --max-semi-space-size=2 --expose-gc"). */
+export function shippedCommand(): string {
+  return [...Object.entries(SHIPPED_ENV).map(([k, v]) => `${k}=${v}`), 'node', ...SHIPPED_NODE_FLAGS].join(' ');
+}
+
+/** daemonEnv: this process's environment, with the shipped malloc settings or without any MALLOC_ setting. */
+export function daemonEnv(shipped: boolean): NodeJS.ProcessEnv {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('MALLOC_')));
+  return shipped ? { ...env, ...SHIPPED_ENV } : env;
 }
 
 /** Daemon is one running kproxy. */
@@ -213,7 +238,7 @@ export class Daemon {
       `--metrics-bind-address=${o.metrics === false ? '' : '127.0.0.1:10249'}`,
       ...(o.extraArgs ?? []),
     ];
-    this.child = track(spawnInNetns(o.ns, process.execPath, args, { cwd: ROOT }));
+    this.child = track(spawnInNetns(o.ns, process.execPath, args, { cwd: ROOT, env: daemonEnv(o.shippedEnv ?? true) }));
     this.pid = this.child.pid!;
     this.child.stdout!.resume();
     createInterface({ input: this.child.stderr! }).on('line', (text) => this.#onLine(text));

@@ -183,12 +183,14 @@ export async function memoryVariant(
     what: string;
     metrics?: boolean;
     nodeArgs?: string[];
+    /** shippedEnv: false runs with glibc's malloc defaults (SHIPPED_ENV left out). */
+    shippedEnv?: boolean;
     /** partial: after the memory samples, partial syncs on the same daemon (partial-sync.ts; needs the metrics listener). */
     partial?: { cluster: SyntheticCluster; manifests: ManifestDir; reps: number };
   },
 ): Promise<MemoryOnly> {
   const ns = createNetns('node');
-  const d = new Daemon({ ns, manifests: o.manifests, flavor: o.flavor, nodeName: NODE_NAME, clusterCIDR: o.clusterCIDR, metrics: o.metrics, nodeArgs: o.nodeArgs });
+  const d = new Daemon({ ns, manifests: o.manifests, flavor: o.flavor, nodeName: NODE_NAME, clusterCIDR: o.clusterCIDR, metrics: o.metrics, nodeArgs: o.nodeArgs, shippedEnv: o.shippedEnv });
   let agent: Agent | null = null;
   try {
     const first = await d.nextSync(0, 1_800_000);

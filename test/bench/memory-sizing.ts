@@ -20,7 +20,7 @@ import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { parse as parseYaml } from 'yaml';
 import { ApiChurnDriver } from './api-churn.ts';
-import { SHIPPED_NODE_FLAGS, procStats, track } from './daemon.ts';
+import { SHIPPED_NODE_FLAGS, daemonEnv, procStats, track } from './daemon.ts';
 import { NODE_NAME } from './full-sync.ts';
 import { createNetns, deleteNetns, removeAll } from './netns.ts';
 import { MiB } from './stats.ts';
@@ -83,7 +83,7 @@ function startDaemon(ns: string, config: string, kubeconfig: string): { child: C
     '--conntrack-max-per-core',
     '0',
   ];
-  const child = track(spawn('ip', ['netns', 'exec', ns, process.execPath, ...args], { stdio: ['ignore', 'ignore', 'pipe'] }));
+  const child = track(spawn('ip', ['netns', 'exec', ns, process.execPath, ...args], { stdio: ['ignore', 'ignore', 'pipe'], env: daemonEnv(true) }));
   const firstSync = new Promise<number>((resolve, reject) => {
     createInterface({ input: child.stderr! }).on('line', (line) => {
       // The IPv4 family's first sync (the shipped config is dual-stack: the IPv6 family, with no Services here,

@@ -32,7 +32,7 @@ import { apiChurnRun } from './api-churn.ts';
 import { measureChurn } from './churn.ts';
 import { generateCluster, POD_CIDR, type SyntheticCluster } from './cluster.ts';
 import { coldStartRun, writeYamlManifest } from './coldstart.ts';
-import { DIST_CLI, killAll, SHIPPED_NODE_FLAGS } from './daemon.ts';
+import { DIST_CLI, killAll, shippedCommand } from './daemon.ts';
 import { measureConnects, wireDataPlane, writeProbe, type ConnectTimes, type DataPlane } from './dataplane.ts';
 import { fullSyncRun, memoryVariant, METRICS, NODE_NAME, type RunContext } from './full-sync.ts';
 import { describeMachine } from './machine.ts';
@@ -364,10 +364,11 @@ async function main(): Promise<Results> {
   const variants = !want('memory')
     ? []
     : [
-        { what: `as shipped (node ${SHIPPED_NODE_FLAGS.join(' ')})`, partial: partialOn() },
+        { what: `as shipped (${shippedCommand()})`, partial: partialOn() },
         { what: 'node --max-semi-space-size=16 (shipped before: V8 young generation capped at 16 MiB per semi-space)', nodeArgs: ['--max-semi-space-size=16'], partial: partialOn() },
         { what: 'node --max-semi-space-size=2 without --expose-gc (no collection after the full sync: MemoryRelease off)', nodeArgs: ['--max-semi-space-size=2'] },
         { what: "V8's defaults (no flags: the young generation grows to 128 MiB)", nodeArgs: [] },
+        { what: "glibc's malloc defaults (the shipped Node.js flags, without the shipped MALLOC_ settings)", shippedEnv: false },
         { what: 'no metrics listener (hence no dashboard)', metrics: false },
       ];
   for (const v of variants) {

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { SHIPPED_NODE_FLAGS } from '../../bench/daemon.ts';
+import { SHIPPED_ENV, SHIPPED_NODE_FLAGS } from '../../bench/daemon.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..', '..');
 
@@ -17,8 +17,21 @@ describe('the Node.js flags kproxy ships with', () => {
     expect(argv.at(-1)).toBe('/opt/kproxy/dist/server/cli.js');
   });
 
-  it("are `npm run kproxy`'s", () => {
+  it("are `npm run kproxy`'s, with the same malloc settings", () => {
     const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
-    expect(pkg.scripts.kproxy).toBe(['node', ...SHIPPED_NODE_FLAGS, 'dist/server/cli.js'].join(' '));
+    const env = Object.entries(SHIPPED_ENV).map(([k, v]) => `${k}=${v}`);
+    expect(pkg.scripts.kproxy).toBe([...env, 'node', ...SHIPPED_NODE_FLAGS, 'dist/server/cli.js'].join(' '));
+  });
+
+  it("come with the image's malloc settings", () => {
+    const dockerfile = readFileSync(join(ROOT, 'deploy', 'Dockerfile'), 'utf8');
+    const set: Record<string, string> = {};
+    for (const line of dockerfile.split('\n').filter((l) => /^ENV MALLOC_/.test(l))) {
+      for (const word of line.slice(4).trim().split(/\s+/)) {
+        const [k, v] = word.split('=');
+        set[k!] = v!;
+      }
+    }
+    expect(set).toEqual(SHIPPED_ENV);
   });
 });
