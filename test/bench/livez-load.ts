@@ -34,7 +34,7 @@ import { isMainThread, parentPort, Worker, workerData } from 'node:worker_thread
 import { WebSocket } from 'ws';
 import { generateCluster } from './cluster.ts';
 import { writeManifests } from './manifests.ts';
-import { SHIPPED_NODE_FLAGS } from './daemon.ts';
+import { daemonEnv, SHIPPED_NODE_FLAGS } from './daemon.ts';
 import { createNetns, deleteNetns, spawnInNetns } from './netns.ts';
 import type { TargetResult } from './results.ts';
 import { fmt, percentiles, type Percentiles } from './stats.ts';
@@ -436,9 +436,9 @@ export async function measureLivezUnderLoad(opts: LivezLoadOptions): Promise<Liv
       ns = createNetns('livez');
       // The conntrack sysctls are the host's (nf_conntrack_max, the hash size): a benchmark leaves them alone.
       const leaveSysctls = ['--conntrack-max-per-core', '0', '--conntrack-tcp-timeout-established', '0', '--conntrack-tcp-timeout-close-wait', '0'];
-      child = spawnInNetns(ns, process.execPath, [...args, '--iptables-flavor', 'nft', ...leaveSysctls], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+      child = spawnInNetns(ns, process.execPath, [...args, '--iptables-flavor', 'nft', ...leaveSysctls], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'], env: daemonEnv(true) });
     } else {
-      child = spawn(process.execPath, [...args, '--dry-run'], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+      child = spawn(process.execPath, [...args, '--dry-run'], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'], env: daemonEnv(true) });
     }
     let logs = '';
     child.stderr!.on('data', (d) => (logs = (logs + d).slice(-20_000)));
