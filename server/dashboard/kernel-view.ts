@@ -48,6 +48,8 @@ export interface KernelChain {
   readonly rules: readonly KernelRule[];
   /** ruleCount: rules.length, where counting is cheaper than building the rules. */
   readonly ruleCount?: number;
+  /** specAt (optional): rules[i].spec, where reading it is cheaper than building the rules (a search over every rule). */
+  specAt?(i: number): string;
   /**
    * specsHash (optional): a hash of the rules' specs in order, where the chain
    * computes it without building them; drift skips chains whose specs, on both
@@ -188,6 +190,11 @@ export function kernelTables(tables: ReadonlyMap<string, KernelTable>): KernelTa
     for (const c of t.chains.values()) ruleCount += ruleCountOf(c);
   }
   return { tables, chainCount, ruleCount };
+}
+
+/** specAtOf: the spec of a chain's rule i, without building the chain's rules where the chain can. */
+export function specAtOf(c: KernelChain, i: number): string {
+  return c.specAt ? c.specAt(i) : c.rules[i]!.spec;
 }
 
 /** ruleCountOf: how many rules a chain holds, without building them. */

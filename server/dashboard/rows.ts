@@ -1,4 +1,4 @@
-import { ruleCountOf, type KernelChain, type KernelTable } from './kernel-view.ts';
+import { ruleCountOf, specAtOf, type KernelChain, type KernelTable } from './kernel-view.ts';
 import type { DriftKind, Row } from './protocol.ts';
 import { noYield, type Yield } from './yield.ts';
 
@@ -48,7 +48,8 @@ export class TableRows {
       if (filter.driftOnly && !drift.has(`${table.name}/${c.name}`)) continue;
       const whole = q === '' || c.name.toLowerCase().includes(q);
       const matching: number[] = [];
-      if (!whole) c.rules.forEach((r, ri) => r.spec.toLowerCase().includes(q) && matching.push(ri));
+      // Read spec by spec: building every chain's rule objects for one search is garbage.
+      if (!whole) for (let ri = 0, n = ruleCountOf(c); ri < n; ri++) if (specAtOf(c, ri).toLowerCase().includes(q)) matching.push(ri);
       if (!whole && matching.length === 0) continue;
       chainRow.set(c.name, chainIdx.length);
       chainIdx.push(ci);

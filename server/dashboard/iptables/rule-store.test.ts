@@ -29,6 +29,8 @@ describe('RuleStore and StoredChain', () => {
     ]);
     expect(b.rules.map((r) => r.spec)).toEqual(['-j C']);
     expect(a.ruleCount).toBe(3);
+    // A spec read in place is the built rule's.
+    expect([0, 1, 2].map((i) => a.specAt(i))).toEqual(a.rules.map((r) => r.spec));
   });
 
   it('inserts, removes and flushes, and builds the rules again after each change', () => {

@@ -223,6 +223,10 @@ export class StoredChain implements KernelChain {
     return this.#store.rulesOf(this, this.ids(), this.ruleCount);
   }
 
+  specAt(i: number): string {
+    return this.#store.spec(this.idAt(i));
+  }
+
   specsHash(): number {
     return this.#store.hashSpecs(this.ids());
   }
