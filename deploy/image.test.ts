@@ -162,10 +162,19 @@ describe('the image (deploy/Dockerfile, read statically)', () => {
     expect(runtime.instructions.slice(copyNode).some((i) => i.keyword === 'RUN' && i.args === 'node --version')).toBe(true);
   });
 
-  it('starts the daemon with the flags `npm run kproxy` uses', () => {
+  it('starts the daemon with the flags and the malloc settings `npm run kproxy` uses', () => {
     const entry = runtime.instructions.find((i) => i.keyword === 'ENTRYPOINT')!;
     const argv = JSON.parse(entry.args) as string[];
-    const script = pkg.scripts.kproxy.split(' ');
+    const words = pkg.scripts.kproxy.split(' ');
+    // The script starts with the environment it sets ("MALLOC_ARENA_MAX=2 … node …"): the image's ENV.
+    const assignments = words.slice(0, words.indexOf('node'));
+    const script = words.slice(assignments.length);
+    const imageEnv = runtime.instructions
+      .filter((i) => i.keyword === 'ENV')
+      .flatMap((i) => i.args.split(/\s+/))
+      .filter((w) => w.startsWith('MALLOC_'));
+    expect(assignments.length).toBeGreaterThan(0);
+    expect([...assignments].sort()).toEqual([...imageEnv].sort());
     expect(argv[0]).toBe('node');
     expect(argv.slice(1, -1)).toEqual(script.slice(1, -1));
     const workdir = runtime.instructions.find((i) => i.keyword === 'WORKDIR')!.args;
