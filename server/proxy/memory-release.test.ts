@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { FakeClock } from '../clock-fake.ts';
 import { MemoryLog } from '../log.ts';
 import type { BackendSyncResult } from './backend.ts';
-import { MemoryRelease, RELEASE_DELAY_MS, RELEASE_MIN_BYTES } from './memory-release.ts';
+import { FIRST_SYNC_HEAP_BYTES, MemoryRelease, RELEASE_DELAY_MS, RELEASE_MIN_BYTES } from './memory-release.ts';
 import type { StateCheckout } from './proxy-state.ts';
 import type { SyncRecord } from './sync-loop.ts';
 
@@ -55,5 +55,33 @@ describe('MemoryRelease', () => {
     none.sync({});
     none.clock.advance(10 * RELEASE_DELAY_MS);
     expect(none.release.released).toBe(0);
+  });
+
+  it('collects once before the first sync when reading the sources left a big heap, and says so', () => {
+    const clock = new FakeClock();
+    const log = new MemoryLog();
+    let heap = FIRST_SYNC_HEAP_BYTES;
+    let collections = 0;
+    const release = new MemoryRelease({ clock, logger: log.logger, collect: null, collectBeforeFirstSync: () => (collections++, (heap = 40 * 1024 * 1024)), heapUsed: () => heap });
+    release.onSourcesSynced();
+    expect(collections).toBe(1);
+    expect(log.lines('info').join('\n')).toMatch(/collected the sources' garbage before the first sync .*heapMiB=64 afterMiB=40/);
+    // The other family's loop, a resync: never again.
+    heap = 2 * FIRST_SYNC_HEAP_BYTES;
+    release.onSourcesSynced();
+    expect(collections).toBe(1);
+  });
+
+  it('leaves a small heap alone before the first sync (the example cluster)', () => {
+    let collections = 0;
+    const release = new MemoryRelease({
+      clock: new FakeClock(),
+      logger: new MemoryLog().logger,
+      collect: null,
+      collectBeforeFirstSync: () => void collections++,
+      heapUsed: () => FIRST_SYNC_HEAP_BYTES - 1,
+    });
+    release.onSourcesSynced();
+    expect(collections).toBe(0);
   });
 });

@@ -9,8 +9,20 @@ export const RELEASE_MIN_BYTES = 4 * 1024 * 1024;
 /** RELEASE_DELAY_MS: the wait after the last big full sync (both families, a retry: one collection for the burst). */
 export const RELEASE_DELAY_MS = 3000;
 
+/** FIRST_SYNC_HEAP_BYTES: a live heap this big once the sources listed is worth a collection before the first build. */
+export const FIRST_SYNC_HEAP_BYTES = 64 * 1024 * 1024;
+
 /** Collect runs a garbage collection that gives memory back to the system. */
 export type Collect = () => void;
+
+/**
+ * v8CollectRegular is a regular major collection (--expose-gc): it frees the
+ * garbage for reuse without compacting, about half the pause of v8Collect's.
+ */
+export function v8CollectRegular(): Collect | null {
+  const gc = globalThis.gc;
+  return typeof gc === 'function' ? () => gc({ type: 'major', execution: 'sync' }) : null;
+}
 
 /**
  * v8Collect is V8's last-resort collection (every collectable object, the
@@ -32,6 +44,10 @@ export interface MemoryReleaseOptions {
   rss?: () => number;
   minBytes?: number;
   delayMs?: number;
+  /** collectBeforeFirstSync: default v8CollectRegular(). */
+  collectBeforeFirstSync?: Collect | null;
+  /** heapUsed: this process's live heap, for the decision before the first sync (default process.memoryUsage().heapUsed). */
+  heapUsed?: () => number;
 }
 
 /**
@@ -52,6 +68,9 @@ export class MemoryRelease implements SyncObserver {
   readonly #rss: () => number;
   readonly #minBytes: number;
   readonly #delayMs: number;
+  readonly #collectFirst: Collect | null;
+  readonly #heapUsed: () => number;
+  #firstDone = false;
   #timer: TimerHandle | null = null;
   /** released counts the collections run. */
   released = 0;
@@ -63,6 +82,30 @@ export class MemoryRelease implements SyncObserver {
     this.#rss = opts.rss ?? (() => process.memoryUsage.rss());
     this.#minBytes = opts.minBytes ?? RELEASE_MIN_BYTES;
     this.#delayMs = opts.delayMs ?? RELEASE_DELAY_MS;
+    this.#collectFirst = opts.collectBeforeFirstSync === undefined ? v8CollectRegular() : opts.collectBeforeFirstSync;
+    this.#heapUsed = opts.heapUsed ?? (() => process.memoryUsage().heapUsed);
+  }
+
+  /**
+   * onSourcesSynced: once per process, before the first build, when reading the
+   * sources left a big heap, a regular major collection frees what the read
+   * left behind (the documents, the lists' pages), so the first sync's build
+   * reuses that space instead of growing the heap past it. At 10,000 × 2: peak
+   * 213–217 MiB against 230–232 MiB, for a pause of 70–95 ms at start.
+   */
+  onSourcesSynced(): void {
+    if (this.#firstDone || !this.#collectFirst) return;
+    this.#firstDone = true;
+    const heap = this.#heapUsed();
+    if (heap < FIRST_SYNC_HEAP_BYTES) return;
+    const t0 = this.#clock.monotonic();
+    this.#collectFirst();
+    const MiB = 1024 * 1024;
+    this.#log.info("collected the sources' garbage before the first sync", {
+      ms: Math.round(this.#clock.monotonic() - t0),
+      heapMiB: Math.round(heap / MiB),
+      afterMiB: Math.round(this.#heapUsed() / MiB),
+    });
   }
 
   onSync(record: SyncRecord, _checkout: StateCheckout, result: BackendSyncResult): void {

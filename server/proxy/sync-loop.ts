@@ -51,6 +51,8 @@ export interface SyncObserver {
   onStart?(at: number, family: IPFamily): void;
   /** onQueued: a change was queued at `at` (epoch ms) for a family; health uses it to detect a stuck proxier. */
   onQueued?(at: number, family: IPFamily): void;
+  /** onSourcesSynced: the sources listed everything; the family's first sync is about to be built. */
+  onSourcesSynced?(family: IPFamily): void;
   onSync?(record: SyncRecord, checkout: StateCheckout, result: BackendSyncResult): void;
 }
 
@@ -166,6 +168,7 @@ export class SyncLoop {
         servicesPending: this.#o.state.servicesPending,
         endpointsPending: this.#o.state.endpointsPending,
       });
+      for (const o of this.#o.observers) o.onSourcesSynced?.(this.#o.state.family);
       this.#runner.request();
     });
     this.#stopTamperWatch =
