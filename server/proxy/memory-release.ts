@@ -16,23 +16,15 @@ export const FIRST_SYNC_HEAP_BYTES = 64 * 1024 * 1024;
 export type Collect = () => void;
 
 /**
- * v8CollectRegular is a regular major collection (--expose-gc): it frees the
- * garbage for reuse without compacting, about half the pause of v8Collect's.
+ * v8Collect is one of V8's collections when the daemon runs with --expose-gc
+ * as shipped; null otherwise (kproxy works the same without it, holding more
+ * memory). 'last-resort' (the default) takes every collectable object,
+ * compacts the heap and hands the free pages back; 'regular' frees the
+ * garbage for reuse without compacting, in about half the pause.
  */
-export function v8CollectRegular(): Collect | null {
+export function v8Collect(flavor: 'last-resort' | 'regular' = 'last-resort'): Collect | null {
   const gc = globalThis.gc;
-  return typeof gc === 'function' ? () => gc({ type: 'major', execution: 'sync' }) : null;
-}
-
-/**
- * v8Collect is V8's last-resort collection (every collectable object, the
- * heap compacted, the free pages handed back), when the daemon runs with
- * --expose-gc as shipped; null otherwise (kproxy works the same without it,
- * holding more memory after a big sync).
- */
-export function v8Collect(): Collect | null {
-  const gc = globalThis.gc;
-  return typeof gc === 'function' ? () => gc({ type: 'major', execution: 'sync', flavor: 'last-resort' }) : null;
+  return typeof gc === 'function' ? () => gc({ type: 'major', execution: 'sync', flavor }) : null;
 }
 
 export interface MemoryReleaseOptions {
@@ -44,7 +36,7 @@ export interface MemoryReleaseOptions {
   rss?: () => number;
   minBytes?: number;
   delayMs?: number;
-  /** collectBeforeFirstSync: default v8CollectRegular(). */
+  /** collectBeforeFirstSync: default v8Collect('regular'). */
   collectBeforeFirstSync?: Collect | null;
   /** heapUsed: this process's live heap, for the decision before the first sync (default process.memoryUsage().heapUsed). */
   heapUsed?: () => number;
@@ -82,7 +74,7 @@ export class MemoryRelease implements SyncObserver {
     this.#rss = opts.rss ?? (() => process.memoryUsage.rss());
     this.#minBytes = opts.minBytes ?? RELEASE_MIN_BYTES;
     this.#delayMs = opts.delayMs ?? RELEASE_DELAY_MS;
-    this.#collectFirst = opts.collectBeforeFirstSync === undefined ? v8CollectRegular() : opts.collectBeforeFirstSync;
+    this.#collectFirst = opts.collectBeforeFirstSync === undefined ? v8Collect('regular') : opts.collectBeforeFirstSync;
     this.#heapUsed = opts.heapUsed ?? (() => process.memoryUsage().heapUsed);
   }
 
