@@ -3,6 +3,7 @@ import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import { ipFamilyOf } from '../net/ip.ts';
 import { LISTEN_BACKLOG } from '../net/listen.ts';
+import { LentReader, type LentChunk } from './lent-reads.ts';
 
 /**
  * Sockets is the OS boundary of the userspace mode: the TCP listeners and UDP
@@ -47,6 +48,15 @@ export interface TcpStream extends Duplex {
   resetAndDestroy(): this;
   /** setKeepAlive turns on TCP keepalive probes (absent in the simulation). */
   setKeepAlive?(enable: boolean, initialDelayMs: number): this;
+  /**
+   * lendReads, where present (the host's connections to endpoints), is how
+   * the stream is read: its bytes come to onChunk in buffers kproxy lends
+   * (lent-reads.ts), not as 'data' events, and reading starts at this call.
+   * A chunk is valid until its release() (call it when the write passing it
+   * on has completed); onChunk returning false pauses the stream until
+   * resume(). 'end', 'error' and 'close' are emitted as usual.
+   */
+  lendReads?(onChunk: LentChunk): void;
 }
 
 export interface TcpListener {
@@ -139,7 +149,21 @@ export function hostSockets(): Sockets {
       });
     },
     connectTcp(address, port) {
-      const s = net.connect({ host: address, port, allowHalfOpen: true, noDelay: true });
+      // The endpoint side carries responses and downloads: read it into lent buffers (lent-reads.ts),
+      // paused until the relay takes it (a server that speaks first must not be read before then).
+      const reader = new LentReader();
+      const s = net.connect({ host: address, port, allowHalfOpen: true, noDelay: true, onread: reader.onread }) as net.Socket & TcpStream;
+      s.pause();
+      s.once('close', () => reader.close());
+      s.lendReads = (onChunk) => {
+        reader.deliver = (chunk, release) => {
+          if (onChunk(chunk, release)) return true;
+          // Socket.pause() stops the handle's reads when onread is in use; resume() restarts them.
+          s.pause();
+          return true;
+        };
+        s.resume();
+      };
       const connected = new Promise<TcpStream>((resolve, reject) => {
         s.once('connect', () => {
           s.off('error', reject);

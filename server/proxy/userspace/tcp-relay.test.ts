@@ -102,6 +102,33 @@ describe('relayTcp', () => {
     await until(() => r.done, 'both sides closed');
   });
 
+  it('delivers four concurrent 8 MiB downloads byte-identical to readers of different speeds (lent read buffers are not reused while a write holds them)', async () => {
+    const payloads = Array.from({ length: 4 }, () => randomBytes(8 * 1024 * 1024));
+    let next = 0;
+    const port = await server((s) => s.end(payloads[next++]!));
+    const proxy = await proxyTo(port);
+    const downloads = payloads.map(async (payload, i) => {
+      const c = await connect(proxy.port);
+      const hash = createHash('sha256');
+      let got = 0;
+      c.on('data', (d: Buffer) => {
+        hash.update(d);
+        got += d.length;
+        // Readers 1-3 stall now and then, so the relay's writes to them go pending while others read.
+        if (i > 0 && got % (i * 3) === 0) {
+          c.pause();
+          setTimeout(() => c.resume(), i);
+        }
+      });
+      await new Promise<void>((res) => c.on('end', () => res()));
+      return { got, hash: hash.digest('hex'), want: createHash('sha256').update(payload).digest('hex') };
+    });
+    const results = await Promise.all(downloads);
+    // Connections were accepted in order; the server answered each with the next payload.
+    for (const r of results) expect(r.got).toBe(8 * 1024 * 1024);
+    expect(results.map((r) => r.hash).sort()).toEqual(results.map((r) => r.want).sort());
+  });
+
   it('passes a half-close on: the client ends its request and still gets the whole answer', async () => {
     const port = await server((s) => {
       const got: Buffer[] = [];

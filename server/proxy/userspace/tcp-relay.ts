@@ -19,7 +19,8 @@ export interface TcpRelay {
  *
  * - back-pressure both ways: when the receiving side's write buffer is full
  *   (write() returns false) the sending side is paused until 'drain', so at
- *   most one read chunk plus the writable high-water mark (~64 KiB each) is
+ *   most one read chunk (64 KiB; 256 KiB from an endpoint, whose reads are
+ *   lent: ../../kernel/lent-reads.ts) plus the writable high-water mark is
  *   held per direction, however slow the reader;
  * - half-close: a FIN from one side becomes end() on the other, and the other
  *   direction keeps flowing (both sockets allow half-open streams);
@@ -62,10 +63,18 @@ export function relayTcp(client: TcpStream, endpoint: TcpStream, counters: Relay
 }
 
 function pump(from: TcpStream, to: TcpStream, count: (n: number) => void, onEnd: () => void): void {
-  from.on('data', (chunk: Buffer) => {
-    count(chunk.length);
-    if (!to.write(chunk)) from.pause();
-  });
+  if (from.lendReads) {
+    // A lent chunk goes back to the pool when its write completed (or failed): the kernel has the bytes.
+    from.lendReads((chunk, release) => {
+      count(chunk.length);
+      return to.write(chunk, release);
+    });
+  } else {
+    from.on('data', (chunk: Buffer) => {
+      count(chunk.length);
+      if (!to.write(chunk)) from.pause();
+    });
+  }
   to.on('drain', () => from.resume());
   from.on('end', () => {
     onEnd();
