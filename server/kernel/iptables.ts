@@ -1,6 +1,7 @@
 import { CommandFailedError, RestoreFailedError, SaveFailedError } from '../errors.ts';
 import type { IPFamily } from '../net/ip.ts';
 import { execFile, timeoutForInput, type ExecFn, type ExecResult } from './exec.ts';
+import { sharedLauncher, type StatusFn, type StatusResult } from './launcher.ts';
 
 /** IptablesFlavor: which kernel API the iptables binaries drive ("system" = the unsuffixed binaries). */
 export type IptablesFlavor = 'legacy' | 'nft' | 'system';
@@ -111,6 +112,14 @@ export interface RealIptablesOptions {
   flavor: IptablesFlavor;
   exec?: ExecFn;
   /**
+   * run executes the one-rule commands (-N, -S, -C, -I, -D, -F, -X: their exit
+   * code and stderr are all kproxy reads). Default: the shared launcher
+   * (launcher.ts) when `exec` is the real execFile, so the canary's
+   * once-a-second `iptables -S` does not fork the daemon; an injected `exec`
+   * (tests) runs them too.
+   */
+  run?: StatusFn;
+  /**
    * restoreTimeoutMs bounds one iptables-restore, and iptables-save (default
    * 120 s); a restore's input adds RESTORE_MS_PER_MIB per MiB to it.
    */
@@ -149,6 +158,7 @@ class RealIptables implements IptablesRunner {
   readonly flavor: IptablesFlavor;
   readonly hasRandomFully: boolean;
   readonly #exec: ExecFn;
+  readonly #runCommand: StatusFn;
   readonly #bins: { iptables: string; save: string; restore: string };
   readonly #restoreTimeoutMs: number;
 
@@ -157,6 +167,7 @@ class RealIptables implements IptablesRunner {
     this.flavor = opts.flavor;
     this.hasRandomFully = modern;
     this.#exec = exec;
+    this.#runCommand = opts.run ?? (exec === execFile ? sharedLauncher() : exec);
     this.#bins = iptablesBinaries(opts.family, opts.flavor);
     this.#restoreTimeoutMs = opts.restoreTimeoutMs ?? 120_000;
   }
@@ -186,12 +197,12 @@ class RealIptables implements IptablesRunner {
     return res.stdout;
   }
 
-  #run(op: string, table: string, chain: string, args: readonly string[] = []): Promise<ExecResult> {
+  #run(op: string, table: string, chain: string, args: readonly string[] = []): Promise<StatusResult> {
     // Same argument order as kube-proxy's runner: wait flags, operation, chain, -t table, rule.
-    return this.#exec(this.#bins.iptables, [...WAIT_FLAGS, op, chain, '-t', table, ...args], { timeoutMs: 60_000 });
+    return this.#runCommand(this.#bins.iptables, [...WAIT_FLAGS, op, chain, '-t', table, ...args], { timeoutMs: 60_000 });
   }
 
-  #fail(what: string, res: ExecResult): never {
+  #fail(what: string, res: StatusResult): never {
     throw new CommandFailedError(`${this.#bins.iptables} ${what} failed (exit ${res.code}): ${cleanStderr(res.stderr)}`);
   }
 
