@@ -42,6 +42,33 @@ describe('execFile', () => {
     }
   });
 
+  it('collects output through an unlinked file when asked (stdoutFile), whole and undamaged, and through a pipe otherwise', async () => {
+    // What the process's stdout is, then 6 MB of text with multi-byte characters.
+    const script = `readlink /proc/self/fd/1; yes 'é😀 rule' | head -c 6000000`;
+    const fromFile = await execFile('sh', ['-c', script], { stdoutFile: true });
+    const [what, ...rest] = fromFile.stdout.split('\n');
+    expect(what).toMatch(new RegExp(`^${tmpdir()}/kproxy-stdout-${process.pid}-\\d+ \\(deleted\\)$`));
+    const body = rest.join('\n');
+    expect(Buffer.byteLength(body)).toBe(6_000_000);
+    expect(body.startsWith('é😀 rule\né😀 rule\n')).toBe(true);
+    expect(readdirSync(tmpdir()).filter((f) => f.startsWith(`kproxy-stdout-${process.pid}-`))).toEqual([]);
+    const piped = await execFile('sh', ['-c', 'readlink /proc/self/fd/1']);
+    expect(piped.stdout).toMatch(/^socket:\[\d+\]\n$/);
+  });
+
+  it('refuses output past maxOutputBytes from a file too, and falls back to a pipe without a temporary directory', async () => {
+    await expect(execFile('sh', ['-c', 'head -c 2000000 /dev/zero'], { stdoutFile: true, maxOutputBytes: 1_000_000 })).rejects.toThrow(/more than 1000000 bytes/);
+    const saved = process.env.TMPDIR;
+    process.env.TMPDIR = '/nonexistent-kproxy-tmp';
+    try {
+      const res = await execFile('sh', ['-c', 'readlink /proc/self/fd/1; echo ok'], { stdoutFile: true });
+      expect(res.stdout).toMatch(/^socket:\[\d+\]\nok\n$/);
+    } finally {
+      if (saved === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = saved;
+    }
+  });
+
   it('ends a long input quietly when the process stops reading early, through a pipe and from a file', async () => {
     // 3 Mi characters go through the pipe in pieces, 5 Mi through a file.
     for (const n of [3 << 20, 5 << 20]) {

@@ -189,7 +189,7 @@ class RealIptables implements IptablesRunner {
     if (opts.counters) args.push('-c');
     let res: ExecResult;
     try {
-      res = await this.#exec(this.#bins.save, args, { timeoutMs: this.#restoreTimeoutMs });
+      res = await this.#exec(this.#bins.save, args, { timeoutMs: this.#restoreTimeoutMs, stdoutFile: true });
     } catch (err) {
       throw new SaveFailedError(`${this.#bins.save} ${args.join(' ')} could not run`, { cause: err });
     }
