@@ -51,7 +51,7 @@ describe('RuleStore and StoredChain', () => {
     expect(a.ruleCount).toBe(0);
   });
 
-  it('compacts to ranges in chain order, dropping rules no chain holds and texts no rule uses', () => {
+  it('compacts to ranges in chain order, dropping rules no chain holds and texts no rule uses', async () => {
     const store = new RuleStore();
     const t = store.addText(TEXT);
     const a = stored(store, 'A');
@@ -64,11 +64,37 @@ describe('RuleStore and StoredChain', () => {
     a.append(store.add(t, ...at(3), 0, 0, 'D'));
     const want = [a.rules, b.rules].map((rs) => rs.map((r) => ({ ...r })));
     expect(store.count).toBe(5);
-    store.compact([a, b]);
+    await store.compact([a, b], async () => {});
     expect(store.count).toBe(4);
     expect([a.edited, b.edited]).toEqual([false, false]);
     expect([a.rules, b.rules]).toEqual(want);
     expect([...a.ids(), ...b.ids()]).toEqual([0, 1, 2, 3]);
+  });
+
+  it('compacts in slices, and a reader between two slices sees the store as it was', async () => {
+    const store = new RuleStore();
+    const t = store.addText(TEXT);
+    // 40 chains whose rules interleave (each a list), as kproxy's restore input leaves service chains.
+    const chains = Array.from({ length: 40 }, (_, i) => stored(store, `C${i}`));
+    for (let round = 0; round < 3; round++) for (const [i, c] of chains.entries()) c.append(store.add(t, ...at((i + round) % 4), i, round, null));
+    const want = chains.map((c) => c.rules.map((r) => ({ ...r })));
+    const seen: unknown[][] = [];
+    let pauses = 0;
+    await store.compact(
+      chains,
+      async () => {
+        pauses++;
+        seen.push(chains.map((c) => c.rules.map((r) => ({ ...r }))));
+        expect(chains.every((c) => c.edited)).toBe(true);
+      },
+      30,
+    );
+    // 120 rules, a pause after every 30 rules' worth of whole chains.
+    expect(pauses).toBe(3);
+    for (const s of seen) expect(s).toEqual(want);
+    expect(chains.some((c) => c.edited)).toBe(false);
+    expect(chains.map((c) => c.rules)).toEqual(want);
+    expect(store.count).toBe(120);
   });
 
   it('keeps a bounded number of chains built', () => {

@@ -2,7 +2,7 @@ import type { KernelTables } from '../kernel-view.ts';
 import type { Yield } from '../yield.ts';
 
 /** YIELD_EVERY: rule lines written between two turns of the event loop. */
-const YIELD_EVERY = 20_000;
+const YIELD_EVERY = 5_000;
 
 /**
  * iptablesSaveText renders tables as `iptables-save` lists them (no

@@ -42,9 +42,12 @@ class IptablesModel {
   /**
    * freeze counts the model as KernelTables; when edits left many chains as
    * lists, or many stored rules belong to no chain any more, the store is
-   * first rewritten with each chain's rules together.
+   * first rewritten with each chain's rules together (in slices: see
+   * RuleStore.compact). A full restore input of kproxy's leaves every service
+   * chain a list (its rules come between its endpoints' chains' rules), so the
+   * first build of what kproxy wrote always compacts.
    */
-  freeze(): KernelTables {
+  async freeze(pause: Yield): Promise<KernelTables> {
     let chainCount = 0;
     let ruleCount = 0;
     let edited = 0;
@@ -56,20 +59,24 @@ class IptablesModel {
       }
     }
     if (edited > EDITED_CHAINS || this.store.count > ruleCount * 1.25 + 1024) {
-      this.store.compact(
+      await this.store.compact(
         (function* (tables) {
           for (const t of tables.values()) yield* t.chains.values();
         })(this.tables),
+        pause,
       );
     }
     return { tables: this.tables, chainCount, ruleCount };
   }
 }
 
-/** lineCount estimates the rules of a text (its lines), to size a store once. */
-function lineCount(text: string): number {
+/** LINES_PER_TURN: newlines counted between two turns (34 MB of text held the loop 66 ms in one piece). */
+const LINES_PER_TURN = 50_000;
+
+/** lineCount counts the rules of a text (its lines), to size a store once, pausing every LINES_PER_TURN lines. */
+async function lineCount(text: string, pause: Yield): Promise<number> {
   let n = 0;
-  for (let i = text.indexOf('\n'); i >= 0; i = text.indexOf('\n', i + 1)) n++;
+  for (let i = text.indexOf('\n'); i >= 0; i = text.indexOf('\n', i + 1)) if (++n % LINES_PER_TURN === 0) await pause();
   return n + 1;
 }
 
@@ -78,7 +85,7 @@ function lineCount(text: string): number {
  * listing order with their counters, rules with counters and jump targets.
  */
 export async function readSaveOutput(text: string, pause: Yield, yieldLines = SCAN_LINES): Promise<KernelTables> {
-  const model = new IptablesModel(lineCount(text));
+  const model = new IptablesModel(await lineCount(text, pause));
   const at = model.store.addText(text);
   await scanIptablesText(
     text,
@@ -96,7 +103,7 @@ export async function readSaveOutput(text: string, pause: Yield, yieldLines = SC
     pause,
     yieldLines,
   );
-  return model.freeze();
+  return model.freeze(pause);
 }
 
 /**
@@ -264,7 +271,9 @@ export class IntendedIptables {
       if (this.#applied < 0 || !this.#model) {
         const base = this.#base ? await this.#base.text() : null;
         if (generation !== this.#generation) continue;
-        this.#model = new IptablesModel(base ? lineCount(base) : 0);
+        const lines = base ? await lineCount(base, pause) : 0;
+        if (generation !== this.#generation) continue;
+        this.#model = new IptablesModel(lines);
         this.#applied = -1;
         if (base) await applyInput(this.#model, base, pause);
         if (generation !== this.#generation) continue;
@@ -279,9 +288,12 @@ export class IntendedIptables {
       if (generation !== this.#generation) continue;
       // No copy: the model only changes when a new input is applied, and every reader
       // checks the version it started with (KernelReader discards drift from a moving target).
-      this.#built = model.freeze();
+      const built = await model.freeze(pause);
+      // A full input replaced the base while the store was compacted: go again on the new one.
+      if (generation !== this.#generation) continue;
+      this.#built = built;
       this.#builtVersion = version;
-      if (version === this.#version) return this.#built;
+      if (version === this.#version) return built;
     }
   }
 }
