@@ -226,15 +226,28 @@ export class Dashboard {
       if (Object.keys(record.rulesByTable).length > 0) this.#lastRules.set(record.family, record.rulesByTable);
       const entry = this.history.add(record, result.batch !== undefined);
       this.#pending.push({ entry, changed: checkout.topologyChanged ? 'all' : checkout.changedServices });
-      if (!this.#flushing) {
-        this.#flushing = true;
-        void this.#pause().then(() => this.#flush());
-      }
+      this.#scheduleFlush();
     },
   };
 
-  #flush(): void {
-    this.#flushing = false;
+  /** #scheduleFlush runs #flush after a turn, unless one is running or due (it takes what is pending when it starts). */
+  #scheduleFlush(): void {
+    if (this.#flushing) return;
+    this.#flushing = true;
+    void this.#pause()
+      .then(() => this.#flush())
+      .catch((err) => {
+        // The Services list misses this sync's changes until the next one; syncs are not affected.
+        this.#log.error("updating the dashboard's Services list failed", { err: errorMessage(err) });
+      })
+      .finally(() => {
+        this.#flushing = false;
+        if (this.#pending.length > 0) this.#scheduleFlush();
+      });
+  }
+
+  /** #flush brings the Services list up to the syncs pending and tells the dashboards; one runs at a time. */
+  async #flush(): Promise<void> {
     const pending = this.#pending;
     this.#pending = [];
     if (this.#stopped || pending.length === 0) return;
@@ -243,7 +256,8 @@ export class Dashboard {
     let removed: readonly string[] = [];
     const changedKeys = new Set<string>();
     if (!this.#catalogReady || pending.some((p) => p.changed === 'all')) {
-      const r = this.catalog.refresh(this.#model, 'all');
+      const r = await this.catalog.refreshAll(this.#model, this.#pause);
+      if (this.#stopped) return;
       this.#catalogReady = true;
       upserts = r.upserts;
       removed = r.removed;

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { FakeClock } from '../clock-fake.ts';
 import { ProxyState } from '../proxy/proxy-state.ts';
 import { ep, makeService, makeSlice } from '../proxy/testing.ts';
-import { ServiceCatalog, type ServiceModel } from './service-catalog.ts';
+import { REFRESH_PER_TURN, ServiceCatalog, type ServiceModel } from './service-catalog.ts';
 
 function model(state: ProxyState, skipped = new Map<string, string>()): ServiceModel {
   return { services: state.services, endpoints: state.endpoints, nodeName: 'node-a', zone: '', invalid: state.invalid, skipped: (id) => skipped.get(id) };
@@ -101,6 +101,31 @@ describe('ServiceCatalog', () => {
     c.refresh(model(state), state.checkout().changedServices);
     expect(c.list()).toBe(list);
     expect(c.list()[1].warnings).toEqual(['no-endpoints']);
+  });
+
+  it('refreshes every service in turns (refreshAll), to the same list, each summary whole between two turns', async () => {
+    const state = new ProxyState({ family: 'IPv4', nodeName: 'node-a', clock: new FakeClock() });
+    const count = REFRESH_PER_TURN * 2 + 7;
+    for (let i = 0; i < count; i++) {
+      const name = `svc-${String(i).padStart(4, '0')}`;
+      state.onService(null, makeService('bulk', name, { clusterIP: `10.97.${i >> 8}.${i & 255}`, ports: [{ name: 'http', port: 80, protocol: 'TCP' }] }));
+      state.onEndpointSlice(null, makeSlice('bulk', name, `${name}-1`, [ep(`10.244.${i >> 8}.${i & 255}`, { nodeName: 'node-b' })], [{ name: 'http', port: 8080, protocol: 'TCP' }]));
+    }
+    state.onSynced('Service');
+    state.onSynced('EndpointSlice');
+    state.checkout();
+    const inTurns = new ServiceCatalog();
+    const seen: number[] = [];
+    const r = await inTurns.refreshAll(model(state), async () => {
+      seen.push(inTurns.size);
+      for (const s of inTurns.list()) expect(s.endpoints.ready).toBe(1);
+    });
+    // A pause after every REFRESH_PER_TURN services, the list growing by that many each time.
+    expect(seen).toEqual([REFRESH_PER_TURN, REFRESH_PER_TURN * 2]);
+    expect(r.upserts).toHaveLength(count);
+    const atOnce = new ServiceCatalog();
+    atOnce.refresh(model(state), 'all');
+    expect(inTurns.list()).toEqual(atOnce.list());
   });
 
   it('marks refused and unprogrammed services', () => {
