@@ -184,7 +184,14 @@ export class Dashboard {
     this.heavy = opts.heavy ?? new HeavyReads();
     this.reader = new KernelReader({ provider: opts.provider, clock: opts.daemon.clock, logger: this.#log, pause: this.#pause, minIntervalMs: opts.kernelMinIntervalMs });
     this.tracer = opts.tracer ? opts.tracer({ reader: this.reader, provider: opts.provider, states: () => opts.daemon.states, clock: opts.daemon.clock, touch: () => this.touch() }) : noPacketTracer;
-    this.stream = new LiveStream({ queries: this, clock: opts.daemon.clock, logger: this.#log, hub: opts.hub, countersIntervalMs: opts.countersIntervalMs ?? this.provider.liveIntervalMs });
+    this.stream = new LiveStream({
+      queries: this,
+      clock: opts.daemon.clock,
+      logger: this.#log,
+      hub: opts.hub,
+      countersIntervalMs: opts.countersIntervalMs ?? this.provider.liveIntervalMs,
+      pause: this.#pause,
+    });
     const states = opts.daemon.states;
     // Every family's service ports in one model (IPv6 ones keyed "…@IPv6", family-model.ts).
     const joined = joinFamilies(() => states);

@@ -6,6 +6,7 @@ import { MessageBudget } from './message-budget.ts';
 import type { Overview, ServerMessage, ServiceDetail, Viewer } from './protocol.ts';
 import { detailShape, watchedCounters } from './service-detail.ts';
 import { CLOSE_POLICY, StreamHub, type HubSocket, type StreamClient, type StreamHubOptions } from './stream-hub.ts';
+import { yieldToEventLoop, type Yield } from './yield.ts';
 
 /** SNAPSHOT_INTERVAL_MS: a client gets at most one snapshot this often; requests meanwhile become one, sent when it is due. */
 export const SNAPSHOT_INTERVAL_MS = 1000;
@@ -30,6 +31,8 @@ export interface LiveStreamOptions {
   hub?: Omit<StreamHubOptions, 'logger'>;
   /** countersIntervalMs: how often connected dashboards get counters (default 5 s). */
   countersIntervalMs?: number;
+  /** pause: a turn of the event loop between two clients' snapshots (default yieldToEventLoop). */
+  pause?: Yield;
 }
 
 /** StreamStats: what the Overview shows of the stream. */
@@ -66,16 +69,21 @@ export class LiveStream {
   #timer: TimerHandle | null = null;
   #stopped = false;
   #lastSnapshot = { bytes: 0, ms: 0 };
+  /** #snapshotQueue: clients owed a snapshot now, sent one per turn (#drainSnapshots). */
+  readonly #snapshotQueue: StreamClient[] = [];
+  #sendingSnapshots = false;
+  readonly #pause: Yield;
   /** #shapes: per watching client, the shape of the page it was last sent (see detailShape). */
   readonly #shapes = new WeakMap<StreamClient, string>();
   readonly #pacing = new WeakMap<StreamClient, Pacing>();
   /** #snapshotBody: the viewer-independent part of the last snapshot, shared by clients asking within the interval. */
-  #snapshotBody: { json: string; version: number; at: number } | null = null;
+  #snapshotBody: { json: string; bytes: number; version: number; at: number } | null = null;
   /** #version changes whenever a snapshot would say something new (a sync, an Event, an action, a kernel read). */
   #version = 0;
 
   constructor(opts: LiveStreamOptions) {
     this.#o = opts;
+    this.#pause = opts.pause ?? yieldToEventLoop;
     this.#log = opts.logger;
     this.hub = new StreamHub({ logger: opts.logger, ...opts.hub });
   }
@@ -119,6 +127,36 @@ export class LiveStream {
    * changed: at 10,000 Services that is ~2 MB of JSON and tens of ms each.
    */
   #sendSnapshot(c: StreamClient): void {
+    if (this.#snapshotQueue.includes(c)) return;
+    this.#snapshotQueue.push(c);
+    if (!this.#sendingSnapshots) void this.#drainSnapshots();
+  }
+
+  /**
+   * #drainSnapshots sends the queued snapshots, one per turn of the event loop:
+   * eight dashboards connecting at once (at 10,000 Services, a few MB of JSON
+   * to encode and write for each) held the loop 100 ms and more in one piece.
+   * The first goes at once; after each, the next (queued already, or by a
+   * client connecting in the same turn) waits a turn.
+   */
+  async #drainSnapshots(): Promise<void> {
+    this.#sendingSnapshots = true;
+    try {
+      while (this.#snapshotQueue.length > 0) {
+        const c = this.#snapshotQueue.shift()!;
+        if (!c.closed && !this.#stopped) this.#sendSnapshotNow(c);
+        await this.#pause();
+      }
+    } catch (err) {
+      // A snapshot that cannot be built or sent leaves its client without one; the next request builds it again.
+      this.#log.error('sending a dashboard snapshot failed', { err: errorMessage(err) });
+      this.#snapshotQueue.length = 0;
+    } finally {
+      this.#sendingSnapshots = false;
+    }
+  }
+
+  #sendSnapshotNow(c: StreamClient): void {
     const clock = this.#o.clock;
     const now = clock.monotonic();
     const pacing = this.#pacing.get(c);
@@ -126,12 +164,13 @@ export class LiveStream {
     let body = this.#snapshotBody;
     if (!body || body.version !== this.#version || now - body.at >= SNAPSHOT_INTERVAL_MS) {
       const { type: _type, viewer: _viewer, ...rest } = this.#o.queries.snapshot(c.viewer);
-      body = { json: JSON.stringify(rest), version: this.#version, at: now };
+      const json = JSON.stringify(rest);
+      body = { json, bytes: Buffer.byteLength(json), version: this.#version, at: now };
       this.#snapshotBody = body;
     }
-    const json = `{"type":"snapshot","viewer":${JSON.stringify(c.viewer)},${body.json.slice(1)}`;
-    this.hub.sendText(c, json, 'essential');
-    this.#lastSnapshot = { bytes: Buffer.byteLength(json), ms: clock.monotonic() - now };
+    const head = `{"type":"snapshot","viewer":${JSON.stringify(c.viewer)},`;
+    this.hub.sendText(c, head + body.json.slice(1), 'essential');
+    this.#lastSnapshot = { bytes: Buffer.byteLength(head) + body.bytes - 1, ms: clock.monotonic() - now };
   }
 
   /**

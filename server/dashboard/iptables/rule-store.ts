@@ -6,7 +6,7 @@ const CACHE_RULES = 20_000;
 /** CACHE_CHAINS: chains kept built at once. */
 const CACHE_CHAINS = 64;
 /** COMPACT_SLICE: rules copied by compact() between two yields (a few ms). */
-export const COMPACT_SLICE = 20_000;
+export const COMPACT_SLICE = 10_000;
 
 /**
  * RuleStore keeps the rules of parsed iptables text without an object per
@@ -134,8 +134,8 @@ export class RuleStore {
    * slices sees the store as it was. The chains must not change meanwhile
    * (their owner applies no input while it compacts).
    */
-  async compact(chains: Iterable<StoredChain>, pause: Yield, slice = COMPACT_SLICE): Promise<void> {
-    const list = [...chains];
+  async compact(chains: readonly StoredChain[], pause: Yield, slice = COMPACT_SLICE): Promise<void> {
+    const list = chains;
     let total = 0;
     for (const c of list) total += c.ruleCount;
     const text = new Uint32Array(total);
