@@ -113,12 +113,9 @@ async function compareTables(intended: KernelTables, kernel: KernelTables, rules
       const settings = compareSettings(tableName, chain, listed, rules);
       if (settings) out.push(settings);
       const key = memo ? DriftMemo.key(chain, listed) : null;
-      if (key !== null && memo!.known(tableName, chainName, key)) {
-        // Hashing read every rule of both sides: that is the work, not the one chain.
-        if (due(ruleCountOf(chain))) await pause();
-        continue;
-      }
+      // A chain's work is its rules, whether they are hashed (a known chain) or compared too.
       if (due(ruleCountOf(chain))) await pause();
+      if (key !== null && memo!.known(tableName, chainName, key)) continue;
       const found = await compareRules(tableName, chainName, chain.rules, listed.rules, rules, pause);
       if (key !== null) {
         if (found.length === 0) memo!.equal(tableName, chainName, key);

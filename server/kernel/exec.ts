@@ -106,7 +106,12 @@ function run(file: string, args: readonly string[], opts: ExecOptions, input: Fi
  */
 const STDIN_FILE_MIN = 4 * (1 << 20);
 
-let stdinFiles = 0;
+let tempFiles = 0;
+
+/** tempPath names a file of kproxy's in the temporary directory (made with 'wx', unlinked at once by its maker). */
+function tempPath(kind: 'stdin' | 'stdout'): string {
+  return join(tmpdir(), `kproxy-${kind}-${process.pid}-${++tempFiles}`);
+}
 
 /**
  * stdinFile writes a long input to a file in the temporary directory, a piece
@@ -116,7 +121,7 @@ let stdinFiles = 0;
  * through a pipe as before.
  */
 async function stdinFile(text: string): Promise<FileHandle | null> {
-  const path = join(tmpdir(), `kproxy-stdin-${process.pid}-${++stdinFiles}`);
+  const path = tempPath('stdin');
   let writer: FileHandle | null = null;
   let reader: FileHandle | null = null;
   try {
@@ -133,11 +138,9 @@ async function stdinFile(text: string): Promise<FileHandle | null> {
   }
 }
 
-let outputFiles = 0;
-
 /** outputFile makes an unlinked temporary file for a process's stdout; null when it cannot (the pipe is used). */
 async function outputFile(): Promise<FileHandle | null> {
-  const path = join(tmpdir(), `kproxy-stdout-${process.pid}-${++outputFiles}`);
+  const path = tempPath('stdout');
   try {
     return await open(path, 'wx+', 0o600);
   } catch {

@@ -12,6 +12,8 @@ export const RELEASE_DELAY_MS = 3000;
 /** FIRST_SYNC_HEAP_BYTES: a live heap this big once the sources listed is worth a collection before the first build. */
 export const FIRST_SYNC_HEAP_BYTES = 64 * 1024 * 1024;
 
+const MiB = 1024 * 1024;
+
 /** Collect runs a garbage collection that gives memory back to the system. */
 export type Collect = () => void;
 
@@ -92,7 +94,6 @@ export class MemoryRelease implements SyncObserver {
     if (heap < FIRST_SYNC_HEAP_BYTES) return;
     const t0 = this.#clock.monotonic();
     this.#collectFirst();
-    const MiB = 1024 * 1024;
     this.#log.info("collected the sources' garbage before the first sync", {
       ms: Math.round(this.#clock.monotonic() - t0),
       heapMiB: Math.round(heap / MiB),
@@ -117,7 +118,6 @@ export class MemoryRelease implements SyncObserver {
     const t0 = this.#clock.monotonic();
     this.#collect!();
     this.released++;
-    const MiB = 1024 * 1024;
     this.#log.info('gave memory back after a full sync', { ms: Math.round(this.#clock.monotonic() - t0), rssMiB: Math.round(this.#rss() / MiB), beforeMiB: Math.round(before / MiB) });
   }
 }

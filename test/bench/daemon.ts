@@ -166,6 +166,11 @@ export class Agent {
  */
 export const SHIPPED_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=2', '--expose-gc'];
 
+/** benchNodeFlags: the shipped flags and KPROXY_BENCH_NODE_ARGS, extra Node.js flags for a bench's daemon (e.g. --cpu-prof). */
+export function benchNodeFlags(): string[] {
+  return [...SHIPPED_NODE_FLAGS, ...(process.env.KPROXY_BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [])];
+}
+
 /**
  * SHIPPED_ENV: glibc malloc settings kproxy ships with (the image's ENV and
  * `npm run kproxy`): two arenas instead of up to eight per core (libuv's and

@@ -34,7 +34,7 @@ import { isMainThread, parentPort, Worker, workerData } from 'node:worker_thread
 import { WebSocket } from 'ws';
 import { generateCluster } from './cluster.ts';
 import { writeManifests } from './manifests.ts';
-import { daemonEnv, SHIPPED_NODE_FLAGS } from './daemon.ts';
+import { benchNodeFlags, daemonEnv } from './daemon.ts';
 import { createNetns, deleteNetns, spawnInNetns } from './netns.ts';
 import type { TargetResult } from './results.ts';
 import { fmt, percentiles, type Percentiles } from './stats.ts';
@@ -420,17 +420,7 @@ export async function measureLivezUnderLoad(opts: LivezLoadOptions): Promise<Liv
     const cluster = generateCluster({ services: opts.services, endpointsPerService: opts.endpoints, nodeName: 'node-a', nodeIP: '10.250.0.2' });
     writeManifests(cluster, dir, 0);
     const [metricsPort, healthPort] = [await freePort(), await freePort()];
-    const args = [
-      ...SHIPPED_NODE_FLAGS,
-      ...(process.env.KPROXY_BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []),
-      join(ROOT, 'dist/server/cli.js'),
-      '--hostname-override',
-      'node-a',
-      '--source',
-      `file:${dir}`,
-      '--cluster-cidr',
-      '10.64.0.0/10',
-    ];
+    const args = [...benchNodeFlags(), join(ROOT, 'dist/server/cli.js'), '--hostname-override', 'node-a', '--source', `file:${dir}`, '--cluster-cidr', '10.64.0.0/10'];
     args.push('--healthz-bind-address', `127.0.0.1:${healthPort}`, '--metrics-bind-address', `127.0.0.1:${metricsPort}`);
     if (opts.kernel === 'netns') {
       ns = createNetns('livez');

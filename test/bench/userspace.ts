@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createInterface } from 'node:readline';
 import type { ChildProcess } from 'node:child_process';
-import { Daemon, killAll, procStats, SHIPPED_NODE_FLAGS, track } from './daemon.ts';
+import { benchNodeFlags, Daemon, killAll, procStats, track } from './daemon.ts';
 import { writeAtomically } from './manifests.ts';
 import { createNetns, deleteNetns, removeAll, sh, spawnInNetns, vethPair } from './netns.ts';
 import { percentiles, type Percentiles } from './stats.ts';
@@ -162,8 +162,7 @@ export async function userspaceRun(opts: { reps: number; idle: number; latencySe
         flavor: 'nft',
         nodeName: NODE_NAME,
         clusterCIDR: '10.244.0.0/16',
-        // KPROXY_BENCH_NODE_ARGS: extra Node.js flags for the daemon (e.g. --cpu-prof), as in the /livez bench.
-        nodeArgs: [...SHIPPED_NODE_FLAGS, ...(process.env.KPROXY_BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [])],
+        nodeArgs: benchNodeFlags(),
         extraArgs: [
           '--proxy-mode',
           mode,

@@ -135,9 +135,8 @@ export class RuleStore {
    * (their owner applies no input while it compacts).
    */
   async compact(chains: readonly StoredChain[], pause: Yield, slice = COMPACT_SLICE): Promise<void> {
-    const list = chains;
     let total = 0;
-    for (const c of list) total += c.ruleCount;
+    for (const c of chains) total += c.ruleCount;
     const text = new Uint32Array(total);
     const start = new Uint32Array(total);
     const end = new Uint32Array(total);
@@ -146,12 +145,12 @@ export class RuleStore {
     const target = new Int32Array(total);
     const texts: string[] = [];
     const renumber = new Map<number, number>();
-    const ranges = new Uint32Array(list.length + 1);
+    const ranges = new Uint32Array(chains.length + 1);
     let at = 0;
     let work = 0;
-    for (let ci = 0; ci < list.length; ci++) {
+    for (let ci = 0; ci < chains.length; ci++) {
       ranges[ci] = at;
-      for (const id of list[ci]!.ids()) {
+      for (const id of chains[ci]!.ids()) {
         const ti = this.#text[id]!;
         let nt = renumber.get(ti);
         if (nt === undefined) {
@@ -167,12 +166,12 @@ export class RuleStore {
         at++;
       }
       // Checked between chains: a chain's ids are read in one go, so no yield falls inside an edited chain's list.
-      if ((work += list[ci]!.ruleCount) >= slice && ci + 1 < list.length) {
+      if ((work += chains[ci]!.ruleCount) >= slice && ci + 1 < chains.length) {
         work = 0;
         await pause();
       }
     }
-    ranges[list.length] = at;
+    ranges[chains.length] = at;
     this.#texts = texts;
     this.#text = text;
     this.#start = start;
@@ -181,7 +180,7 @@ export class RuleStore {
     this.#bytes = bytes;
     this.#target = target;
     this.#count = at;
-    for (let ci = 0; ci < list.length; ci++) list[ci]!.setRange(ranges[ci]!, ranges[ci + 1]!);
+    for (let ci = 0; ci < chains.length; ci++) chains[ci]!.setRange(ranges[ci]!, ranges[ci + 1]!);
   }
 
   #targetId(target: string): number {
