@@ -48,7 +48,11 @@ export interface KernelChain {
   readonly rules: readonly KernelRule[];
   /** ruleCount: rules.length, where counting is cheaper than building the rules. */
   readonly ruleCount?: number;
-  /** specAt (optional): rules[i].spec, where reading it is cheaper than building the rules (a search over every rule). */
+  /**
+   * specAt (optional): rules[i].spec, where reading it is cheaper than building
+   * the rules (a search over every rule). A provider whose chains offer it keys
+   * rules by their spec alone (ruleKey): drift compares them spec by spec.
+   */
   specAt?(i: number): string;
   /**
    * specsHash (optional): a hash of the rules' specs in order, where the chain
@@ -56,6 +60,12 @@ export interface KernelChain {
    * sides, hash as they did when they last compared equal.
    */
   specsHash?(): number;
+  /**
+   * sameSpecs (optional): other holds exactly these specs in this order,
+   * compared without building either side's rules (false when it cannot tell:
+   * drift then compares the rules).
+   */
+  sameSpecs?(other: KernelChain): boolean;
   /** ipvs: a virtual server's scheduler, connections and traffic (table "ipvs"). */
   readonly ipvs?: VirtualServerFacts;
 }

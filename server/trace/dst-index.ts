@@ -1,4 +1,4 @@
-import type { KernelChain } from '../dashboard/kernel-view.ts';
+import type { KernelChain, KernelRule } from '../dashboard/kernel-view.ts';
 
 /**
  * DstIndex lets a walk skip, in a long chain, the rules that name another
@@ -19,17 +19,24 @@ const SMALL = 64;
 
 const DST = /(?:^| )(! )?(?:-d|--destination) ([0-9a-fA-F.:]+)(\/(?:32|128))?(?= |$)/;
 
-const indexes = new WeakMap<KernelChain, DstIndex | null>();
+/**
+ * indexes: by the chain's rules array, not the chain: a parsed iptables chain
+ * is a view made per lookup (dashboard/iptables/rule-store.ts) whose built
+ * rules the store keeps while they are read, and an edited chain's rules are a
+ * new array, so an index never outlives the rules it was built from.
+ */
+const indexes = new WeakMap<readonly KernelRule[], DstIndex | null>();
 
 /** dstIndex indexes an iptables chain's rules by destination; null for a short chain. */
 export function dstIndex(chain: KernelChain): DstIndex | null {
-  let ix = indexes.get(chain);
+  const rules = chain.rules;
+  let ix = indexes.get(rules);
   if (ix !== undefined) return ix;
   ix = null;
-  if (chain.rules.length >= SMALL) {
+  if (rules.length >= SMALL) {
     const byDst = new Map<string, number[]>();
     const rest: number[] = [];
-    chain.rules.forEach((r, i) => {
+    rules.forEach((r, i) => {
       const m = DST.exec(r.spec);
       // A negated destination, or one listed twice, is left to the full reading.
       if (!m || m[1] || r.spec.indexOf(' -d ', (m.index ?? 0) + 1) > 0) rest.push(i);
@@ -41,7 +48,7 @@ export function dstIndex(chain: KernelChain): DstIndex | null {
     });
     ix = { byDst, rest };
   }
-  indexes.set(chain, ix);
+  indexes.set(rules, ix);
   return ix;
 }
 

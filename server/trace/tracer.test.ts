@@ -5,7 +5,7 @@ import { stringify } from 'yaml';
 import { parseTraceQuery } from './packet.ts';
 import { loadCase } from './testing.ts';
 import { traceKernel, type TraceRead } from './tracer.ts';
-import { kernelTables, type KernelChain, type KernelRule, type KernelTables } from '../dashboard/kernel-view.ts';
+import { kernelTables, type KernelRule, type KernelTables } from '../dashboard/kernel-view.ts';
 
 /**
  * Golden cases: testdata/<case>/ holds a kernel read recorded from a node
@@ -43,7 +43,8 @@ function withRules(read: KernelTables, table: string, chain: string, rules: (old
   const chains = new Map(t.chains);
   const c = chains.get(chain);
   const old = c?.rules ?? [];
-  chains.set(chain, { ...(c ?? { name: chain, builtin: false, policy: null, packets: 0, bytes: 0 }), rules: rules(old) } as KernelChain);
+  // Read field by field: a parsed chain is a view whose fields are getters, which a spread would not copy.
+  chains.set(chain, { name: chain, builtin: c?.builtin ?? false, policy: c?.policy ?? null, packets: c?.packets ?? 0, bytes: c?.bytes ?? 0, rules: rules(old) });
   tables.set(table, { ...t, chains });
   return kernelTables(tables);
 }
@@ -129,9 +130,9 @@ describe('tracer', () => {
     const tables = new Map(c.read.read.tables);
     const filter = tables.get('filter')!;
     const chains = new Map(filter.chains);
-    // A chain may keep its rules behind a getter (iptables' RuleStore): copy them by name.
+    // A parsed chain is a view whose fields are getters (iptables' RuleStore): copy them by name.
     const forward = chains.get('FORWARD')!;
-    chains.set('FORWARD', { ...forward, rules: forward.rules, policy: 'DROP' });
+    chains.set('FORWARD', { name: forward.name, builtin: forward.builtin, packets: forward.packets, bytes: forward.bytes, rules: forward.rules, policy: 'DROP' });
     tables.set('filter', { ...filter, chains });
     // Unmarked forwarded traffic (a pod keeps its address) meets the DROP policy; KUBE-FORWARD accepts only marked packets.
     const t = trace({ ...c.read, read: kernelTables(tables) }, { proto: 'tcp', src: '10.244.0.13', dst: '10.96.0.15:80', from: 'pod' });

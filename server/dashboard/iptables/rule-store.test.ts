@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { RuleStore, StoredChain } from './rule-store.ts';
+import { ChainTable, RuleStore } from './rule-store.ts';
 
 const TEXT = '-j A\n-j B\n-j C\n-j D\n';
 /** at: the range of rule n (0-based) of TEXT. */
 const at = (n: number) => [n * 5, n * 5 + 4] as const;
 
 function stored(store: RuleStore, name: string) {
-  return new StoredChain(store, name, false, null, 0, 0);
+  return new ChainTable(store).declare(name);
 }
 
 describe('RuleStore and StoredChain', () => {
@@ -112,5 +112,92 @@ describe('RuleStore and StoredChain', () => {
     expect(chains[0]!.rules).toEqual(first);
     // The last one is still built.
     expect(chains[99]!.rules).toBe(chains[99]!.rules);
+  });
+
+  it('ChainTable keeps chains in order, finds each by name, empties a chain declared again in its place and puts one deleted and declared again last', () => {
+    const store = new RuleStore();
+    const t = store.addText(TEXT);
+    const table = new ChainTable(store);
+    // Enough chains that the name index is rebuilt several times as it grows.
+    const names = Array.from({ length: 5000 }, (_, i) => `KUBE-SEP-${i.toString(36).toUpperCase().padStart(16, '0')}`);
+    for (const n of names) table.declare(n);
+    table.declare('OUTPUT', { builtin: true, policy: 'ACCEPT', packets: 7, bytes: 420 });
+    expect(table.size).toBe(5001);
+    expect([...table.keys()].slice(0, 3)).toEqual(names.slice(0, 3));
+    for (const n of names) expect(table.get(n)?.name).toBe(n);
+    expect(table.get('KUBE-SEP-NOPE')).toBeUndefined();
+    expect(table.has('KUBE-SEP-NOPE')).toBe(false);
+    const out = table.get('OUTPUT')!;
+    expect([out.builtin, out.policy, out.packets, out.bytes]).toEqual([true, 'ACCEPT', 7, 420]);
+    expect([table.get(names[0]!)!.builtin, table.get(names[0]!)!.policy]).toEqual([false, null]);
+
+    // A view reads the slot: rules appended through one view show through another.
+    table.get(names[1]!)!.append(store.add(t, ...at(0), 0, 0, 'A'));
+    table.get(names[1]!)!.append(store.add(t, ...at(1), 0, 0, 'B'));
+    expect(table.get(names[1]!)!.rules.map((r) => r.spec)).toEqual(['-j A', '-j B']);
+    // Declared again: emptied, in the same place.
+    table.declare(names[1]!);
+    expect(table.get(names[1]!)!.ruleCount).toBe(0);
+    expect([...table.keys()][1]).toBe(names[1]);
+
+    // Deleted: gone from lookups and iteration; the names after it are still found (the index goes on past it).
+    for (const n of names.slice(0, 2500)) expect(table.delete(n)).toBe(true);
+    expect(table.delete(names[0]!)).toBe(false);
+    expect(table.size).toBe(2501);
+    for (const n of names.slice(2500)) expect(table.get(n)?.name).toBe(n);
+    expect(table.get(names[0]!)).toBeUndefined();
+    // Declared again after a delete: last, as a Map would put it.
+    table.declare(names[0]!);
+    expect([...table.keys()].at(-1)).toBe(names[0]);
+    expect(table.size).toBe(2502);
+    // Deletes and declarations many times over the index's size: every live chain is still found.
+    for (let round = 0; round < 4; round++) {
+      for (const n of names.slice(2500, 4000)) table.delete(n);
+      for (const n of names.slice(2500, 4000)) table.declare(n);
+    }
+    expect(table.size).toBe(2502);
+    for (const n of names.slice(2500)) expect(table.has(n)).toBe(true);
+    expect([...table.values()].map((c) => c.name)).toEqual([...table.keys()]);
+  });
+
+  it('tells two stored chains with the same specs apart from chains that differ, without building their rules', () => {
+    const one = new RuleStore();
+    const two = new RuleStore();
+    const t1 = one.addText('-A X -j A\n-A X -j B\n');
+    const t2 = two.addText('[0:0] -A X -j A\n[0:0] -A X -j B\n[0:0] -A Y -j C\n');
+    const a = new ChainTable(one).declare('X');
+    a.append(one.add(t1, 5, 9, 0, 0, 'A'));
+    a.append(one.add(t1, 15, 19, 0, 0, 'B'));
+    const b = new ChainTable(two).declare('X');
+    b.append(two.add(t2, 11, 15, 0, 0, 'A'));
+    b.append(two.add(t2, 27, 31, 0, 0, 'B'));
+    expect(b.rules.map((r) => r.spec)).toEqual(['-j A', '-j B']);
+    expect(a.sameSpecs(b)).toBe(true);
+    expect(b.sameSpecs(a)).toBe(true);
+    // One more rule, another rule, a plain chain object: not the same.
+    const c = new ChainTable(two).declare('X');
+    c.append(two.add(t2, 11, 15, 0, 0, 'A'));
+    c.append(two.add(t2, 43, 47, 0, 0, 'C'));
+    expect(a.sameSpecs(c)).toBe(false);
+    b.append(two.add(t2, 43, 47, 0, 0, 'C'));
+    expect(a.sameSpecs(b)).toBe(false);
+    expect(a.sameSpecs({ name: 'X', builtin: false, policy: null, packets: 0, bytes: 0, rules: a.rules })).toBe(false);
+  });
+
+  it("reads a rule's target back from its text, or from its own list when the text spells it otherwise", () => {
+    const store = new RuleStore();
+    const t = store.addText('-j KUBE-SEP-A\n-m comment --comment "x" -j DNAT --to-destination 10.0.0.1:80\n');
+    const a = new ChainTable(store).declare('X');
+    a.append(store.add(t, 0, 13, 0, 0, 'KUBE-SEP-A'));
+    a.append(store.add(t, 14, 71, 3, 180, 'DNAT'));
+    // A target the rule's text does not spell as is (a quoted one, read through the shared parser).
+    a.append(store.addSpec('-j "QUOTED"', 'QUOTED'));
+    a.append(store.addSpec('-m mark --mark 0x4000/0x4000', null));
+    expect(a.rules.map((r) => [r.target, r.packets, r.bytes])).toEqual([
+      ['KUBE-SEP-A', 0, 0],
+      ['DNAT', 3, 180],
+      ['QUOTED', 0, 0],
+      [null, 0, 0],
+    ]);
   });
 });

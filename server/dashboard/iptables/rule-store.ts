@@ -7,6 +7,10 @@ const CACHE_RULES = 20_000;
 const CACHE_CHAINS = 64;
 /** COMPACT_SLICE: rules copied by compact() between two yields (a few ms). */
 export const COMPACT_SLICE = 10_000;
+/** MAX_CHAINS: chain slots one ChainTable can number (its keys are a range of this size). */
+const MAX_CHAINS = 2 ** 26;
+/** NO_TARGET: a rule that jumps nowhere (RuleStore's #target). */
+const NO_TARGET = -1;
 
 /**
  * RuleStore keeps the rules of parsed iptables text without an object per
@@ -15,7 +19,11 @@ export const COMPACT_SLICE = 10_000;
  * holds 330,000 rules; as objects (a rule, its spec string, its slot in its
  * chain's array) they cost about 330 bytes each beyond the text, and the
  * dashboard holds two such copies while someone looks (the kernel's, with
- * counters, and what kproxy wrote): here a rule costs 32 bytes beyond the text.
+ * counters, and what kproxy wrote): here a rule costs 17 bytes beyond the text,
+ * and 16 more for counters once one is not zero (what kproxy wrote has none).
+ * Its jump target is where the text spells it, not a string of its own: at
+ * that size 130,000 rules jump to 130,000 chains, and a table of those names
+ * cost about 8 MB a copy.
  *
  * A chain's rules are built as KernelRule objects when asked for
  * (StoredChain.rules), and the last few chains asked for stay built, so a
@@ -26,14 +34,23 @@ export class RuleStore {
   #text = new Uint32Array(0);
   #start = new Uint32Array(0);
   #end = new Uint32Array(0);
-  #packets = new Float64Array(0);
-  #bytes = new Float64Array(0);
+  /** #packets, #bytes: null while every rule's counters are zero (what kproxy wrote has none). */
+  #packets: Float64Array | null = null;
+  #bytes: Float64Array | null = null;
+  /**
+   * #target: where a rule's jump target is. At 10,000 Services × 10 endpoints
+   * 130,000 rules each jump to a chain of their own, so targets are not kept as
+   * strings: ≥ 0 is the target's offset in the rule's text (#targetLength
+   * characters), NO_TARGET none, and below that an index into #targets (a
+   * target the text does not spell as is, e.g. quoted).
+   */
   #target = new Int32Array(0);
+  #targetLength = new Uint8Array(0);
   readonly #targets: string[] = [];
   readonly #targetIds = new Map<string, number>();
   #count = 0;
-  /** #built: chains whose rules were built as objects, least recently asked first. */
-  readonly #built = new Map<StoredChain, KernelRule[]>();
+  /** #built: chains (by ChainTable.keyOf) whose rules were built as objects, least recently asked first. */
+  readonly #built = new Map<number, KernelRule[]>();
   #builtRules = 0;
 
   constructor(expectedRules = 0) {
@@ -58,9 +75,22 @@ export class RuleStore {
     this.#text[id] = textIndex;
     this.#start[id] = start;
     this.#end[id] = end;
-    this.#packets[id] = packets;
-    this.#bytes[id] = bytes;
-    this.#target[id] = target === null ? -1 : this.#targetId(target);
+    if (packets !== 0 || bytes !== 0 || this.#packets) {
+      this.#packets ??= new Float64Array(this.#start.length);
+      this.#bytes ??= new Float64Array(this.#start.length);
+      this.#packets[id] = packets;
+      this.#bytes[id] = bytes;
+    }
+    if (target === null) this.#target[id] = NO_TARGET;
+    else {
+      // Any place in the rule's text that spells the target will do: it is read back as a slice.
+      const n = target.length;
+      const at = n <= 255 ? this.#texts[textIndex]!.lastIndexOf(target, end - n) : -1;
+      if (at >= start) {
+        this.#target[id] = at;
+        this.#targetLength[id] = n;
+      } else this.#target[id] = NO_TARGET - 1 - this.#targetId(target);
+    }
     return id;
   }
 
@@ -79,6 +109,18 @@ export class RuleStore {
     return this.#end[id]! - start === spec.length && this.#texts[this.#text[id]!]!.startsWith(spec, start);
   }
 
+  /** sameSpecAs: rule id's spec is rule otherId's of other (compared in place, nothing built). */
+  sameSpecAs(id: number, other: RuleStore, otherId: number): boolean {
+    const start = this.#start[id]!;
+    const n = this.#end[id]! - start;
+    const otherStart = other.#start[otherId]!;
+    if (other.#end[otherId]! - otherStart !== n) return false;
+    const text = this.#texts[this.#text[id]!]!;
+    const otherText = other.#texts[other.#text[otherId]!]!;
+    for (let i = 0; i < n; i++) if (text.charCodeAt(start + i) !== otherText.charCodeAt(otherStart + i)) return false;
+    return true;
+  }
+
   /** hashSpecs: FNV-1a over the specs of ids, in order (each followed by a newline), read in place. */
   hashSpecs(ids: Iterable<number>): number {
     let h = 0x811c9dc5;
@@ -90,13 +132,26 @@ export class RuleStore {
     return h >>> 0;
   }
 
-  rule(id: number): KernelRule {
+  target(id: number): string | null {
     const t = this.#target[id]!;
-    return { spec: this.spec(id), target: t < 0 ? null : this.#targets[t]!, packets: this.#packets[id]!, bytes: this.#bytes[id]! };
+    if (t >= 0) return this.#texts[this.#text[id]!]!.slice(t, t + this.#targetLength[id]!);
+    return t === NO_TARGET ? null : this.#targets[NO_TARGET - 1 - t]!;
   }
 
-  /** rulesOf builds (or finds built) the rules of chain, in order. */
-  rulesOf(chain: StoredChain, ids: Iterable<number>, length: number): KernelRule[] {
+  rule(id: number): KernelRule {
+    return { spec: this.spec(id), target: this.target(id), packets: this.#packets?.[id] ?? 0, bytes: this.#bytes?.[id] ?? 0 };
+  }
+
+  /** #tables: ChainTables made over this store (each gets its own range of chain keys). */
+  #tables = 0;
+
+  /** tableKey: a new ChainTable's first chain key. */
+  tableKey(): number {
+    return this.#tables++ * MAX_CHAINS;
+  }
+
+  /** rulesOf builds (or finds built) the rules of chain (a ChainTable.keyOf), in order. */
+  rulesOf(chain: number, ids: Iterable<number>, length: number): KernelRule[] {
     const hit = this.#built.get(chain);
     if (hit) {
       this.#built.delete(chain);
@@ -117,7 +172,7 @@ export class RuleStore {
   }
 
   /** forget drops chain's built rules (its rules changed). */
-  forget(chain: StoredChain): void {
+  forget(chain: number): void {
     const r = this.#built.get(chain);
     if (!r) return;
     this.#built.delete(chain);
@@ -126,8 +181,11 @@ export class RuleStore {
 
   /**
    * compact rewrites the store with only the rules of chains, each chain's
-   * rules together in order (so each is a range again), and drops texts no
-   * rule refers to. It copies COMPACT_SLICE rules between two pauses (at
+   * rules together in order (so each is a range again), their specs copied
+   * into one new text of specs alone: what a listing or a restore input holds
+   * besides (counters, "-A CHAIN", declarations, rules no chain holds any
+   * more) is let go with the texts, about a third of a listing at 10,000
+   * Services × 10 endpoints. It copies COMPACT_SLICE rules between two pauses (at
    * 10,000 Services × 10 endpoints, 330,000 rules held the event loop 100-150 ms
    * in one piece) into new columns beside the old ones, and swaps them in, with
    * every chain's new range, in one step at the end: a reader between two
@@ -140,47 +198,66 @@ export class RuleStore {
     const text = new Uint32Array(total);
     const start = new Uint32Array(total);
     const end = new Uint32Array(total);
-    const packets = new Float64Array(total);
-    const bytes = new Float64Array(total);
+    const oldPackets = this.#packets;
+    const oldBytes = this.#bytes;
+    const packets = oldPackets ? new Float64Array(total) : null;
+    const bytes = oldBytes ? new Float64Array(total) : null;
     const target = new Int32Array(total);
-    const texts: string[] = [];
-    const renumber = new Map<number, number>();
+    const targetLength = new Uint8Array(total);
+    // The new text, joined a slice at a time (each slice's pieces die young) and once more at the end.
+    const chunks: string[] = [];
+    let pieces: string[] = [];
+    let pos = 0;
     const ranges = new Uint32Array(chains.length + 1);
+    // Chain names go into the new text too: a name sliced from the old one would keep it alive.
+    const names = new Uint32Array(chains.length);
     let at = 0;
     let work = 0;
     for (let ci = 0; ci < chains.length; ci++) {
       ranges[ci] = at;
+      names[ci] = pos;
+      pieces.push(chains[ci]!.name);
+      pos += chains[ci]!.name.length;
       for (const id of chains[ci]!.ids()) {
-        const ti = this.#text[id]!;
-        let nt = renumber.get(ti);
-        if (nt === undefined) {
-          nt = texts.push(this.#texts[ti]!) - 1;
-          renumber.set(ti, nt);
-        }
-        text[at] = nt;
-        start[at] = this.#start[id]!;
-        end[at] = this.#end[id]!;
-        packets[at] = this.#packets[id]!;
-        bytes[at] = this.#bytes[id]!;
-        target[at] = this.#target[id]!;
+        const from = this.#start[id]!;
+        const n = this.#end[id]! - from;
+        pieces.push(this.#texts[this.#text[id]!]!.slice(from, from + n));
+        start[at] = pos;
+        end[at] = pos + n;
+        if (packets) packets[at] = oldPackets![id]!;
+        if (bytes) bytes[at] = oldBytes![id]!;
+        const t = this.#target[id]!;
+        target[at] = t >= 0 ? pos + (t - from) : t;
+        targetLength[at] = this.#targetLength[id]!;
+        pos += n;
         at++;
       }
       // Checked between chains: a chain's ids are read in one go, so no yield falls inside an edited chain's list.
       if ((work += chains[ci]!.ruleCount) >= slice && ci + 1 < chains.length) {
         work = 0;
+        chunks.push(pieces.join(''));
+        pieces = [];
         await pause();
       }
     }
+    chunks.push(pieces.join(''));
     ranges[chains.length] = at;
-    this.#texts = texts;
+    // Every rule is in text 0 (the column is zeros): partial inputs applied later add texts after it.
+    const whole = chunks.length === 1 ? chunks[0]! : chunks.join('');
+    this.#texts = [whole];
     this.#text = text;
     this.#start = start;
     this.#end = end;
     this.#packets = packets;
     this.#bytes = bytes;
     this.#target = target;
+    this.#targetLength = targetLength;
     this.#count = at;
-    for (let ci = 0; ci < chains.length; ci++) chains[ci]!.setRange(ranges[ci]!, ranges[ci + 1]!);
+    for (let ci = 0; ci < chains.length; ci++) {
+      const c = chains[ci]!;
+      c.setRange(ranges[ci]!, ranges[ci + 1]!);
+      c.rename(whole.slice(names[ci], names[ci]! + c.name.length));
+    }
   }
 
   #targetId(target: string): number {
@@ -196,7 +273,7 @@ export class RuleStore {
 
   #grow(capacity: number): void {
     if (capacity <= this.#start.length) return;
-    const grow = <T extends Uint32Array | Float64Array | Int32Array>(a: T, make: (n: number) => T): T => {
+    const grow = <T extends Uint32Array | Float64Array | Int32Array | Uint8Array>(a: T, make: (n: number) => T): T => {
       const b = make(capacity);
       b.set(a.subarray(0, this.#count));
       return b;
@@ -204,111 +281,367 @@ export class RuleStore {
     this.#text = grow(this.#text, (n) => new Uint32Array(n));
     this.#start = grow(this.#start, (n) => new Uint32Array(n));
     this.#end = grow(this.#end, (n) => new Uint32Array(n));
-    this.#packets = grow(this.#packets, (n) => new Float64Array(n));
-    this.#bytes = grow(this.#bytes, (n) => new Float64Array(n));
+    if (this.#packets) this.#packets = grow(this.#packets, (n) => new Float64Array(n));
+    if (this.#bytes) this.#bytes = grow(this.#bytes, (n) => new Float64Array(n));
     this.#target = grow(this.#target, (n) => new Int32Array(n));
+    this.#targetLength = grow(this.#targetLength, (n) => new Uint8Array(n));
+  }
+}
+
+/** ChainFacts: what few chains carry beyond a name and rules (built-in chains: policy and counters). */
+interface ChainFacts {
+  readonly builtin: boolean;
+  readonly policy: string | null;
+  readonly packets: number;
+  readonly bytes: number;
+}
+
+const EMPTY_SLOT = 0;
+/** GONE_SLOT: an index entry whose chain was deleted (a lookup goes on past it). */
+const GONE_SLOT = -1;
+/** FNV-1a over a string's UTF-16 units: the name index's hash. */
+function hashName(name: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 0x01000193);
+  return h >>> 0;
+}
+
+/**
+ * ChainTable is one table's chains in listing order, kept in columns rather
+ * than an object and a Map entry each: at 10,000 Services × 10 endpoints a
+ * table has 130,000 chains, and the dashboard holds two copies while someone
+ * looks; as a Map of chain objects they cost about 170 bytes each beyond
+ * their names, here about 25. Per chain slot: its name, its rules (a range of
+ * the store, or a list once edited), whether it exists; the few chains with
+ * a policy or counters (the built-in ones) keep those in a side map. Names
+ * are found through an open-addressing index over the slots.
+ *
+ * It is a ReadonlyMap of StoredChain views: each get() or iteration makes a
+ * small view of a slot, which reads the columns (so a view stays current while
+ * the slot is edited, and holding one holds nothing extra).
+ */
+export class ChainTable implements ReadonlyMap<string, StoredChain> {
+  readonly store: RuleStore;
+  readonly #base: number;
+  #names: string[] = [];
+  #from = new Uint32Array(16);
+  #to = new Uint32Array(16);
+  #live = new Uint8Array(16);
+  readonly #lists = new Map<number, number[]>();
+  readonly #facts = new Map<number, ChainFacts>();
+  #slots = 0;
+  #size = 0;
+  /** #used: index entries taken, deleted ones included. */
+  #used = 0;
+  /** #index: open addressing over slots; each entry is slot + 1, EMPTY_SLOT when free. */
+  #index = new Int32Array(32);
+
+  constructor(store: RuleStore) {
+    this.store = store;
+    this.#base = store.tableKey();
+  }
+
+  get size(): number {
+    return this.#size;
+  }
+
+  /** declare creates a chain or, when it exists, empties it in the same place; returns its view. */
+  declare(name: string, facts?: ChainFacts): StoredChain {
+    let slot = this.#find(name);
+    if (slot < 0) {
+      slot = this.#slots++;
+      this.#grow();
+      this.#names[slot] = name;
+      this.#live[slot] = 1;
+      this.#size++;
+      this.#insertIndex(slot);
+    } else this.setRange(slot, 0, 0);
+    if (facts && (facts.builtin || facts.policy !== null || facts.packets !== 0 || facts.bytes !== 0)) this.#facts.set(slot, facts);
+    else this.#facts.delete(slot);
+    return new StoredChain(this, slot);
+  }
+
+  /** delete removes a chain (-X); a chain declared again later comes last, as in a Map. */
+  delete(name: string): boolean {
+    const slot = this.#find(name);
+    if (slot < 0) return false;
+    this.setRange(slot, 0, 0);
+    this.#live[slot] = 0;
+    this.#facts.delete(slot);
+    this.#size--;
+    const mask = this.#index.length - 1;
+    let i = hashName(name) & mask;
+    while (this.#index[i] !== slot + 1) i = (i + 1) & mask;
+    this.#index[i] = GONE_SLOT;
+    return true;
+  }
+
+  get(name: string): StoredChain | undefined {
+    const slot = this.#find(name);
+    return slot < 0 ? undefined : new StoredChain(this, slot);
+  }
+
+  has(name: string): boolean {
+    return this.#find(name) >= 0;
+  }
+
+  *values(): MapIterator<StoredChain> {
+    for (let slot = 0; slot < this.#slots; slot++) if (this.#live[slot]) yield new StoredChain(this, slot);
+  }
+
+  *keys(): MapIterator<string> {
+    for (let slot = 0; slot < this.#slots; slot++) if (this.#live[slot]) yield this.#names[slot]!;
+  }
+
+  *entries(): MapIterator<[string, StoredChain]> {
+    for (let slot = 0; slot < this.#slots; slot++) if (this.#live[slot]) yield [this.#names[slot]!, new StoredChain(this, slot)];
+  }
+
+  [Symbol.iterator](): MapIterator<[string, StoredChain]> {
+    return this.entries();
+  }
+
+  forEach(fn: (value: StoredChain, key: string, map: ReadonlyMap<string, StoredChain>) => void, thisArg?: unknown): void {
+    for (const [k, v] of this.entries()) fn.call(thisArg, v, k, this);
+  }
+
+  /** chains: a view of every chain, in order (one array, for a pass over all of them). */
+  chains(): StoredChain[] {
+    const out: StoredChain[] = [];
+    for (let slot = 0; slot < this.#slots; slot++) if (this.#live[slot]) out.push(new StoredChain(this, slot));
+    return out;
+  }
+
+  /** rename: the slot's name as another string of the same characters (one from a text that stays). */
+  rename(slot: number, name: string): void {
+    if (name !== this.#names[slot]) throw new Error(`chain ${this.#names[slot]} cannot be renamed ${name}`);
+    this.#names[slot] = name;
+  }
+
+  nameOf(slot: number): string {
+    return this.#names[slot]!;
+  }
+
+  factsOf(slot: number): ChainFacts | undefined {
+    return this.#facts.get(slot);
+  }
+
+  /** keyOf: a slot's key in the store's cache of built rules. */
+  keyOf(slot: number): number {
+    return this.#base + slot;
+  }
+
+  listOf(slot: number): number[] | undefined {
+    return this.#lists.get(slot);
+  }
+
+  ruleCountOf(slot: number): number {
+    const list = this.#lists.get(slot);
+    return list ? list.length : this.#to[slot]! - this.#from[slot]!;
+  }
+
+  idAt(slot: number, i: number): number {
+    const list = this.#lists.get(slot);
+    return list ? list[i]! : this.#from[slot]! + i;
+  }
+
+  *ids(slot: number): Iterable<number> {
+    const list = this.#lists.get(slot);
+    if (list) yield* list;
+    else for (let id = this.#from[slot]!, to = this.#to[slot]!; id < to; id++) yield id;
+  }
+
+  setRange(slot: number, from: number, to: number): void {
+    this.#from[slot] = from;
+    this.#to[slot] = to;
+    this.#lists.delete(slot);
+    this.store.forget(this.keyOf(slot));
+  }
+
+  append(slot: number, id: number): void {
+    this.store.forget(this.keyOf(slot));
+    let list = this.#lists.get(slot);
+    if (!list) {
+      const from = this.#from[slot]!;
+      const to = this.#to[slot]!;
+      if (from === to) {
+        this.#from[slot] = id;
+        this.#to[slot] = id + 1;
+        return;
+      }
+      if (to === id) {
+        this.#to[slot] = to + 1;
+        return;
+      }
+      list = [...this.ids(slot)];
+      this.#lists.set(slot, list);
+    }
+    list.push(id);
+  }
+
+  /** edit: the slot's rules as a list, made one if they were a range. */
+  edit(slot: number): number[] {
+    this.store.forget(this.keyOf(slot));
+    let list = this.#lists.get(slot);
+    if (!list) {
+      list = [...this.ids(slot)];
+      this.#lists.set(slot, list);
+    }
+    return list;
+  }
+
+  #find(name: string): number {
+    const mask = this.#index.length - 1;
+    for (let i = hashName(name) & mask; ; i = (i + 1) & mask) {
+      const e = this.#index[i]!;
+      if (e === EMPTY_SLOT) return -1;
+      if (e !== GONE_SLOT && this.#names[e - 1] === name) return e - 1;
+    }
+  }
+
+  #insertIndex(slot: number): void {
+    // At most half full: a miss ends at an empty entry soon. Rebuilt, the index drops its deleted entries.
+    if (++this.#used * 2 > this.#index.length) {
+      this.#index = new Int32Array(this.#size * 2 > this.#index.length ? this.#index.length * 2 : this.#index.length);
+      this.#reindex();
+      return;
+    }
+    const mask = this.#index.length - 1;
+    let i = hashName(this.#names[slot]!) & mask;
+    while (this.#index[i] !== EMPTY_SLOT) i = (i + 1) & mask;
+    this.#index[i] = slot + 1;
+  }
+
+  #reindex(): void {
+    this.#index.fill(EMPTY_SLOT);
+    this.#used = this.#size;
+    const mask = this.#index.length - 1;
+    for (let slot = 0; slot < this.#slots; slot++) {
+      if (!this.#live[slot]) continue;
+      let i = hashName(this.#names[slot]!) & mask;
+      while (this.#index[i] !== EMPTY_SLOT) i = (i + 1) & mask;
+      this.#index[i] = slot + 1;
+    }
+  }
+
+  #grow(): void {
+    if (this.#slots <= this.#from.length) return;
+    if (this.#slots > MAX_CHAINS) throw new RangeError(`more than ${MAX_CHAINS} chains in one table`);
+    const n = this.#from.length * 2;
+    const from = new Uint32Array(n);
+    from.set(this.#from);
+    const to = new Uint32Array(n);
+    to.set(this.#to);
+    const live = new Uint8Array(n);
+    live.set(this.#live);
+    this.#from = from;
+    this.#to = to;
+    this.#live = live;
   }
 }
 
 /**
- * StoredChain is a KernelChain whose rules live in a RuleStore: a range of
- * rule ids while its rules were stored together, a list once it was edited
- * (an insert or a delete, a rule appended after other chains' rules).
+ * StoredChain is a KernelChain whose rules live in a RuleStore: a view of one
+ * slot of a ChainTable. Its rules are a range of rule ids while they were
+ * stored together, a list once the chain was edited (an insert or a delete, a
+ * rule appended after other chains' rules).
  */
 export class StoredChain implements KernelChain {
-  readonly name: string;
-  readonly builtin: boolean;
-  policy: string | null;
-  packets: number;
-  bytes: number;
-  readonly #store: RuleStore;
-  #from = 0;
-  #to = 0;
-  #list: number[] | null = null;
+  readonly #table: ChainTable;
+  readonly #slot: number;
 
-  constructor(store: RuleStore, name: string, builtin: boolean, policy: string | null, packets: number, bytes: number) {
-    this.#store = store;
-    this.name = name;
-    this.builtin = builtin;
-    this.policy = policy;
-    this.packets = packets;
-    this.bytes = bytes;
+  constructor(table: ChainTable, slot: number) {
+    this.#table = table;
+    this.#slot = slot;
+  }
+
+  get name(): string {
+    return this.#table.nameOf(this.#slot);
+  }
+
+  get builtin(): boolean {
+    return this.#table.factsOf(this.#slot)?.builtin ?? false;
+  }
+
+  get policy(): string | null {
+    return this.#table.factsOf(this.#slot)?.policy ?? null;
+  }
+
+  get packets(): number {
+    return this.#table.factsOf(this.#slot)?.packets ?? 0;
+  }
+
+  get bytes(): number {
+    return this.#table.factsOf(this.#slot)?.bytes ?? 0;
   }
 
   get ruleCount(): number {
-    return this.#list ? this.#list.length : this.#to - this.#from;
+    return this.#table.ruleCountOf(this.#slot);
   }
 
   get rules(): readonly KernelRule[] {
-    return this.#store.rulesOf(this, this.ids(), this.ruleCount);
+    return this.#table.store.rulesOf(this.#table.keyOf(this.#slot), this.ids(), this.ruleCount);
   }
 
   specAt(i: number): string {
-    return this.#store.spec(this.idAt(i));
+    return this.#table.store.spec(this.idAt(i));
   }
 
   specsHash(): number {
-    return this.#store.hashSpecs(this.ids());
+    return this.#table.store.hashSpecs(this.ids());
+  }
+
+  /** sameSpecs: other is a stored chain with the same specs in the same order (compared in place). */
+  sameSpecs(other: KernelChain): boolean {
+    if (!(other instanceof StoredChain)) return false;
+    const n = this.ruleCount;
+    if (other.ruleCount !== n) return false;
+    const store = this.#table.store;
+    const otherStore = other.#table.store;
+    for (let i = 0; i < n; i++) if (!store.sameSpecAs(this.idAt(i), otherStore, other.idAt(i))) return false;
+    return true;
   }
 
   /** edited: the chain's rules are a list, not a range of the store. */
   get edited(): boolean {
-    return this.#list !== null;
+    return this.#table.listOf(this.#slot) !== undefined;
   }
 
-  *ids(): Iterable<number> {
-    if (this.#list) yield* this.#list;
-    else for (let id = this.#from; id < this.#to; id++) yield id;
+  ids(): Iterable<number> {
+    return this.#table.ids(this.#slot);
   }
 
   /** idAt: the id of the rule at index i. */
   idAt(i: number): number {
-    return this.#list ? this.#list[i]! : this.#from + i;
+    return this.#table.idAt(this.#slot, i);
   }
 
   setRange(from: number, to: number): void {
-    this.#from = from;
-    this.#to = to;
-    this.#list = null;
-    this.#store.forget(this);
+    this.#table.setRange(this.#slot, from, to);
+  }
+
+  /** rename: the same name, held as another string (RuleStore.compact). */
+  rename(name: string): void {
+    this.#table.rename(this.#slot, name);
   }
 
   /** append adds rule id at the end (a range grows when id follows it). */
   append(id: number): void {
-    this.#store.forget(this);
-    if (!this.#list) {
-      if (this.#from === this.#to) {
-        this.#from = id;
-        this.#to = id + 1;
-        return;
-      }
-      if (this.#to === id) {
-        this.#to++;
-        return;
-      }
-      this.#list = [...this.ids()];
-    }
-    this.#list.push(id);
+    this.#table.append(this.#slot, id);
   }
 
   /** insert puts rule id at index i. */
   insert(i: number, id: number): void {
-    this.#edit().splice(i, 0, id);
+    this.#table.edit(this.#slot).splice(i, 0, id);
   }
 
   /** remove takes out the rule at index i. */
   remove(i: number): void {
-    this.#edit().splice(i, 1);
+    this.#table.edit(this.#slot).splice(i, 1);
   }
 
   /** flush empties the chain. */
   flush(): void {
     this.setRange(0, 0);
-  }
-
-  #edit(): number[] {
-    this.#store.forget(this);
-    this.#list ??= [...this.ids()];
-    return this.#list;
   }
 }

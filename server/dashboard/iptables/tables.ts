@@ -3,7 +3,7 @@ import { isBuiltinChain, ruleTarget, splitArgs, type CommandLine } from '../../k
 import { PackedText } from '../../proxy/packed-text.ts';
 import type { KernelTables } from '../kernel-view.ts';
 import type { Yield } from '../yield.ts';
-import { RuleStore, StoredChain } from './rule-store.ts';
+import { ChainTable, RuleStore, type StoredChain } from './rule-store.ts';
 import { SCAN_LINES, scanIptablesText } from './scan.ts';
 
 /** EDITED_CHAINS: chains kept as edited lists before the store is rewritten with each chain's rules together. */
@@ -15,7 +15,7 @@ const EDITED_CHAINS = 1000;
  */
 class IptablesModel {
   readonly store: RuleStore;
-  readonly tables = new Map<string, { name: string; chains: Map<string, StoredChain> }>();
+  readonly tables = new Map<string, { name: string; chains: ChainTable }>();
 
   constructor(expectedRules: number) {
     this.store = new RuleStore(expectedRules);
@@ -24,7 +24,7 @@ class IptablesModel {
   table(name: string) {
     let t = this.tables.get(name);
     if (!t) {
-      t = { name, chains: new Map() };
+      t = { name, chains: new ChainTable(this.store) };
       this.tables.set(name, t);
     }
     return t;
@@ -32,7 +32,7 @@ class IptablesModel {
 
   /** declare creates a chain or, when it exists, replaces it with an empty one in the same place. */
   declare(table: string, name: string, policy: string | null, packets: number, bytes: number): void {
-    this.table(table).chains.set(name, new StoredChain(this.store, name, isBuiltinChain(table, name), policy, packets, bytes));
+    this.table(table).chains.declare(name, { builtin: isBuiltinChain(table, name), policy, packets, bytes });
   }
 
   chain(table: string, name: string): StoredChain | undefined {
@@ -47,19 +47,19 @@ class IptablesModel {
    * chain a list (its rules come between its endpoints' chains' rules), so the
    * first build of what kproxy wrote always compacts.
    */
-  async freeze(pause: Yield): Promise<KernelTables> {
+  async freeze(pause: Yield, compact = false): Promise<KernelTables> {
     let ruleCount = 0;
     let edited = 0;
     // One plain array of every chain (a generator over 130,000 chains took 35 ms of its own).
     const chains: StoredChain[] = [];
     for (const t of this.tables.values()) {
-      for (const c of t.chains.values()) {
+      for (const c of t.chains.chains()) {
         chains.push(c);
         ruleCount += c.ruleCount;
         if (c.edited) edited++;
       }
     }
-    if (edited > EDITED_CHAINS || this.store.count > ruleCount * 1.25 + 1024) await this.store.compact(chains, pause);
+    if (compact || edited > EDITED_CHAINS || this.store.count > ruleCount * 1.25 + 1024) await this.store.compact(chains, pause);
     return { tables: this.tables, chainCount: chains.length, ruleCount };
   }
 }
@@ -97,7 +97,8 @@ export async function readSaveOutput(text: string, pause: Yield, yieldLines = SC
     pause,
     yieldLines,
   );
-  return model.freeze(pause);
+  // Compacted: the specs alone are kept, not the listing with its counters and "-A CHAIN" on every line.
+  return model.freeze(pause, true);
 }
 
 /**
