@@ -32,14 +32,15 @@ export class TableRows {
    * YIELD_EVERY rules, so /livez and the syncs keep their turns.
    */
   static async build(table: KernelTable, drift: ReadonlyMap<string, DriftKind>, filter: RowFilter = {}, pause: Yield = noYield): Promise<TableRows> {
-    const chains = [...table.chains.values()];
+    // Only the chains shown are kept: a table may hand out a view per chain (iptables' ChainTable), and a
+    // search over 130,000 chains that kept them all made 130,000 objects per search in one go.
+    const chains: KernelChain[] = [];
     const q = filter.q?.trim().toLowerCase() ?? '';
     const chainIdx: number[] = [];
     const ruleIdx: number[] = [];
     const chainRow = new Map<string, number>();
     let walked = 0;
-    for (let ci = 0; ci < chains.length; ci++) {
-      const c = chains[ci];
+    for (const c of table.chains.values()) {
       walked += ruleCountOf(c) + 1;
       if (walked >= YIELD_EVERY) {
         walked = 0;
@@ -51,6 +52,7 @@ export class TableRows {
       // Read spec by spec: building every chain's rule objects for one search is garbage.
       if (!whole) for (let ri = 0, n = ruleCountOf(c); ri < n; ri++) if (specAtOf(c, ri).toLowerCase().includes(q)) matching.push(ri);
       if (!whole && matching.length === 0) continue;
+      const ci = chains.push(c) - 1;
       chainRow.set(c.name, chainIdx.length);
       chainIdx.push(ci);
       ruleIdx.push(-1);

@@ -323,7 +323,7 @@ async function main(): Promise<Results> {
                   }
                   if (doClient) {
                     log('  memory with a dashboard client connected');
-                    (results.clientConnected ??= []).push({ size: step.size, flavor, ...(await clientConnected(ctx, quick ? 5000 : 10_000)) });
+                    (results.clientConnected ??= []).push({ size: step.size, flavor, ...(await clientConnected(ctx, quick ? 10_000 : 40_000)) });
                   }
                 },
           });

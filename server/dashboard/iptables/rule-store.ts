@@ -182,7 +182,7 @@ export class RuleStore {
   /**
    * compact rewrites the store with only the rules of chains, each chain's
    * rules together in order (so each is a range again), their specs copied
-   * into one new text of specs alone: what a listing or a restore input holds
+   * into new texts of specs alone (one per slice): what a listing or a restore input holds
    * besides (counters, "-A CHAIN", declarations, rules no chain holds any
    * more) is let go with the texts, about a third of a listing at 10,000
    * Services × 10 endpoints. It copies COMPACT_SLICE rules between two pauses (at
@@ -205,23 +205,36 @@ export class RuleStore {
     const target = new Int32Array(total);
     const targetLength = new Uint8Array(total);
     // The new text, joined a slice at a time (each slice's pieces die young) and once more at the end.
-    const chunks: string[] = [];
+    // The new texts: one per slice, joined from that slice's pieces (which die young); no join of them all,
+    // which would copy the whole text again in one piece.
+    const texts: string[] = [];
     let pieces: string[] = [];
     let pos = 0;
     const ranges = new Uint32Array(chains.length + 1);
-    // Chain names go into the new text too: a name sliced from the old one would keep it alive.
-    const names = new Uint32Array(chains.length);
+    // Chain names go into the new texts too: a name sliced from the old one would keep it alive.
+    const nameAt = new Uint32Array(chains.length);
+    const names: string[] = new Array<string>(chains.length);
+    let sliceStart = 0;
+    const endSlice = (ci: number) => {
+      const chunk = pieces.join('');
+      for (let k = sliceStart; k < ci; k++) names[k] = chunk.slice(nameAt[k], nameAt[k]! + chains[k]!.name.length);
+      texts.push(chunk);
+      pieces = [];
+      pos = 0;
+      sliceStart = ci;
+    };
     let at = 0;
     let work = 0;
     for (let ci = 0; ci < chains.length; ci++) {
       ranges[ci] = at;
-      names[ci] = pos;
+      nameAt[ci] = pos;
       pieces.push(chains[ci]!.name);
       pos += chains[ci]!.name.length;
       for (const id of chains[ci]!.ids()) {
         const from = this.#start[id]!;
         const n = this.#end[id]! - from;
         pieces.push(this.#texts[this.#text[id]!]!.slice(from, from + n));
+        text[at] = texts.length;
         start[at] = pos;
         end[at] = pos + n;
         if (packets) packets[at] = oldPackets![id]!;
@@ -235,16 +248,13 @@ export class RuleStore {
       // Checked between chains: a chain's ids are read in one go, so no yield falls inside an edited chain's list.
       if ((work += chains[ci]!.ruleCount) >= slice && ci + 1 < chains.length) {
         work = 0;
-        chunks.push(pieces.join(''));
-        pieces = [];
+        endSlice(ci + 1);
         await pause();
       }
     }
-    chunks.push(pieces.join(''));
+    endSlice(chains.length);
     ranges[chains.length] = at;
-    // Every rule is in text 0 (the column is zeros): partial inputs applied later add texts after it.
-    const whole = chunks.length === 1 ? chunks[0]! : chunks.join('');
-    this.#texts = [whole];
+    this.#texts = texts;
     this.#text = text;
     this.#start = start;
     this.#end = end;
@@ -253,11 +263,10 @@ export class RuleStore {
     this.#target = target;
     this.#targetLength = targetLength;
     this.#count = at;
-    for (let ci = 0; ci < chains.length; ci++) {
-      const c = chains[ci]!;
-      c.setRange(ranges[ci]!, ranges[ci + 1]!);
-      c.rename(whole.slice(names[ci], names[ci]! + c.name.length));
-    }
+    // One step for every chain (a reader sees the old store or the new one): no per-chain cache upkeep in it.
+    this.#built.clear();
+    this.#builtRules = 0;
+    for (let ci = 0; ci < chains.length; ci++) chains[ci]!.settle(ranges[ci]!, ranges[ci + 1]!, names[ci]!);
   }
 
   #targetId(target: string): number {
@@ -412,10 +421,31 @@ export class ChainTable implements ReadonlyMap<string, StoredChain> {
     return out;
   }
 
-  /** rename: the slot's name as another string of the same characters (one from a text that stays). */
-  rename(slot: number, name: string): void {
-    if (name !== this.#names[slot]) throw new Error(`chain ${this.#names[slot]} cannot be renamed ${name}`);
+  /**
+   * settle gives a slot its range after RuleStore.compact, and its name as
+   * another string of the same characters (a slice of the compacted text).
+   * The store's cache of built rules is the caller's to clear.
+   */
+  settle(slot: number, from: number, to: number, name: string): void {
+    this.#from[slot] = from;
+    this.#to[slot] = to;
+    if (this.#lists.size > 0) this.#lists.delete(slot);
     this.#names[slot] = name;
+  }
+
+  /** counts: live chains, their rules, and how many are edited lists, read from the columns (no views). */
+  counts(): { chains: number; rules: number; edited: number } {
+    let rules = 0;
+    let edited = 0;
+    for (let slot = 0; slot < this.#slots; slot++) {
+      if (!this.#live[slot]) continue;
+      const list = this.#lists.size > 0 ? this.#lists.get(slot) : undefined;
+      if (list) {
+        edited++;
+        rules += list.length;
+      } else rules += this.#to[slot]! - this.#from[slot]!;
+    }
+    return { chains: this.#size, rules, edited };
   }
 
   nameOf(slot: number): string {
@@ -431,22 +461,23 @@ export class ChainTable implements ReadonlyMap<string, StoredChain> {
     return this.#base + slot;
   }
 
+  /** listOf: the slot's rules as an edited list, if they are one (most tables have none: no lookup then). */
   listOf(slot: number): number[] | undefined {
-    return this.#lists.get(slot);
+    return this.#lists.size > 0 ? this.#lists.get(slot) : undefined;
   }
 
   ruleCountOf(slot: number): number {
-    const list = this.#lists.get(slot);
+    const list = this.listOf(slot);
     return list ? list.length : this.#to[slot]! - this.#from[slot]!;
   }
 
   idAt(slot: number, i: number): number {
-    const list = this.#lists.get(slot);
+    const list = this.listOf(slot);
     return list ? list[i]! : this.#from[slot]! + i;
   }
 
   *ids(slot: number): Iterable<number> {
-    const list = this.#lists.get(slot);
+    const list = this.listOf(slot);
     if (list) yield* list;
     else for (let id = this.#from[slot]!, to = this.#to[slot]!; id < to; id++) yield id;
   }
@@ -620,9 +651,9 @@ export class StoredChain implements KernelChain {
     this.#table.setRange(this.#slot, from, to);
   }
 
-  /** rename: the same name, held as another string (RuleStore.compact). */
-  rename(name: string): void {
-    this.#table.rename(this.#slot, name);
+  /** settle: the range and name RuleStore.compact gives the chain (the same name, another string). */
+  settle(from: number, to: number, name: string): void {
+    this.#table.settle(this.#slot, from, to, name);
   }
 
   /** append adds rule id at the end (a range grows when id follows it). */
