@@ -60,12 +60,6 @@ export interface KernelChain {
    * sides, hash as they did when they last compared equal.
    */
   specsHash?(): number;
-  /**
-   * sameSpecs (optional): other holds exactly these specs in this order,
-   * compared without building either side's rules (false when it cannot tell:
-   * drift then compares the rules).
-   */
-  sameSpecs?(other: KernelChain): boolean;
   /** ipvs: a virtual server's scheduler, connections and traffic (table "ipvs"). */
   readonly ipvs?: VirtualServerFacts;
 }

@@ -10,7 +10,7 @@ import type { PROXY_MODES } from '../../server/config/modes.ts';
 import { Agent, Daemon } from './daemon.ts';
 import { memorySample, METRICS, type RunContext } from './full-sync.ts';
 import { createNetns, deleteNetns, sh } from './netns.ts';
-import { MiB } from './stats.ts';
+import { MiB, quantile } from './stats.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 /** EXAMPLES: the example cluster (`deploy/examples/`), what `kproxy --dry-run` reads by default. */
@@ -112,12 +112,12 @@ export async function clientConnected(ctx: Pick<RunContext, 'daemon' | 'agent'>,
       await new Promise((r) => setTimeout(r, 1000));
       samples.push(ctx.daemon.stats().rss / MiB);
     }
-    const last = samples.slice(-Math.max(1, Math.floor(samples.length / 3))).sort((a, b) => a - b);
+    const last = samples.slice(-Math.max(1, Math.floor(samples.length / 3)));
     const s = await memorySample(ctx.daemon, 0, ctx.agent);
     return {
       snapshotMs: snap.connectMs ?? NaN,
       kernelReadMs,
-      rssMiB: last[Math.floor(last.length / 2)]!,
+      rssMiB: quantile(last, 0.5),
       maxRssMiB: Math.max(...samples),
       peakRssMiB: s.afterGc.peakRss / MiB,
       afterGcRssMiB: s.afterGc.rss / MiB,

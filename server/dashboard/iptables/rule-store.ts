@@ -109,18 +109,6 @@ export class RuleStore {
     return this.#end[id]! - start === spec.length && this.#texts[this.#text[id]!]!.startsWith(spec, start);
   }
 
-  /** sameSpecAs: rule id's spec is rule otherId's of other (compared in place, nothing built). */
-  sameSpecAs(id: number, other: RuleStore, otherId: number): boolean {
-    const start = this.#start[id]!;
-    const n = this.#end[id]! - start;
-    const otherStart = other.#start[otherId]!;
-    if (other.#end[otherId]! - otherStart !== n) return false;
-    const text = this.#texts[this.#text[id]!]!;
-    const otherText = other.#texts[other.#text[otherId]!]!;
-    for (let i = 0; i < n; i++) if (text.charCodeAt(start + i) !== otherText.charCodeAt(otherStart + i)) return false;
-    return true;
-  }
-
   /** hashSpecs: FNV-1a over the specs of ids, in order (each followed by a newline), read in place. */
   hashSpecs(ids: Iterable<number>): number {
     let h = 0x811c9dc5;
@@ -204,7 +192,6 @@ export class RuleStore {
     const bytes = oldBytes ? new Float64Array(total) : null;
     const target = new Int32Array(total);
     const targetLength = new Uint8Array(total);
-    // The new text, joined a slice at a time (each slice's pieces die young) and once more at the end.
     // The new texts: one per slice, joined from that slice's pieces (which die young); no join of them all,
     // which would copy the whole text again in one piece.
     const texts: string[] = [];
@@ -439,7 +426,7 @@ export class ChainTable implements ReadonlyMap<string, StoredChain> {
     let edited = 0;
     for (let slot = 0; slot < this.#slots; slot++) {
       if (!this.#live[slot]) continue;
-      const list = this.#lists.size > 0 ? this.#lists.get(slot) : undefined;
+      const list = this.listOf(slot);
       if (list) {
         edited++;
         rules += list.length;
@@ -490,24 +477,18 @@ export class ChainTable implements ReadonlyMap<string, StoredChain> {
   }
 
   append(slot: number, id: number): void {
-    this.store.forget(this.keyOf(slot));
-    let list = this.#lists.get(slot);
-    if (!list) {
+    if (!this.listOf(slot)) {
       const from = this.#from[slot]!;
       const to = this.#to[slot]!;
-      if (from === to) {
-        this.#from[slot] = id;
+      // An empty range, or one id follows: still a range.
+      if (from === to || to === id) {
+        this.store.forget(this.keyOf(slot));
+        if (from === to) this.#from[slot] = id;
         this.#to[slot] = id + 1;
         return;
       }
-      if (to === id) {
-        this.#to[slot] = to + 1;
-        return;
-      }
-      list = [...this.ids(slot)];
-      this.#lists.set(slot, list);
     }
-    list.push(id);
+    this.edit(slot).push(id);
   }
 
   /** edit: the slot's rules as a list, made one if they were a range. */
@@ -537,22 +518,21 @@ export class ChainTable implements ReadonlyMap<string, StoredChain> {
       this.#reindex();
       return;
     }
-    const mask = this.#index.length - 1;
-    let i = hashName(this.#names[slot]!) & mask;
-    while (this.#index[i] !== EMPTY_SLOT) i = (i + 1) & mask;
-    this.#index[i] = slot + 1;
+    this.#place(slot);
   }
 
   #reindex(): void {
     this.#index.fill(EMPTY_SLOT);
     this.#used = this.#size;
+    for (let slot = 0; slot < this.#slots; slot++) if (this.#live[slot]) this.#place(slot);
+  }
+
+  /** #place puts slot in the first free index entry from its name's hash on. */
+  #place(slot: number): void {
     const mask = this.#index.length - 1;
-    for (let slot = 0; slot < this.#slots; slot++) {
-      if (!this.#live[slot]) continue;
-      let i = hashName(this.#names[slot]!) & mask;
-      while (this.#index[i] !== EMPTY_SLOT) i = (i + 1) & mask;
-      this.#index[i] = slot + 1;
-    }
+    let i = hashName(this.#names[slot]!) & mask;
+    while (this.#index[i] !== EMPTY_SLOT) i = (i + 1) & mask;
+    this.#index[i] = slot + 1;
   }
 
   #grow(): void {
@@ -620,17 +600,6 @@ export class StoredChain implements KernelChain {
 
   specsHash(): number {
     return this.#table.store.hashSpecs(this.ids());
-  }
-
-  /** sameSpecs: other is a stored chain with the same specs in the same order (compared in place). */
-  sameSpecs(other: KernelChain): boolean {
-    if (!(other instanceof StoredChain)) return false;
-    const n = this.ruleCount;
-    if (other.ruleCount !== n) return false;
-    const store = this.#table.store;
-    const otherStore = other.#table.store;
-    for (let i = 0; i < n; i++) if (!store.sameSpecAs(this.idAt(i), otherStore, other.idAt(i))) return false;
-    return true;
   }
 
   /** edited: the chain's rules are a list, not a range of the store. */
