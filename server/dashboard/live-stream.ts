@@ -208,9 +208,12 @@ export class LiveStream {
   /**
    * receive handles one client message (ClientMessage); anything else is
    * ignored. Messages past the client's MessageBudget are dropped, and a client
-   * that keeps sending them is disconnected (CLOSE_POLICY).
+   * that keeps sending them is disconnected (CLOSE_POLICY). What a client
+   * disconnected (or gone) had still sent is ignored: a flood of 400 messages
+   * would otherwise log, count and close once for each of them.
    */
   receive(c: StreamClient, text: string): void {
+    if (c.closed) return;
     const pacing = this.#pacing.get(c);
     if (pacing && !pacing.budget.take(this.#o.clock.monotonic())) {
       this.messagesDropped++;

@@ -125,6 +125,19 @@ describe('dashboard live stream (/ws)', () => {
     expect(t.log.lines('warn').join('\n')).toMatch(/dashboard client sends messages faster than its budget; dropping them client=/);
   });
 
+  it('once it disconnected a client for its messages, ignores what that client had still sent (one warning, not one per message)', async () => {
+    t = await testDashboard();
+    const c = await connect(t);
+    await c.next('snapshot');
+    const closed = new Promise<number>((resolve) => c.ws.on('close', (code) => resolve(code)));
+    // 300 messages past the point of disconnection arrive before the close handshake ends.
+    for (let i = 0; i < 20 + MAX_DROPPED_MESSAGES + 300; i++) c.ws.send(JSON.stringify({ type: 'snapshot' }));
+    expect(await closed).toBe(CLOSE_POLICY);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(t.log.lines('warn').filter((l) => l.includes('dashboard client disconnected: too many messages'))).toHaveLength(1);
+    expect(t.dashboard.stream.messagesDropped).toBe(MAX_DROPPED_MESSAGES);
+  });
+
   it('removes a deleted service in the delta', async () => {
     t = await testDashboard();
     const c = await connect(t);
