@@ -37,6 +37,55 @@ describe('splitArgs (iptables-restore word splitting)', () => {
   });
   it('refuses an unterminated quote', () => {
     expect(() => splitArgs('--comment "oops')).toThrow(/unterminated quote/);
+    expect(() => splitArgs('--comment "ends in a backslash\\')).toThrow(/unterminated quote/);
+  });
+  it('joins a quote to the word before it, and ends the word at the closing quote', () => {
+    expect(splitArgs('ab"c d"e "f"g')).toEqual(['abc d', 'e', 'f', 'g']);
+    expect(splitArgs('a\\b "x"')).toEqual(['a\\b', 'x']);
+  });
+  it('splits any text as restore does, a character at a time (random texts of spaces, quotes, backslashes)', () => {
+    // The rule iptables-restore applies, written the plain way: the fast splitter must agree with it.
+    const reference = (text: string): string[] | 'throws' => {
+      const out: string[] = [];
+      let cur = '';
+      let inToken = false;
+      let quoted = false;
+      for (let i = 0; i < text.length; i++) {
+        const c = text[i];
+        if (quoted) {
+          if (c === '\\' && i + 1 < text.length) cur += text[++i];
+          else if (c === '"') {
+            out.push(cur);
+            cur = '';
+            inToken = false;
+            quoted = false;
+          } else cur += c;
+        } else if (c === '"') {
+          quoted = true;
+          inToken = true;
+        } else if (c === ' ' || c === '\t' || c === '\r' || c === '\n') {
+          if (inToken) out.push(cur);
+          cur = '';
+          inToken = false;
+        } else {
+          cur += c;
+          inToken = true;
+        }
+      }
+      if (quoted) return 'throws';
+      if (inToken) out.push(cur);
+      return out;
+    };
+    const alphabet = [' ', '  ', '\t', '"', '\\', 'a', 'b-', '-j', '\n'];
+    let seed = 7;
+    const random = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2147483648), seed % n);
+    for (let k = 0; k < 5000; k++) {
+      let text = '';
+      for (let len = random(14); len > 0; len--) text += alphabet[random(alphabet.length)];
+      const want = reference(text);
+      if (want === 'throws') expect(() => splitArgs(text), JSON.stringify(text)).toThrow(/unterminated quote/);
+      else expect(splitArgs(text), JSON.stringify(text)).toEqual(want);
+    }
   });
 });
 

@@ -46,23 +46,23 @@ export function iptablesRuleKey(spec: string): string {
     i++;
     const values: string[] = [];
     while (i < args.length && !isOption(args[i])) values.push(args[i++]);
-    const name = LONG_TO_SHORT[opt] ?? opt;
+    const name = opt.length > 2 ? (LONG_TO_SHORT.get(opt) ?? opt) : opt;
     if (name === '-m') continue;
     const group = matchGroup(name, values);
     if (group !== null) matches.push((negated ? '! ' : '') + group);
   }
-  matches.sort();
+  matches.sort(byCodeUnits);
   return target.length ? `${matches.join(' ')} ${target.join(' ')}` : matches.join(' ');
 }
 
-const LONG_TO_SHORT: Record<string, string> = {
-  '--source': '-s',
-  '--destination': '-d',
-  '--protocol': '-p',
-  '--in-interface': '-i',
-  '--out-interface': '-o',
-  '--match': '-m',
-};
+const LONG_TO_SHORT = new Map([
+  ['--source', '-s'],
+  ['--destination', '-d'],
+  ['--protocol', '-p'],
+  ['--in-interface', '-i'],
+  ['--out-interface', '-o'],
+  ['--match', '-m'],
+]);
 
 /** Defaults iptables-save prints although nobody wrote them. */
 const DEFAULT_GROUPS = new Set([
@@ -73,13 +73,22 @@ const DEFAULT_GROUPS = new Set([
   '--reject-with icmp6-port-unreachable',
 ]);
 
+/** byCodeUnits orders strings as sort() does without a comparator, without its conversions. */
+function byCodeUnits(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** isOption: "!" or a word that starts with "-" and is not a negative number. */
 function isOption(word: string): boolean {
-  return word === '!' || (word.length > 1 && word[0] === '-' && !/^-\d/.test(word));
+  if (word === '!') return true;
+  if (word.length < 2 || word.charCodeAt(0) !== 0x2d) return false;
+  const c = word.charCodeAt(1);
+  return c < 0x30 || c > 0x39;
 }
 
 function matchGroup(name: string, values: string[]): string | null {
-  const vals = values.map((v) => normalizeValue(name, v));
-  const group = vals.length ? `${name} ${vals.join(' ')}` : name;
+  let group = name;
+  for (const v of values) group += ' ' + normalizeValue(name, v);
   return DEFAULT_GROUPS.has(group) ? null : group;
 }
 
@@ -96,19 +105,25 @@ function targetKey(jump: string, words: string[]): string[] {
     if (name === 'MARK' && opt === '--xor-mark' && values.length === 1) group = `--set-xmark ${hex(values[0])}/0x0`;
     groups.push(group);
   }
-  groups.sort();
+  groups.sort(byCodeUnits);
   return [jump, name, ...groups];
 }
 
 function normalizeValue(option: string, value: string): string {
-  if (option === '-s' || option === '-d') return value.replace(/\/(32|128)$/, '');
+  if (option === '-s' || option === '-d') {
+    if (value.endsWith('/32')) return value.slice(0, -3);
+    return value.endsWith('/128') ? value.slice(0, -4) : value;
+  }
   if (option === '--probability') {
     const p = Number(value);
     return Number.isFinite(p) ? p.toFixed(8) : value;
   }
-  if (/^0x[0-9a-f]+(\/0x[0-9a-f]+)?$/i.test(value)) return value.split('/').map(hex).join('/');
+  // Most values are not hex (ports, names, addresses): look at the first two characters before the pattern.
+  if (value.length > 2 && value.charCodeAt(0) === 0x30 && (value.charCodeAt(1) | 0x20) === 0x78 && HEX_VALUE.test(value)) return value.split('/').map(hex).join('/');
   return value;
 }
+
+const HEX_VALUE = /^0x[0-9a-f]+(\/0x[0-9a-f]+)?$/i;
 
 function hex(value: string): string {
   return /^0x[0-9a-f]+$/i.test(value) ? '0x' + BigInt(value).toString(16) : value;
