@@ -1,7 +1,7 @@
 import { readdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { getPriority, tmpdir } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { execFile } from './exec.ts';
+import { BACKGROUND_NICE, execFile } from './exec.ts';
 
 describe('execFile', () => {
   it('feeds a long input whole, in pieces, without splitting a character', async () => {
@@ -76,5 +76,14 @@ describe('execFile', () => {
       expect(res.code).toBe(0);
       expect(res.stdout).toBe('yyyyyyyyyy');
     }
+  });
+
+  it('runs a background process at a lower CPU priority, and others at its own', async () => {
+    // The shell waits, so kproxy has set the priority by the time nice(1) reports the one it inherited.
+    const background = await execFile('sh', ['-c', 'sleep 0.3; nice'], { background: true });
+    expect(background.stdout.trim()).toBe(String(BACKGROUND_NICE));
+    const plain = await execFile('sh', ['-c', 'sleep 0.3; nice']);
+    expect(plain.stdout.trim()).toBe(String(getPriority()));
+    expect(BACKGROUND_NICE).toBeGreaterThan(getPriority());
   });
 });

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { open, unlink, type FileHandle } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Writable } from 'node:stream';
 import { CommandFailedError, CommandNotFoundError, CommandTimeoutError } from '../errors.ts';
@@ -23,7 +23,18 @@ export interface ExecOptions {
    * freed. Falls back to the pipe when no file can be made.
    */
   stdoutFile?: boolean;
+  /**
+   * background: the process runs at BACKGROUND_NICE (lower CPU priority),
+   * for reads nobody's networking waits on (the dashboard's look at the
+   * kernel): on a busy node they yield the CPU to kproxy's own loop and
+   * whatever else the node runs. Best effort: a priority that cannot be set
+   * leaves the process as it is.
+   */
+  background?: boolean;
 }
+
+/** BACKGROUND_NICE: the niceness of a background process (ExecOptions.background). */
+export const BACKGROUND_NICE = 10;
 
 export interface ExecResult {
   readonly code: number;
@@ -57,6 +68,13 @@ const MAX_OUTPUT_BYTES = 512 * 1024 * 1024;
 function run(file: string, args: readonly string[], opts: ExecOptions, input: FileHandle | null, output: FileHandle | null): Promise<ExecResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(file, args as string[], { stdio: [input?.fd ?? 'pipe', output?.fd ?? 'pipe', 'pipe'], env: opts.env ?? process.env });
+    if (opts.background && child.pid !== undefined) {
+      try {
+        setPriority(child.pid, BACKGROUND_NICE);
+      } catch {
+        // Gone already, or not allowed: it runs at kproxy's priority.
+      }
+    }
     // Listened for first, and the pipes below may be missing: a spawn that fails for want of file descriptors
     // (EMFILE, e.g. the userspace mode holding many connections) has no stdio streams and emits 'error' later;
     // without a listener by then that error would end the daemon.

@@ -78,6 +78,21 @@ describe('real runner (spawned commands)', () => {
     expect(RESTORE_MS_PER_MIB).toBe(5_000);
   });
 
+  it("runs the dashboard's iptables-save in the background (lower CPU priority), and the proxy's own at kproxy's priority", async () => {
+    const seen: { args: readonly string[]; background: boolean | undefined }[] = [];
+    const exec: ExecFn = async (_file, args, opts) => {
+      seen.push({ args, background: opts?.background });
+      return args[0] === '--version' ? ok('iptables v1.8.9 (legacy)') : ok('*nat\nCOMMIT\n');
+    };
+    const r = await createIptablesRunner({ family: 'IPv4', flavor: 'legacy', exec });
+    await r.save({ counters: true, background: true });
+    await r.save();
+    expect(seen.slice(1)).toEqual([
+      { args: ['-c'], background: true },
+      { args: [], background: undefined },
+    ]);
+  });
+
   it('orders command arguments like kube-proxy: wait flags, operation, chain, table, rule words', async () => {
     const { exec, calls } = scriptedExec((c) => (c.args[0] === '--version' ? ok('iptables v1.8.9 (legacy)') : c.args.includes('-C') ? { code: 1, stdout: '', stderr: '' } : ok()));
     const r = await createIptablesRunner({ family: 'IPv6', flavor: 'legacy', exec });

@@ -18,6 +18,8 @@ export interface SaveOptions {
   table?: string;
   /** counters: include packet and byte counters (-c). */
   counters?: boolean;
+  /** background: a read nobody's networking waits on (the dashboard's): iptables-save runs at a lower CPU priority (ExecOptions.background). */
+  background?: boolean;
 }
 
 /**
@@ -189,7 +191,7 @@ class RealIptables implements IptablesRunner {
     if (opts.counters) args.push('-c');
     let res: ExecResult;
     try {
-      res = await this.#exec(this.#bins.save, args, { timeoutMs: this.#restoreTimeoutMs, stdoutFile: true });
+      res = await this.#exec(this.#bins.save, args, { timeoutMs: this.#restoreTimeoutMs, stdoutFile: true, ...(opts.background ? { background: true } : {}) });
     } catch (err) {
       throw new SaveFailedError(`${this.#bins.save} ${args.join(' ')} could not run`, { cause: err });
     }

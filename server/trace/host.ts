@@ -96,7 +96,7 @@ export async function readHost(opts: HostReadOptions): Promise<HostRead> {
       const read: string[] = [];
       for (const [family, runner] of runners) {
         try {
-          for (const [name, t] of (await readSaveOutput(await runner.save({ counters: true }), pause)).tables) {
+          for (const [name, t] of (await readSaveOutput(await runner.save({ counters: true, background: true }), pause)).tables) {
             const shown = familyTable(name, family);
             tables.set(shown, { ...t, name: shown });
           }

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { BackendSyncResult } from '../../proxy/backend.ts';
 import { KUBE_NODEPORTS, KUBE_SERVICES } from '../../proxy/iptables/chain-names.ts';
 import { harness, stateFromObjects, testConfig } from '../../proxy/iptables/testing.ts';
@@ -36,6 +36,16 @@ function shape(t: KernelTables): Record<string, string[]> {
   for (const [tn, table] of t.tables) for (const [cn, c] of table.chains) if (cn.startsWith('KUBE-')) out[`${tn}/${cn}`] = c.rules.map((r) => r.spec);
   return out;
 }
+
+describe("IptablesView: the dashboard's read of the kernel", () => {
+  it('asks for the counters, in the background (iptables-save at a lower CPU priority than the proxy)', async () => {
+    const h = harness({ config: testConfig({ clusterCIDRs: ['10.244.0.0/16'] }), nodeName: 'node-a' });
+    const save = vi.spyOn(h.kernel, 'save');
+    const view = new IptablesView({ runner: h.kernel, simulated: true, pause: noYield });
+    await view.read();
+    expect(save).toHaveBeenCalledWith({ counters: true, background: true });
+  });
+});
 
 describe('IptablesView: the record of written rules through partial syncs', () => {
   it('follows in-place edits of the shared chains: after services come and go, intended equals the kernel and there is no drift', async () => {

@@ -68,7 +68,7 @@ export class IptablesView implements KernelViewProvider {
   }
 
   async read(): Promise<KernelTables> {
-    return readSaveOutput(await this.#runner.save({ counters: true }), this.#pause);
+    return readSaveOutput(await this.#runner.save({ counters: true, background: true }), this.#pause);
   }
 
   intended(): Promise<KernelTables | null> {

@@ -101,7 +101,7 @@ export class IpvsView implements KernelViewProvider {
     await this.#pause();
     const sets = await ipset.save();
     const links = await netlink.show();
-    const save = await iptables.save({ counters: true });
+    const save = await iptables.save({ counters: true, background: true });
     await this.#pause();
     const tables = new Map<string, KernelTable>();
     this.#rates.begin(at);

@@ -114,7 +114,7 @@ export class UserspaceView implements KernelViewProvider {
   }
 
   async read(): Promise<KernelTables> {
-    return readSaveOutput(await this.#src.runner.save({ counters: true }), this.#pause);
+    return readSaveOutput(await this.#src.runner.save({ counters: true, background: true }), this.#pause);
   }
 
   intended(): Promise<KernelTables | null> {
