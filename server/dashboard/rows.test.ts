@@ -48,4 +48,15 @@ describe('long dashboard work yields to the event loop', () => {
     expect(lines.at(-2)).toBe('COMMIT');
     expect(lines).toHaveLength(1 + 10_000 + 100_000 + 1 + 1);
   });
+
+  it('iptablesSaveText pauses while it declares many chains, too (30,000 chains without rules)', async () => {
+    const tables = kernelTables(new Map([['nat', bigTable(30_000, 0)]]));
+    const pause = counting();
+    const pieces = await iptablesSaveText(tables, null, pause);
+    expect(pause.turns).toBeGreaterThanOrEqual(5);
+    expect(Math.max(...pieces.map((p) => p.split('\n').length - 1))).toBeLessThanOrEqual(5_000);
+    const lines = pieces.join('').split('\n');
+    expect(lines[30_000]).toBe(':KUBE-SEP-0000000000029999 - [0:0]');
+    expect(lines).toHaveLength(1 + 30_000 + 1 + 1);
+  });
 });

@@ -16,20 +16,24 @@ export async function iptablesSaveText(tables: KernelTables, names: readonly str
   // Joined a chunk at a time: one join of 400,000 lines would be one long stop of the event loop.
   const pieces: string[] = [];
   let out: string[] = [];
-  let lines = 0;
+  // Chain lines count as lines too: a nat table at that size declares 130,000 chains.
+  const flush = async () => {
+    pieces.push(out.join('\n'));
+    out = [];
+    await pause();
+  };
   for (const name of names ?? [...tables.tables.keys()]) {
     const t = tables.tables.get(name);
     if (!t) continue;
     out.push(`*${name}`);
-    for (const c of t.chains.values()) out.push(`:${c.name} ${c.policy ?? '-'} [${c.packets}:${c.bytes}]`);
+    for (const c of t.chains.values()) {
+      out.push(`:${c.name} ${c.policy ?? '-'} [${c.packets}:${c.bytes}]`);
+      if (out.length >= YIELD_EVERY) await flush();
+    }
     for (const c of t.chains.values()) {
       for (const r of c.rules) {
         out.push(r.spec === '' ? `-A ${c.name}` : `-A ${c.name} ${r.spec}`);
-        if (++lines % YIELD_EVERY === 0) {
-          pieces.push(out.join('\n'));
-          out = [];
-          await pause();
-        }
+        if (out.length >= YIELD_EVERY) await flush();
       }
     }
     out.push('COMMIT');
