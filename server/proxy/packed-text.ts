@@ -1,10 +1,8 @@
 import { once } from 'node:events';
 import { Readable } from 'node:stream';
-import { promisify } from 'node:util';
-import { createDeflate, createInflate, inflate, inflateSync } from 'node:zlib';
+import { StringDecoder } from 'node:string_decoder';
+import { createDeflate, createInflate, inflateSync } from 'node:zlib';
 import { textPieces } from '../kernel/text-pieces.ts';
-
-const inflateAsync = promisify(inflate);
 
 /** DEFLATE_CHUNK: characters encoded and handed to zlib at a time. */
 const DEFLATE_CHUNK = 1 << 20;
@@ -87,10 +85,20 @@ export class PackedText {
     await this.#packing;
   }
 
-  /** text returns the text, inflating it off the event loop when it is held deflated. */
+  /**
+   * text returns the text, inflating it off the event loop when it is held
+   * deflated. The inflated bytes are decoded as they come, a chunk per turn of
+   * the event loop, and joined once at the end: inflated whole, 33 MB of bytes
+   * were concatenated and decoded in one piece (about 50 ms with the event
+   * loop held, in the middle of a dashboard's first look).
+   */
   async text(): Promise<string> {
     if (this.#text !== null) return this.#text;
-    return (await inflateAsync(this.#packed!)).toString('utf8');
+    const decoder = new StringDecoder('utf8');
+    const pieces: string[] = [];
+    for await (const chunk of this.stream()) pieces.push(decoder.write(chunk as Buffer));
+    pieces.push(decoder.end());
+    return pieces.join('');
   }
 
   /**
