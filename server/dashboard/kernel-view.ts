@@ -67,7 +67,17 @@ export interface KernelChain {
 /** KernelTable keeps chains in listing order. */
 export interface KernelTable {
   readonly name: string;
-  readonly chains: ReadonlyMap<string, KernelChain>;
+  readonly chains: KernelChains;
+}
+
+/**
+ * KernelChains: a table's chains by name. A provider that keeps them compactly
+ * (iptables' ChainTable: a view made per lookup) also counts their rules
+ * without a chain object each (ruleTotal): 130,000 views in one go held the
+ * event loop 25 ms at 10,000 × 10 for a sum.
+ */
+export interface KernelChains extends ReadonlyMap<string, KernelChain> {
+  ruleTotal?(): number;
 }
 
 /** KernelTables is one copy of kernel state (or of what kproxy wrote). */
@@ -191,7 +201,8 @@ export function kernelTables(tables: ReadonlyMap<string, KernelTable>): KernelTa
   let ruleCount = 0;
   for (const t of tables.values()) {
     chainCount += t.chains.size;
-    for (const c of t.chains.values()) ruleCount += ruleCountOf(c);
+    if (t.chains.ruleTotal) ruleCount += t.chains.ruleTotal();
+    else for (const c of t.chains.values()) ruleCount += ruleCountOf(c);
   }
   return { tables, chainCount, ruleCount };
 }

@@ -49,6 +49,19 @@ describe('long dashboard work yields to the event loop', () => {
     expect(lines).toHaveLength(1 + 10_000 + 100_000 + 1 + 1);
   });
 
+  it('kernelTables counts rules through the chains\' own total where they keep one, without a chain object each', () => {
+    const plain = bigTable(3, 4);
+    const chains = Object.assign(new Map(plain.chains), {
+      ruleTotal: () => 12,
+      values: (): never => {
+        throw new Error('walked the chains');
+      },
+    });
+    const t = kernelTables(new Map([['nat', { name: 'nat', chains }]]));
+    expect([t.chainCount, t.ruleCount]).toEqual([3, 12]);
+    expect(kernelTables(new Map([['nat', plain]])).ruleCount).toBe(12);
+  });
+
   it('iptablesSaveText pauses while it declares many chains, too (30,000 chains without rules)', async () => {
     const tables = kernelTables(new Map([['nat', bigTable(30_000, 0)]]));
     const pause = counting();

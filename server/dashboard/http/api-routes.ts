@@ -156,8 +156,8 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
   app.get('/tables', { schema: { response: json } }, async (_req, reply) => {
     const tables = await heavily(reply, 'the kernel tables', kernel);
     const info: TableInfo[] = [...(tables?.tables.values() ?? [])].map((t) => {
-      let rules = 0;
-      for (const c of t.chains.values()) rules += ruleCountOf(c);
+      let rules = t.chains.ruleTotal?.() ?? 0;
+      if (!t.chains.ruleTotal) for (const c of t.chains.values()) rules += ruleCountOf(c);
       return { name: t.name, chains: t.chains.size, rules };
     });
     return { kernel: dashboard.reader.status(), tables: info };

@@ -158,6 +158,10 @@ describe('RuleStore and StoredChain', () => {
     expect(table.size).toBe(2502);
     for (const n of names.slice(2500)) expect(table.has(n)).toBe(true);
     expect([...table.values()].map((c) => c.name)).toEqual([...table.keys()]);
+    // The rules of live chains, counted from the columns, as the views count them.
+    table.get(names[2600]!)!.append(store.add(t, ...at(0), 0, 0, 'A'));
+    expect(table.ruleTotal()).toBe([...table.values()].reduce((n, c) => n + c.ruleCount, 0));
+    expect(table.ruleTotal()).toBe(1);
   });
 
   it("reads a rule's target back from its text, or from its own list when the text spells it otherwise", () => {

@@ -420,6 +420,11 @@ export class ChainTable implements ReadonlyMap<string, StoredChain> {
     this.#names[slot] = name;
   }
 
+  /** ruleTotal: the live chains' rules (KernelChains.ruleTotal), from the columns. */
+  ruleTotal(): number {
+    return this.counts().rules;
+  }
+
   /** counts: live chains, their rules, and how many are edited lists, read from the columns (no views). */
   counts(): { chains: number; rules: number; edited: number } {
     let rules = 0;

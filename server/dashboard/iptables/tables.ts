@@ -327,7 +327,10 @@ export async function formatTables(tables: KernelTables, pause: Yield): Promise<
   let n = 0;
   for (const [name, t] of tables.tables) {
     parts.push(`*${name}`);
-    for (const c of t.chains.values()) parts.push(`:${c.name} ${c.policy ?? '-'} [0:0]`);
+    for (const c of t.chains.values()) {
+      parts.push(`:${c.name} ${c.policy ?? '-'} [0:0]`);
+      if (++n % FORMAT_CHUNK === 0) await pause();
+    }
     for (const c of t.chains.values()) {
       for (const r of c.rules) {
         parts.push(r.spec === '' ? `-A ${c.name}` : `-A ${c.name} ${r.spec}`);
