@@ -12,6 +12,8 @@ import { yieldToEventLoop, type Yield } from './yield.ts';
 export const SNAPSHOT_INTERVAL_MS = 1000;
 /** MAX_DROPPED_MESSAGES: a client whose messages were dropped this often (MessageBudget) is disconnected. */
 export const MAX_DROPPED_MESSAGES = 100;
+/** SNAPSHOT_SERVICES_PER_TURN: services serialised into a snapshot's body between two turns of the event loop. */
+export const SNAPSHOT_SERVICES_PER_TURN = 2000;
 
 /** StreamQueries is what the live stream asks of the dashboard's state (Dashboard satisfies it). */
 export interface StreamQueries {
@@ -143,7 +145,9 @@ export class LiveStream {
     this.#sendingSnapshots = true;
     try {
       while (this.#snapshotQueue.length > 0) {
-        const c = this.#snapshotQueue.shift()!;
+        const c = this.#snapshotQueue[0]!;
+        if (!c.closed && !this.#stopped && !this.#bodyFresh()) await this.#buildBody(c);
+        this.#snapshotQueue.shift();
         if (!c.closed && !this.#stopped) this.#sendSnapshotNow(c);
         await this.#pause();
       }
@@ -156,13 +160,42 @@ export class LiveStream {
     }
   }
 
+  /** #bodyFresh: the shared snapshot body says what a snapshot would say now (same version, within the interval). */
+  #bodyFresh(): boolean {
+    const body = this.#snapshotBody;
+    return body !== null && body.version === this.#version && this.#o.clock.monotonic() - body.at < SNAPSHOT_INTERVAL_MS;
+  }
+
+  /**
+   * #buildBody serialises a snapshot's shared body with turns of the event
+   * loop between slices of the services: at 10,000 Services the list is ~2 MB
+   * of JSON, and the first snapshot of a flood of connections held the loop
+   * about 50 ms in one piece. A body that went stale meanwhile (a sync, an
+   * Event) is left unset, and #sendSnapshotNow builds it at once, so what is
+   * sent is never older than the deltas sent before it.
+   */
+  async #buildBody(c: StreamClient): Promise<void> {
+    const version = this.#version;
+    const at = this.#o.clock.monotonic();
+    const { type: _type, viewer: _viewer, services, ...rest } = this.#o.queries.snapshot(c.viewer);
+    const pieces: string[] = [];
+    for (let i = 0; i < services.length; i += SNAPSHOT_SERVICES_PER_TURN) {
+      await this.#pause();
+      if (this.#version !== version || this.#stopped) return;
+      pieces.push(JSON.stringify(services.slice(i, i + SNAPSHOT_SERVICES_PER_TURN)).slice(1, -1));
+    }
+    const others = JSON.stringify(rest);
+    const json = `{"services":[${pieces.join(',')}]${others === '{}' ? '' : ',' + others.slice(1, -1)}}`;
+    this.#snapshotBody = { json, bytes: Buffer.byteLength(json), version, at };
+  }
+
   #sendSnapshotNow(c: StreamClient): void {
     const clock = this.#o.clock;
     const now = clock.monotonic();
     const pacing = this.#pacing.get(c);
     if (pacing) pacing.lastSnapshotAt = now;
     let body = this.#snapshotBody;
-    if (!body || body.version !== this.#version || now - body.at >= SNAPSHOT_INTERVAL_MS) {
+    if (!body || !this.#bodyFresh()) {
       const { type: _type, viewer: _viewer, ...rest } = this.#o.queries.snapshot(c.viewer);
       const json = JSON.stringify(rest);
       body = { json, bytes: Buffer.byteLength(json), version: this.#version, at: now };
