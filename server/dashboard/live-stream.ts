@@ -138,8 +138,9 @@ export class LiveStream {
    * #drainSnapshots sends the queued snapshots, one per turn of the event loop:
    * eight dashboards connecting at once (at 10,000 Services, a few MB of JSON
    * to encode and write for each) held the loop 100 ms and more in one piece.
-   * The first goes at once; after each, the next (queued already, or by a
-   * client connecting in the same turn) waits a turn.
+   * The first goes once the shared body is built (#buildBody: a few turns when
+   * it is not fresh); after each, the next (queued already, or by a client
+   * connecting meanwhile) waits a turn.
    */
   async #drainSnapshots(): Promise<void> {
     this.#sendingSnapshots = true;
