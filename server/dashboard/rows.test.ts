@@ -49,7 +49,7 @@ describe('long dashboard work yields to the event loop', () => {
     expect(lines).toHaveLength(1 + 10_000 + 100_000 + 1 + 1);
   });
 
-  it('kernelTables counts rules through the chains\' own total where they keep one, without a chain object each', () => {
+  it("kernelTables counts rules through the chains' own total where they keep one, without a chain object each", () => {
     const plain = bigTable(3, 4);
     const chains = Object.assign(new Map(plain.chains), {
       ruleTotal: () => 12,
