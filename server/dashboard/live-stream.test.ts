@@ -14,19 +14,27 @@ function socket(): HubSocket & { sent: string[] } {
 
 const viewer: Viewer = { authMode: 'off', user: 'anonymous', canAct: false };
 
+/**
+ * pacedStream is a LiveStream over a dashboard that answers only snapshots
+ * (with `snapshot`), whose turns of the event loop the test releases one by one.
+ */
+function pacedStream(snapshot: (v: Viewer) => unknown): { stream: LiveStream; turns: (() => void)[] } {
+  const queries = {
+    reader: { refresh: async () => {}, due: false, drift: { report: () => ({ findings: [], count: 0 }) } } as unknown as KernelReader,
+    snapshot,
+    overview: () => ({}) as Overview,
+    detail: async () => null,
+    readConntrack: async () => null,
+    touch: () => {},
+  } as unknown as StreamQueries;
+  const turns: (() => void)[] = [];
+  return { stream: new LiveStream({ queries, clock: new FakeClock(), logger: silentLogger, pause: () => new Promise<void>((r) => turns.push(r)) }), turns };
+}
+
 describe('LiveStream', () => {
   it('sends the snapshots of clients that connect at once one per turn of the event loop, the first once its body is built, building the shared body once', async () => {
     let builds = 0;
-    const queries = {
-      reader: { refresh: async () => {}, due: false, drift: { report: () => ({ findings: [], count: 0 }) } } as unknown as KernelReader,
-      snapshot: (v: Viewer) => (builds++, { type: 'snapshot', viewer: v, services: [{ key: 'shop/web' }] }),
-      overview: () => ({}) as Overview,
-      detail: async () => null,
-      readConntrack: async () => null,
-      touch: () => {},
-    } as unknown as StreamQueries;
-    const turns: (() => void)[] = [];
-    const stream = new LiveStream({ queries, clock: new FakeClock(), logger: silentLogger, pause: () => new Promise<void>((r) => turns.push(r)) });
+    const { stream, turns } = pacedStream((v) => (builds++, { type: 'snapshot', viewer: v, services: [{ key: 'shop/web' }] }));
     try {
       const sockets = [socket(), socket(), socket()];
       for (const s of sockets) stream.connect(s, viewer, '127.0.0.1');
@@ -57,16 +65,7 @@ describe('LiveStream', () => {
     let builds = 0;
     const list = (tag: string) => Array.from({ length: 2 * SNAPSHOT_SERVICES_PER_TURN + 1 }, (_, i) => ({ key: `ns/s${i}`, tag }));
     let services = list('old');
-    const queries = {
-      reader: { refresh: async () => {}, due: false, drift: { report: () => ({ findings: [], count: 0 }) } } as unknown as KernelReader,
-      snapshot: (v: Viewer) => (builds++, { type: 'snapshot', viewer: v, overview: { node: 'node-a' }, services }),
-      overview: () => ({}) as Overview,
-      detail: async () => null,
-      readConntrack: async () => null,
-      touch: () => {},
-    } as unknown as StreamQueries;
-    const turns: (() => void)[] = [];
-    const stream = new LiveStream({ queries, clock: new FakeClock(), logger: silentLogger, pause: () => new Promise<void>((r) => turns.push(r)) });
+    const { stream, turns } = pacedStream((v) => (builds++, { type: 'snapshot', viewer: v, overview: { node: 'node-a' }, services }));
     const turn = async () => {
       turns.shift()!();
       await new Promise((r) => setImmediate(r));
