@@ -201,10 +201,17 @@ export function kernelTables(tables: ReadonlyMap<string, KernelTable>): KernelTa
   let ruleCount = 0;
   for (const t of tables.values()) {
     chainCount += t.chains.size;
-    if (t.chains.ruleTotal) ruleCount += t.chains.ruleTotal();
-    else for (const c of t.chains.values()) ruleCount += ruleCountOf(c);
+    ruleCount += tableRuleCount(t);
   }
   return { tables, chainCount, ruleCount };
+}
+
+/** tableRuleCount: how many rules a table's chains hold, from the chains' own total where they keep one. */
+export function tableRuleCount(t: KernelTable): number {
+  if (t.chains.ruleTotal) return t.chains.ruleTotal();
+  let n = 0;
+  for (const c of t.chains.values()) n += ruleCountOf(c);
+  return n;
 }
 
 /** specAtOf: the spec of a chain's rule i, without building the chain's rules where the chain can. */

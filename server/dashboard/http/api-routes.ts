@@ -7,7 +7,7 @@ import type { DashboardActions } from '../actions.ts';
 import type { DashboardAuth, Permission } from '../auth/auth.ts';
 import type { Dashboard } from '../dashboard.ts';
 import type { HeavyReads } from '../heavy-reads.ts';
-import { ruleCountOf, type KernelTables } from '../kernel-view.ts';
+import { tableRuleCount, type KernelTables } from '../kernel-view.ts';
 import type { RowsPage, TableInfo, Viewer } from '../protocol.ts';
 import { TableRows } from '../rows.ts';
 import { PackedText } from '../../proxy/packed-text.ts';
@@ -156,9 +156,7 @@ export const apiRoutes: FastifyPluginAsync<ApiRoutesOptions> = async (app, opts)
   app.get('/tables', { schema: { response: json } }, async (_req, reply) => {
     const tables = await heavily(reply, 'the kernel tables', kernel);
     const info: TableInfo[] = [...(tables?.tables.values() ?? [])].map((t) => {
-      let rules = t.chains.ruleTotal?.() ?? 0;
-      if (!t.chains.ruleTotal) for (const c of t.chains.values()) rules += ruleCountOf(c);
-      return { name: t.name, chains: t.chains.size, rules };
+      return { name: t.name, chains: t.chains.size, rules: tableRuleCount(t) };
     });
     return { kernel: dashboard.reader.status(), tables: info };
   });
