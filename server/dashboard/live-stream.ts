@@ -15,6 +15,18 @@ export const MAX_DROPPED_MESSAGES = 100;
 /** SNAPSHOT_SERVICES_PER_TURN: services serialised into a snapshot's body between two turns of the event loop. */
 export const SNAPSHOT_SERVICES_PER_TURN = 2000;
 
+/**
+ * snapshotBodyJson writes a snapshot's shared body, "services" first: its
+ * services as JSON pieces (each a comma-separated run of objects, as sliced
+ * out of a serialised array), then the rest of the snapshot. Built in slices
+ * (#buildBody) or at once (#sendSnapshotNow), a body reads the same.
+ */
+function snapshotBodyJson(services: readonly string[], rest: object): string {
+  const others = JSON.stringify(rest);
+  const list = services.filter((p) => p !== '').join(',');
+  return `{"services":[${list}]${others === '{}' ? '' : ',' + others.slice(1, -1)}}`;
+}
+
 /** StreamQueries is what the live stream asks of the dashboard's state (Dashboard satisfies it). */
 export interface StreamQueries {
   readonly reader: KernelReader;
@@ -185,8 +197,7 @@ export class LiveStream {
       if (this.#version !== version || this.#stopped) return;
       pieces.push(JSON.stringify(services.slice(i, i + SNAPSHOT_SERVICES_PER_TURN)).slice(1, -1));
     }
-    const others = JSON.stringify(rest);
-    const json = `{"services":[${pieces.join(',')}]${others === '{}' ? '' : ',' + others.slice(1, -1)}}`;
+    const json = snapshotBodyJson(pieces, rest);
     this.#snapshotBody = { json, bytes: Buffer.byteLength(json), version, at };
   }
 
@@ -197,8 +208,8 @@ export class LiveStream {
     if (pacing) pacing.lastSnapshotAt = now;
     let body = this.#snapshotBody;
     if (!body || !this.#bodyFresh()) {
-      const { type: _type, viewer: _viewer, ...rest } = this.#o.queries.snapshot(c.viewer);
-      const json = JSON.stringify(rest);
+      const { type: _type, viewer: _viewer, services, ...rest } = this.#o.queries.snapshot(c.viewer);
+      const json = snapshotBodyJson([JSON.stringify(services).slice(1, -1)], rest);
       body = { json, bytes: Buffer.byteLength(json), version: this.#version, at: now };
       this.#snapshotBody = body;
     }
