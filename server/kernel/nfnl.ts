@@ -13,6 +13,8 @@ export const NFGENMSG_LEN = 4;
 export const NLA_HDRLEN = 4;
 export const NLA_F_NESTED = 0x8000;
 const NLA_TYPE_MASK = 0x3fff;
+/** NLA_MAX_LEN: an attribute's length field (nla_len) is 16 bits and counts its header: no attribute, nest or not, holds more. */
+export const NLA_MAX_LEN = 0xffff;
 
 export const NLM_F_REQUEST = 0x1;
 export const NLM_F_MULTI = 0x2;
@@ -38,6 +40,21 @@ export const NFNL_SUBSYS_NFTABLES = 10;
 export const NFNETLINK_V0 = 0;
 
 const align4 = (n: number) => (n + 3) & ~3;
+
+/**
+ * NlOverflowError: an attribute would not fit its 16-bit length. The builder
+ * throws rather than write it: a length that wraps makes the kernel read a
+ * shorter attribute (a nest of set elements cut short, and the rest taken
+ * as other attributes), which it may accept as a smaller, wrong object.
+ */
+export class NlOverflowError extends Error {
+  /** bytes: how long the attribute would have been. */
+  readonly bytes: number;
+  constructor(what: string, bytes: number) {
+    super(`${what} of ${bytes} bytes is over netlink's limit of ${NLA_MAX_LEN} bytes for one attribute`);
+    this.bytes = bytes;
+  }
+}
 
 /**
  * NlBuilder writes netlink messages one after another into one buffer. A
@@ -111,9 +128,21 @@ export class NlBuilder {
     this.#buf.writeUInt32LE(this.#len - at, at);
   }
 
+  /**
+   * truncate takes back everything written after `length` (an element that
+   * did not fit its message): the bytes are zeroed again, as the builder
+   * expects of memory it has not written.
+   */
+  truncate(length: number): void {
+    if (length > this.#len || length < 0) throw new RangeError(`cannot truncate ${this.#len} bytes to ${length}`);
+    this.#buf.fill(0, length, this.#len);
+    this.#len = length;
+  }
+
   /** attr writes one attribute whose payload is `data` (padded to 4 bytes). */
   attr(type: number, data: Uint8Array): void {
     const len = NLA_HDRLEN + data.length;
+    if (len > NLA_MAX_LEN) throw new NlOverflowError(`attribute ${type}`, len);
     const at = this.#reserve(align4(len));
     this.#u16(at, len);
     this.#u16(at + 2, type);
@@ -133,6 +162,7 @@ export class NlBuilder {
     }
     const bytes = ascii ? n : Buffer.byteLength(s);
     const len = NLA_HDRLEN + bytes + 1;
+    if (len > NLA_MAX_LEN) throw new NlOverflowError(`string attribute ${type}`, len);
     const at = this.#reserve(align4(len));
     this.#u16(at, len);
     this.#u16(at + 2, type);
@@ -164,8 +194,16 @@ export class NlBuilder {
     return at;
   }
 
+  /** endNest closes the nest opened at `at`; a nest longer than NLA_MAX_LEN throws NlOverflowError (see fits()). */
   endNest(at: number): void {
-    this.#u16(at, this.#len - at);
+    const len = this.#len - at;
+    if (len > NLA_MAX_LEN) throw new NlOverflowError(`nested attribute ${this.#buf.readUInt16LE(at + 2) & NLA_TYPE_MASK}`, len);
+    this.#u16(at, len);
+  }
+
+  /** fits says whether the nest opened at `at` can still be closed (its length so far within NLA_MAX_LEN). */
+  fits(at: number): boolean {
+    return this.#len - at <= NLA_MAX_LEN;
   }
 
   /** raw appends bytes as they are (already aligned). */

@@ -23,7 +23,7 @@ const GOLDEN = join(ROOT, 'server/proxy/nftables/testdata');
 /** GOLDEN_CASES: the golden tables that between them hold every statement kproxy writes. */
 const GOLDEN_CASES = ['upstream-overall', 'session-affinity', 'load-balancer-source-ranges', 'detect-local-bridge', 'detect-local-interface-prefix'];
 /** PROBES: hand-written transactions in OUT (NAME.nft, and NAME.setup.nft applied first when present). */
-const PROBES = ['ip6', 'prefixes', 'partial', 'delete'];
+const PROBES = ['ip6', 'prefixes', 'partial', 'delete', 'big-vmap', 'big-ranges', 'big-ranges6'];
 
 /** splitMessages: a batch, one netlink message per item. */
 function splitMessages(b: Buffer): Buffer[] {
