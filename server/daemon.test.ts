@@ -56,7 +56,7 @@ function onceDaemon() {
   const source = new FileSource({ path: dir, nodeName: 'node-a', clock: h.clock, logger: log.logger, watch: false });
   const events = new MemoryEventRecorder({ clock: h.clock, logger: log.logger });
   const daemon = new Daemon({ config: testConfig(), run, nodeName: 'node-a', logger: log.logger, clock: h.clock, backends: [h.backend], source, events });
-  return { daemon, ...h };
+  return { daemon, events, ...h };
 }
 
 describe('Daemon.once', () => {
@@ -78,6 +78,76 @@ describe('Daemon.once', () => {
     });
     expect(kernel.calls).toEqual([]);
     expect(sysctl.writes).toEqual([]);
+  });
+
+  it("refuses what the API server would refuse, per object: a slice labelled web/evil does not replace shop/web's endpoints, special addresses are not programmed", async () => {
+    await writeFile(
+      join(dir, 'shop.yaml'),
+      `apiVersion: v1
+kind: Service
+metadata: { name: web, namespace: shop }
+spec: { clusterIP: 10.96.0.10, ports: [{ name: http, port: 80 }] }
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: web-abc, namespace: shop, labels: { kubernetes.io/service-name: web } }
+addressType: IPv4
+ports: [{ name: http, port: 8080 }]
+endpoints: [{ addresses: [10.244.0.5] }]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: evil, namespace: shop, labels: { kubernetes.io/service-name: web/evil } }
+addressType: IPv4
+ports: [{ name: http, port: 8080 }]
+endpoints: [{ addresses: [10.0.0.66] }]
+---
+apiVersion: v1
+kind: Service
+metadata: { name: api, namespace: shop }
+spec: { clusterIP: 10.96.0.11, externalIPs: [169.254.169.254], ports: [{ name: http, port: 80 }] }
+---
+apiVersion: v1
+kind: Service
+metadata: { name: db, namespace: shop }
+spec: { clusterIP: 10.96.0.12, ports: [{ name: pg, port: 5432 }] }
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: db-local, namespace: shop, labels: { kubernetes.io/service-name: db } }
+addressType: IPv4
+ports: [{ name: pg, port: 5432 }]
+endpoints: [{ addresses: [127.0.0.1] }]
+`,
+    );
+    const { daemon, kernel, events } = onceDaemon();
+    const [rec] = await daemon.once();
+    expect(rec.ok).toBe(true);
+    const rules = await kernel.save({});
+    // shop/web keeps its one genuine endpoint; nothing of the refused objects reaches the kernel.
+    expect(rules.match(/--comment shop\/web:http -m tcp -p tcp -j DNAT --to-destination \S+/g)).toEqual(['--comment shop/web:http -m tcp -p tcp -j DNAT --to-destination 10.244.0.5:8080']);
+    expect(rules).not.toMatch(/10\.0\.0\.66|127\.0\.0\.1:5432|169\.254\.169\.254|shop\/api/);
+    expect(rules).toMatch(/shop\/db:pg has no endpoints/);
+    const refused = [
+      'EndpointSlice shop/evil: metadata.labels["kubernetes.io/service-name"] "web/evil": must be a Service name: a DNS label of at most 63 lower-case letters, digits and "-"',
+      'Service shop/api: spec.externalIPs[0] "169.254.169.254": may not be in the link-local range (169.254.0.0/16, fe80::/10)',
+      'EndpointSlice shop/db-local: endpoints[0].addresses[0] "127.0.0.1": may not be in the loopback range (127.0.0.0/8, ::1/128)',
+    ];
+    expect([...daemon.state.invalid.values()].sort()).toEqual([...refused].sort());
+    // Each refusal is a Warning Event on the object it names.
+    const warnings = events.recent().filter((e) => e.reason === 'InvalidObject');
+    expect(warnings.map((e) => [e.type, `${e.regarding.kind} ${e.regarding.namespace}/${e.regarding.name}`]).sort()).toEqual(
+      [
+        ['Warning', 'EndpointSlice shop/evil'],
+        ['Warning', 'Service shop/api'],
+        ['Warning', 'EndpointSlice shop/db-local'],
+      ].sort(),
+    );
+    for (const [i, why] of refused.entries())
+      expect(
+        warnings.some((e) => e.note.startsWith(why)),
+        `event ${i}`,
+      ).toBe(true);
   });
 
   it('programs the valid objects and keeps the invalid ones aside, with why', async () => {

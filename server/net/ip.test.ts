@@ -3,6 +3,7 @@ import {
   canonicalIP,
   cidrContains,
   compareIPs,
+  endpointIPProblem,
   intToIPv4,
   ipFamilyOf,
   ipFromBigInt,
@@ -147,6 +148,34 @@ describe('isLinkLocalIPv6', () => {
   it('is fe80::/10, in any spelling, and nothing of IPv4', () => {
     for (const ip of ['fe80::1', 'FE80::a:1', 'febf:ffff::1', 'fe80:0:0:0:0:0:0:1']) expect(isLinkLocalIPv6(ip), ip).toBe(true);
     for (const ip of ['fec0::1', 'fe7f::1', 'fd00::1', '::1', '169.254.0.1', '10.0.0.1', 'not-an-ip']) expect(isLinkLocalIPv6(ip), ip).toBe(false);
+  });
+});
+
+describe("endpointIPProblem (the API server's ValidateEndpointIP)", () => {
+  it('refuses the unspecified addresses', () => {
+    expect(endpointIPProblem('0.0.0.0')).toBe('may not be unspecified (0.0.0.0)');
+    expect(endpointIPProblem('::')).toBe('may not be unspecified (::)');
+  });
+
+  it('refuses loopback: all of 127.0.0.0/8 and ::1', () => {
+    for (const ip of ['127.0.0.1', '127.1.2.3', '127.255.255.255', '::1']) expect(endpointIPProblem(ip), ip).toBe('may not be in the loopback range (127.0.0.0/8, ::1/128)');
+  });
+
+  it('refuses link-local unicast: 169.254.0.0/16 and fe80::/10', () => {
+    for (const ip of ['169.254.0.1', '169.254.169.254', 'fe80::1', 'febf:ffff::1']) expect(endpointIPProblem(ip), ip).toBe('may not be in the link-local range (169.254.0.0/16, fe80::/10)');
+  });
+
+  it('refuses link-local multicast: 224.0.0.0/24 and ffX2::/16 as Go reads it', () => {
+    for (const ip of ['224.0.0.1', '224.0.0.251', 'ff02::1', 'ff12::1:2', 'ff32::fb']) expect(endpointIPProblem(ip), ip).toBe('may not be in the link-local multicast range (224.0.0.0/24, ff02::/16)');
+  });
+
+  it('lets other multicast and the IPv4 broadcast address pass, as the API server does', () => {
+    for (const ip of ['224.0.1.1', '239.255.255.250', '255.255.255.255', 'ff05::1:3', 'ff0e::1']) expect(endpointIPProblem(ip), ip).toBeNull();
+  });
+
+  it('lets ordinary unicast pass, including the edges of the refused ranges', () => {
+    for (const ip of ['10.244.0.5', '1.2.3.4', '126.255.255.255', '128.0.0.1', '169.253.255.255', '169.255.0.1', '223.255.255.255', 'fd00::5', '2001:db8::1', 'fec0::1', 'fe7f::1', '::2'])
+      expect(endpointIPProblem(ip), ip).toBeNull();
   });
 });
 

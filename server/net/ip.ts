@@ -148,6 +148,32 @@ export function isLinkLocalIPv6(ip: string): boolean {
 }
 
 /**
+ * endpointIPProblem says why a canonical address may not be an endpoint or an
+ * external IP, in the API server's words, or null when it may be one. It
+ * follows Kubernetes' ValidateEndpointIP (pkg/apis/core/validation, which
+ * the EndpointSlice validation and the Service externalIPs validation call):
+ * unspecified (0.0.0.0, ::), loopback (127.0.0.0/8, ::1), link-local unicast
+ * (169.254.0.0/16, fe80::/10) and link-local multicast (224.0.0.0/24, and
+ * Go's IsLinkLocalMulticast for IPv6: ffX2::/16, whatever the flags X). Other
+ * multicast and the IPv4 broadcast address pass, exactly as they pass the API
+ * server (its comment calls the multicast case "probably a bug"): a stricter
+ * rule here would refuse objects a real cluster holds and kube-proxy programs.
+ */
+export function endpointIPProblem(ip: string): string | null {
+  if (ip === '0.0.0.0' || ip === '::') return `may not be unspecified (${ip})`;
+  if (isLoopbackIP(ip)) return 'may not be in the loopback range (127.0.0.0/8, ::1/128)';
+  if (ip.includes(':')) {
+    const first = expandIPv6(ip)?.[0] ?? 0;
+    if ((first & 0xffc0) === 0xfe80) return 'may not be in the link-local range (169.254.0.0/16, fe80::/10)';
+    if ((first & 0xff0f) === 0xff02) return 'may not be in the link-local multicast range (224.0.0.0/24, ff02::/16)';
+    return null;
+  }
+  if (ip.startsWith('169.254.')) return 'may not be in the link-local range (169.254.0.0/16, fe80::/10)';
+  if (ip.startsWith('224.0.0.')) return 'may not be in the link-local multicast range (224.0.0.0/24, ff02::/16)';
+  return null;
+}
+
+/**
  * compareIPs orders canonical addresses: IPv4 before IPv6, each by its
  * numeric value (so 10.0.0.9 sorts before 10.0.0.10, as kernel listings and
  * kube-proxy's sorted address sets do).

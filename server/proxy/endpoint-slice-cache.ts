@@ -1,6 +1,6 @@
 import { EndpointSliceInvalidError } from '../errors.ts';
 import { endpointKey, type Endpoint } from './endpoint.ts';
-import { objectIP, type IPFamily } from '../net/ip.ts';
+import { endpointIPProblem, objectIP, type IPFamily } from '../net/ip.ts';
 import { LABEL_SERVICE_NAME, objectRef, type EndpointSlice } from './kube-objects.ts';
 import { flatString } from './flat-string.ts';
 import { PROTOCOLS, servicePortId, type Protocol } from './service-port.ts';
@@ -9,6 +9,8 @@ import { PROTOCOLS, servicePortId, type Protocol } from './service-port.ts';
 const MAX_ENDPOINTS_PER_SLICE = 1000;
 const MAX_PORTS_PER_SLICE = 100;
 const MAX_ADDRESSES = 100;
+/** MAX_NAME_LABEL: a DNS label's length limit, which a Service name obeys. */
+const MAX_NAME_LABEL = 63;
 
 interface SlicePort {
   name: string;
@@ -40,6 +42,13 @@ const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 /**
  * sliceInfoFromEndpointSlice validates an EndpointSlice and keeps what the proxy
  * needs. It throws EndpointSliceInvalidError naming the slice and the bad field.
+ *
+ * It refuses what the API server refuses (discovery's validateEndpoints: the
+ * addresses through ValidateEndpointIP; the service-name label as a name)
+ * here, in the tracker every source feeds, not in the file source: manifests
+ * have no API server in front of them, and through the Kubernetes source the
+ * same rule is a defence kube-proxy's inputs never trip, so a source added
+ * later cannot forget it.
  */
 export function sliceInfoFromEndpointSlice(slice: EndpointSlice, family: IPFamily): SliceConversion {
   const ref = objectRef('EndpointSlice', slice);
@@ -53,6 +62,14 @@ export function sliceInfoFromEndpointSlice(slice: EndpointSlice, family: IPFamil
   if (typeof meta?.namespace !== 'string' || !DNS_LABEL.test(meta.namespace)) bad('metadata.namespace', meta?.namespace, 'must be a DNS label');
   const serviceName = meta!.labels?.[LABEL_SERVICE_NAME];
   if (typeof serviceName !== 'string' || serviceName === '') bad(`metadata.labels["${LABEL_SERVICE_NAME}"]`, serviceName, 'must name the service the slice belongs to');
+  // The label is half of the service key ("ns/name"): a value holding a "/"
+  // ("web/evil" in namespace shop) would key the slice to shop/web. Service
+  // names are DNS-1035 labels, or DNS-1123 labels under Kubernetes'
+  // RelaxedServiceNameValidation (KEP-5311, on by default from 1.36): the
+  // wider of the two is checked, so no slice of a Service the API server
+  // accepts is refused, and no value can name another Service's key.
+  if (serviceName!.length > MAX_NAME_LABEL || !DNS_LABEL.test(serviceName!))
+    bad(`metadata.labels["${LABEL_SERVICE_NAME}"]`, serviceName, 'must be a Service name: a DNS label of at most 63 lower-case letters, digits and "-"');
   if (meta!.labels?.['service.kubernetes.io/service-proxy-name'] !== undefined) return { kind: 'ignored', reason: 'it names another service proxy' };
   const addressType = slice.addressType;
   if (addressType === 'FQDN') return { kind: 'ignored', reason: 'FQDN slices are not proxied' };
@@ -91,6 +108,8 @@ export function sliceInfoFromEndpointSlice(slice: EndpointSlice, family: IPFamil
       const parsed = objectIP(a);
       if (parsed.ip === null) return bad(`${at}.addresses[${j}]`, a, parsed.why);
       if (parsed.family !== family) bad(`${at}.addresses[${j}]`, a, `is an ${parsed.family} address in a slice of addressType ${family}`);
+      const special = endpointIPProblem(parsed.ip);
+      if (special !== null) bad(`${at}.addresses[${j}]`, a, special);
       return parsed.ip;
     });
     const c = ep.conditions ?? {};

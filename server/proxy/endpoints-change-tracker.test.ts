@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { EndpointSliceInvalidError } from '../errors.ts';
 import { EndpointsChangeTracker } from './endpoints-change-tracker.ts';
 import { ep, makeSlice } from './testing.ts';
 
@@ -107,6 +108,62 @@ describe('EndpointsChangeTracker', () => {
     expect(mapped.kind === 'invalid' && mapped.error.message).toBe(
       'EndpointSlice ns/s-1: endpoints[0].addresses[0] "::ffff:10.0.0.1": is an IPv4-mapped IPv6 address, which Kubernetes does not accept (write 10.0.0.1 instead)',
     );
+  });
+
+  it.each([
+    ['unspecified', 'IPv4', '0.0.0.0', 'may not be unspecified (0.0.0.0)'],
+    ['unspecified', 'IPv6', '::', 'may not be unspecified (::)'],
+    ['loopback', 'IPv4', '127.0.0.1', 'may not be in the loopback range (127.0.0.0/8, ::1/128)'],
+    ['loopback', 'IPv4', '127.10.0.3', 'may not be in the loopback range (127.0.0.0/8, ::1/128)'],
+    ['loopback', 'IPv6', '::1', 'may not be in the loopback range (127.0.0.0/8, ::1/128)'],
+    ['link-local', 'IPv4', '169.254.169.254', 'may not be in the link-local range (169.254.0.0/16, fe80::/10)'],
+    ['link-local', 'IPv6', 'fe80::1', 'may not be in the link-local range (169.254.0.0/16, fe80::/10)'],
+    ['link-local multicast', 'IPv4', '224.0.0.251', 'may not be in the link-local multicast range (224.0.0.0/24, ff02::/16)'],
+    ['link-local multicast', 'IPv6', 'ff02::1', 'may not be in the link-local multicast range (224.0.0.0/24, ff02::/16)'],
+  ] as const)('refuses a %s %s endpoint address (%s) as the API server does, naming the slice and the field, and keeps the last valid slice', (_class, family, ip, why) => {
+    const t = new EndpointsChangeTracker(family, 'node-a', T0);
+    const good = family === 'IPv4' ? '10.0.0.1' : 'fd00::1';
+    const slice = (addrs: string[]) => ({ ...makeSlice('ns', 's', 's-1', [ep(good), { ...ep(good), addresses: addrs }]), addressType: family });
+    t.update('ns/s-1', slice([good]));
+    t.checkout();
+    // Every address of an endpoint is checked, not only the first (the one kube-proxy uses).
+    const r = t.update('ns/s-1', slice([good, ip]));
+    expect(r.kind === 'invalid' && r.error.message).toBe(`EndpointSlice ns/s-1: endpoints[1].addresses[1] ${JSON.stringify(ip)}: ${why}`);
+    expect(r.kind === 'invalid' && r.error).toBeInstanceOf(EndpointSliceInvalidError);
+    expect(t.checkout().changed.size).toBe(0);
+    expect(t.endpoints.get('ns/s:p80/TCP')!.map((e) => e.ip)).toEqual([good]);
+  });
+
+  it('accepts global multicast and broadcast endpoint addresses, which the API server accepts too', () => {
+    const t = tracker();
+    expect(t.update('ns/s-1', makeSlice('ns', 's', 's-1', [ep('239.1.2.3'), ep('255.255.255.255')])).kind).toBe('changed');
+  });
+
+  it.each([['web/evil'], ['web.evil'], ['Web'], ['-web'], ['web_1'], ['x'.repeat(64)]])(
+    'refuses a kubernetes.io/service-name label that is no Service name (%s), so it can never be read as another service',
+    (label) => {
+      const t = tracker();
+      const r = t.update('shop/evil', makeSlice('shop', label, 'evil', [ep('10.0.0.66')]));
+      expect(r.kind === 'invalid' && r.error.message).toBe(
+        `EndpointSlice shop/evil: metadata.labels["kubernetes.io/service-name"] ${JSON.stringify(label)
+          .slice(0, 80)
+          .replace(/^(.{77}).*$/, '$1...')}: must be a Service name: a DNS label of at most 63 lower-case letters, digits and "-"`,
+      );
+    },
+  );
+
+  it("a slice labelled web/evil in namespace shop does not replace shop/web's endpoints", () => {
+    const t = tracker();
+    t.update('shop/web-abc', makeSlice('shop', 'web', 'web-abc', [ep('10.244.0.5')]));
+    t.checkout();
+    expect(t.update('shop/evil', makeSlice('shop', 'web/evil', 'evil', [ep('10.0.0.66')])).kind).toBe('invalid');
+    expect(t.checkout().changed.size).toBe(0);
+    expect(t.endpoints.get('shop/web:p80/TCP')!.map((e) => e.ip)).toEqual(['10.244.0.5']);
+  });
+
+  it('accepts a Service name that starts with a digit (RelaxedServiceNameValidation)', () => {
+    const t = tracker();
+    expect(t.update('shop/1web-abc', makeSlice('shop', '1web', '1web-abc', [ep('10.244.0.5')])).kind).toBe('changed');
   });
 
   it('keeps IPv6 endpoints of an IPv6 slice in canonical form, keyed [ip]:port, and ignores them in the IPv4 tracker', () => {

@@ -178,8 +178,37 @@ describe('servicePortsFromService', () => {
     expect(() => servicePortsFromService(svc, 'IPv4')).toThrow(/^Service shop\/bad: /);
   });
 
+  it.each([
+    ['0.0.0.0', 'may not be unspecified (0.0.0.0)'],
+    ['::', 'may not be unspecified (::)'],
+    ['127.0.0.1', 'may not be in the loopback range (127.0.0.0/8, ::1/128)'],
+    ['::1', 'may not be in the loopback range (127.0.0.0/8, ::1/128)'],
+    ['169.254.169.254', 'may not be in the link-local range (169.254.0.0/16, fe80::/10)'],
+    ['fe80::1', 'may not be in the link-local range (169.254.0.0/16, fe80::/10)'],
+    ['224.0.0.1', 'may not be in the link-local multicast range (224.0.0.0/24, ff02::/16)'],
+    ['ff02::2', 'may not be in the link-local multicast range (224.0.0.0/24, ff02::/16)'],
+  ])("refuses an external IP the API server refuses (%s), in either family's proxier of a dual-stack Service", (ip, why) => {
+    const svc = makeService('shop', 'web', { clusterIPs: ['10.96.0.1', 'fd00::1'], ipFamilies: ['IPv4', 'IPv6'], externalIPs: ['192.0.2.10', ip] });
+    for (const family of ['IPv4', 'IPv6'] as const) {
+      expect(() => servicePortsFromService(svc, family)).toThrow(`Service shop/web: spec.externalIPs[1] ${JSON.stringify(ip)}: ${why}`);
+    }
+  });
+
+  it('keeps a global multicast or broadcast external IP, which the API server accepts too', () => {
+    expect(ports(makeService('shop', 'web', { externalIPs: ['239.1.2.3', '255.255.255.255'] }))[0].externalIPs).toEqual(['239.1.2.3', '255.255.255.255']);
+  });
+
   it('refuses an oversized name', () => {
     expect(() => servicePortsFromService(makeService('shop', 'x'.repeat(64)), 'IPv4')).toThrow(/metadata.name/);
+  });
+
+  it('refuses a name that is no DNS label (a dot or a slash), as the API server does', () => {
+    for (const name of ['web.evil', 'web/evil', 'Web']) {
+      expect(() => servicePortsFromService(makeService('shop', name), 'IPv4'), name).toThrow(
+        `Service shop/${name}: metadata.name ${JSON.stringify(name)}: must be a DNS label of at most 63 characters`,
+      );
+    }
+    expect(ports(makeService('shop', '1web'))[0].service).toBe('shop/1web');
   });
 
   it('reads sloppy IPv4 with leading zeros as decimal, like the API server did', () => {

@@ -1,5 +1,5 @@
 import { ServiceInvalidError } from '../errors.ts';
-import { objectIP, parseCIDR, type IPFamily } from '../net/ip.ts';
+import { endpointIPProblem, objectIP, parseCIDR, type IPFamily } from '../net/ip.ts';
 import { objectRef, type Service } from './kube-objects.ts';
 
 export type Protocol = 'TCP' | 'UDP' | 'SCTP';
@@ -91,7 +91,6 @@ export type ServiceConversion =
   | { kind: 'ignored'; reason: string };
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
 
 function isInt(v: unknown, min: number, max: number): v is number {
   return typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max;
@@ -109,7 +108,9 @@ export function servicePortsFromService(svc: Service, family: IPFamily): Service
     if (shown !== undefined && shown.length > 80) shown = shown.slice(0, 77) + '...';
     throw new ServiceInvalidError(`${objectRef('Service', svc)}: ${field} ${shown ?? 'is missing'}: ${why}`);
   };
-  if (typeof meta?.name !== 'string' || !DNS_SUBDOMAIN.test(meta.name) || meta.name.length > LIMITS.labelLength) bad('metadata.name', meta?.name, 'must be a DNS label of at most 63 characters');
+  // A Service name is a DNS label (DNS-1035, or DNS-1123 under RelaxedServiceNameValidation):
+  // never a dot or a "/", so "ns/name" keys and the slices' service-name label stay unambiguous.
+  if (typeof meta?.name !== 'string' || !DNS_LABEL.test(meta.name) || meta.name.length > LIMITS.labelLength) bad('metadata.name', meta?.name, 'must be a DNS label of at most 63 characters');
   if (typeof meta?.namespace !== 'string' || !DNS_LABEL.test(meta.namespace) || meta.namespace.length > LIMITS.labelLength)
     bad('metadata.namespace', meta?.namespace, 'must be a DNS label of at most 63 characters');
   const namespace = meta!.namespace!;
@@ -256,6 +257,11 @@ function ipList(list: unknown, field: string, family: IPFamily, bad: Bad): strin
   for (const [i, raw] of list.entries()) {
     const parsed = objectIP(raw);
     if (parsed.ip === null) return bad(`${field}[${i}]`, raw, parsed.why);
+    // The API server refuses these in externalIPs (ValidateEndpointIP): a
+    // Service must not capture the node's loopback, link-local or wildcard
+    // traffic. Checked in the tracker for every source (see sliceInfoFromEndpointSlice).
+    const special = endpointIPProblem(parsed.ip);
+    if (special !== null) bad(`${field}[${i}]`, raw, special);
     if (parsed.family === family && !out.includes(parsed.ip)) out.push(parsed.ip);
   }
   return out;
