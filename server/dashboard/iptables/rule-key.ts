@@ -18,8 +18,10 @@ import { splitArgs } from '../../kernel/iptables-save-parser.ts';
  *
  * So: matches become a sorted set of "option values" groups (module loads
  * "-m x" dropped: their options name them), addresses lose a host prefix
- * length, hex numbers lose leading zeros, probabilities are compared to 8
- * decimals (the kernel stores them as a 32-bit fraction), defaults the kernel
+ * length, hex numbers lose leading zeros, probabilities become the number the
+ * kernel stores (iptables' statistic match keeps lround(p * 2^31) and lists
+ * it back with 11 decimals; comparing decimals instead, a tenth of the rules
+ * of a Service with 1,000 endpoints came out different), defaults the kernel
  * adds are dropped, and MARK's shorthands become --set-xmark.
  */
 export function iptablesRuleKey(spec: string): string {
@@ -116,12 +118,15 @@ function normalizeValue(option: string, value: string): string {
   }
   if (option === '--probability') {
     const p = Number(value);
-    return Number.isFinite(p) ? p.toFixed(8) : value;
+    return Number.isFinite(p) && p >= 0 && p <= 1 ? String(Math.round(p * STATISTIC_ONE)) : value;
   }
   // Most values are not hex (ports, names, addresses): look at the first two characters before the pattern.
   if (value.length > 2 && value.charCodeAt(0) === 0x30 && (value.charCodeAt(1) | 0x20) === 0x78 && HEX_VALUE.test(value)) return value.split('/').map(hex).join('/');
   return value;
 }
+
+/** STATISTIC_ONE: probability 1 in xt_statistic's fixed point (libxt_statistic parses --probability into lround(0x80000000 * p)). */
+const STATISTIC_ONE = 0x80000000;
 
 const HEX_VALUE = /^0x[0-9a-f]+(\/0x[0-9a-f]+)?$/i;
 
