@@ -105,6 +105,9 @@ export class IptablesWalker {
     if (flow.p < MIN_CHANCE) return [];
     if (depth > MAX_DEPTH) return [{ flow: withNote(flow, `gave up after ${MAX_DEPTH} jumps in ${table} ${chain.name}`), kind: 'final', end: 'accept', by: null }];
     const rules = chain.rules;
+    // A probability rule splits the flow: what it takes is followed at once, the rest goes on
+    // down this loop (not a call per rule: a Service with 10,000 endpoints has 10,000 such rules).
+    const out: ChainOutcome[] = [];
     for (const i of candidates(chain, flow.pkt.dst, from)) {
       const rule = rules[i];
       const c = compile(rule);
@@ -139,13 +142,21 @@ export class IptablesWalker {
         const taken = { ...flow, p: flow.p * p };
         const rest = { ...flow, p: flow.p * (1 - p) };
         const share = `probability ${round(p)} of what reaches this rule`;
-        return [...this.#apply(table, chain, i, rule, c, taken, hook, depth, note ? `${share}; ${note}` : share), ...this.#run(table, chain, i + 1, rest, hook, depth)];
+        for (const o of this.#apply(table, chain, i, rule, c, taken, hook, depth, note ? `${share}; ${note}` : share)) out.push(o);
+        flow = rest;
+        if (flow.p < MIN_CHANCE) return out;
+        continue;
       }
-      return this.#apply(table, chain, i, rule, c, flow, hook, depth, note);
+      for (const o of this.#apply(table, chain, i, rule, c, flow, hook, depth, note)) out.push(o);
+      return out;
     }
-    if (chain.builtin) return [{ flow, kind: 'return' }];
+    if (chain.builtin) {
+      out.push({ flow, kind: 'return' });
+      return out;
+    }
     const end: TraceStep = { table: this.#t.name(table), chain: chain.name, hook, rule: null, index: null, packets: 0, bytes: 0, verdict: 'return' };
-    return [{ flow: withStep(flow, end), kind: 'return' }];
+    out.push({ flow: withStep(flow, end), kind: 'return' });
+    return out;
   }
 
   #apply(table: string, chain: KernelChain, i: number, rule: KernelRule, c: IptRule, flow: Flow, hook: string, depth: number, note?: string): ChainOutcome[] {

@@ -117,6 +117,29 @@ describe('tracer', () => {
     expect(t.endpoints.map((e) => e.address)).toEqual(plain.endpoints.map((e) => e.address));
   });
 
+  it('follows a Service of 10,000 endpoints to every one of them, each with its share', async () => {
+    const c = await matrix('iptables');
+    const n = 10_000;
+    const ep = (i: number) => `10.64.${i >> 8}.${i & 255}:8080`;
+    // kube-proxy's balancing: rule i takes 1/(n - i) of what reaches it, the last one the rest.
+    const svc = Array.from({ length: n }, (_, i) =>
+      rule(i < n - 1 ? `-m statistic --mode random --probability ${(1 / (n - i)).toFixed(10)} -j KUBE-SEP-E${i}` : `-j KUBE-SEP-E${i}`, `KUBE-SEP-E${i}`),
+    );
+    const read = withRules(c.read.read, 'nat', 'KUBE-SERVICES', (old) => [rule('-d 10.96.99.1/32 -p tcp -m tcp --dport 80 -j KUBE-SVC-BIG', 'KUBE-SVC-BIG'), ...old]);
+    const nat = read.tables.get('nat')!;
+    const chains = new Map(nat.chains);
+    const chain = (name: string, rules: KernelRule[]) => ({ name, builtin: false, policy: null, packets: 0, bytes: 0, rules });
+    chains.set('KUBE-SVC-BIG', chain('KUBE-SVC-BIG', svc));
+    for (let i = 0; i < n; i++) chains.set(`KUBE-SEP-E${i}`, chain(`KUBE-SEP-E${i}`, [rule(`-p tcp -m tcp -j DNAT --to-destination ${ep(i)}`, 'DNAT')]));
+    const big = kernelTables(new Map([...read.tables, ['nat', { ...nat, chains }]]));
+    const t = trace({ ...c.read, read: big }, { proto: 'tcp', src: '10.0.0.2', dst: '10.96.99.1:80' });
+    expect(t.verdict).toBe('dnat');
+    expect(t.endpoints).toHaveLength(n);
+    expect(new Set(t.endpoints.map((e) => e.address)).size).toBe(n);
+    for (const e of t.endpoints) expect(e.probability).toBeCloseTo(1 / n, 8);
+    // Built and traced in about 2 s here; the bound is for a loaded machine, not a speed test.
+  }, 30_000);
+
   it('takes a rule it cannot evaluate as not matching, and says so', async () => {
     const c = await matrix('iptables');
     const read = withRules(c.read.read, 'filter', 'FORWARD', (old) => [rule('-m hashlimit --hashlimit-upto 5/sec -j DROP', 'DROP'), ...old]);
