@@ -97,6 +97,38 @@ describe('rule builder', () => {
     expect(() => buildServicePortRules(sp6, [{ ...ep6, key: '[fd00:10:180::1]:81' }], ctx6, names, probs)).toThrow(/endpoint key/);
   });
 
+  it('writes a service port whose namespace, name and port name are at their longest (63 characters each), every comment within 255', () => {
+    const ns = 'n'.repeat(63);
+    const svc = 's'.repeat(63);
+    const port = 'p'.repeat(63);
+    const name = `${ns}/${svc}:${port}`;
+    const sp: ServicePort = {
+      ...sp6,
+      id: `${name}/TCP`,
+      name,
+      namespace: ns,
+      serviceName: svc,
+      service: `${ns}/${svc}`,
+      portName: port,
+      type: 'LoadBalancer',
+      port: 65535,
+      externalIPs: ['2001:db8::5'],
+      loadBalancerVIPs: ['2001:db8::6'],
+      loadBalancerSourceRanges: ['2001:db8:1::/48'],
+      externalPolicyLocal: true,
+      healthCheckNodePort: 32767,
+      stickyMaxAgeSeconds: 86400,
+    };
+    const longest: Endpoint = { ...ep6, ip: 'fd64:6464:6464:6464:ffff:ffff:ffff:fff0', port: 65535, key: '[fd64:6464:6464:6464:ffff:ffff:ffff:fff0]:65535' };
+    const r = buildServicePortRules(sp, [longest, { ...ep6, isLocal: false }], ctx6, new ChainNames(), new ProbabilityCache());
+    const text = r.filterText + r.jumpsText + r.rulesText;
+    const comments = [...text.matchAll(/--comment ("[^"]*"|\S+)/g)].map((m) => m[1].replace(/^"|"$/g, ''));
+    expect(comments).toContain(`other traffic to ${name} will be dropped by KUBE-PROXY-FIREWALL`);
+    expect(comments).toContain(`${name} -> ${longest.key}`);
+    expect(Math.max(...comments.map((c) => c.length))).toBe(247);
+    expect(() => buildServicePortRules({ ...sp, name: `${name}x`, id: `${name}x/TCP` }, [], ctx6, new ChainNames(), new ProbabilityCache())).toThrow(/is not a valid "namespace\/name:port"/);
+  });
+
   it("reuses the previous build's endpoint chain names", () => {
     const names = new ChainNames();
     const first = buildServicePortRules(sp6, [ep6], ctx6, names, new ProbabilityCache());

@@ -83,6 +83,15 @@ export interface ServicePortRules {
 
 const SERVICE_PORT_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?\/[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:[a-z0-9]([-a-z0-9]*[a-z0-9])?)?$/;
 
+/**
+ * MAX_SERVICE_PORT_NAME: the longest "namespace/name:port" the API server
+ * lets through: three DNS labels of 63 characters (a Service port's name is a
+ * DNS-1123 label, not IANA_SVC_NAME's 15). Its longest comment, "other
+ * traffic to NAME will be dropped by KUBE-PROXY-FIREWALL", is then 247
+ * characters, within xt_comment's 255.
+ */
+export const MAX_SERVICE_PORT_NAME = 63 + 1 + 63 + 1 + 63;
+
 function checkPort(n: number, what: string): string {
   if (!Number.isInteger(n) || n < 1 || n > 65535) throw new RuleBuildError(`${what} ${n} is not a port`);
   return String(n);
@@ -103,7 +112,7 @@ function checkIP(ip: string, family: IPFamily, what: string): string {
  * so a bug elsewhere can cost one service, never the whole batch.
  */
 export function validateServicePort(sp: ServicePort, family: IPFamily): void {
-  if (!SERVICE_PORT_NAME.test(sp.name) || sp.name.length > 140) throw new RuleBuildError(`service port name ${JSON.stringify(sp.name)} is not a valid "namespace/name:port"`);
+  if (!SERVICE_PORT_NAME.test(sp.name) || sp.name.length > MAX_SERVICE_PORT_NAME) throw new RuleBuildError(`service port name ${JSON.stringify(sp.name)} is not a valid "namespace/name:port"`);
   if (!PROTOCOLS.includes(sp.protocol)) throw new RuleBuildError(`protocol ${JSON.stringify(sp.protocol)} is not TCP, UDP or SCTP`);
   checkIP(sp.clusterIP, family, 'cluster IP');
   checkPort(sp.port, 'port');
