@@ -129,4 +129,20 @@ describe('delegated dashboard auth against an API server', () => {
     expect(server.reviews.filter((r) => r.kind === 'TokenReview')).toHaveLength(1);
     expect(server.reviews.filter((r) => r.kind === 'SubjectAccessReview')).toHaveLength(2);
   });
+
+  it('after five refused tokens from one address, a valid token from it is still reviewed by the API server and accepted; the next wrong one gets 429', async () => {
+    server.tokens.set('dashboard-token', { user: ALICE, audiences: [AUDIENCE] });
+    const clock = new FakeClock();
+    const a = new DashboardAuth({ token: null, reviewer, nodeName: 'node-a', clock, audience: AUDIENCE });
+    for (let i = 0; i < 5; i++) expect((await a.check(`guess-${i}`, 'view', '198.51.100.9')).ok).toBe(false);
+    expect(await a.check('dashboard-token', 'view', '198.51.100.9')).toEqual({ ok: true, viewer: { authMode: 'delegated', user: ALICE.username, canAct: false } });
+    expect(server.reviews.filter((r) => r.kind === 'TokenReview').map((r) => (r.spec as { token: string }).token)).toEqual(['guess-0', 'guess-1', 'guess-2', 'guess-3', 'guess-4', 'dashboard-token']);
+    // The blocked address's next review waits a second after its last one.
+    const pending = a.check('guess-5', 'view', '198.51.100.9');
+    await clock.advanceAsync(1_000);
+    const wrong = await pending;
+    expect(server.reviews.filter((r) => r.kind === 'TokenReview')).toHaveLength(7);
+    expect(wrong.ok === false && wrong.error).toMatchObject({ code: 'KPROXY_ERR_RATE_LIMITED', statusCode: 429 });
+    expect(a.failures).toMatchObject({ invalid: 5, throttled: 1 });
+  });
 });

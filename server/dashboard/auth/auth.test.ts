@@ -65,27 +65,73 @@ describe('DashboardAuth', () => {
     expect(r.audiencesAsked).toEqual([['kproxy-dashboard'], ['kproxy-dashboard']]);
   });
 
-  it('throttles an address that keeps presenting invalid tokens, without asking the API server, and counts and logs each refusal', async () => {
+  it('throttles what fails from an address that keeps presenting wrong tokens, and always accepts the static token from it', async () => {
+    const clock = new FakeClock();
+    const log = new MemoryLog();
+    const auth = new DashboardAuth({ token: 'the-real-token', reviewer: null, nodeName: 'n', clock, logger: log.logger });
+    for (let i = 0; i < 5; i++) expect((await auth.check(`guess-${i}`, 'act', '198.51.100.9')).ok === false).toBe(true);
+    // Blocked: a wrong token gets 429 ...
+    const throttled = await auth.check('guess-5', 'act', '198.51.100.9');
+    expect(throttled.ok === false && throttled.error).toMatchObject({ code: 'KPROXY_ERR_RATE_LIMITED', statusCode: 429, message: 'too many refused tokens from 198.51.100.9; try again in 60 s' });
+    // ... and the right one passes, from the same address, at once.
+    expect(await auth.check('the-real-token', 'act', '198.51.100.9')).toEqual({ ok: true, viewer: { authMode: 'token', user: 'token', canAct: true } });
+    expect(auth.failures).toEqual({ missing: 0, invalid: 5, forbidden: 0, unavailable: 0, throttled: 1 });
+    // Once the block ends a wrong token is a plain 401 again.
+    clock.advance(60_000);
+    const after = await auth.check('guess-6', 'act', '198.51.100.9');
+    expect(after.ok === false && after.error.statusCode).toBe(401);
+    const warnings = log.lines('warn').join('\n');
+    expect(warnings).toMatch(/dashboard sign-in throttled: too many refused tokens from one address from=198\.51\.100\.9 refused=5 blockedForS=60/);
+    expect(warnings).not.toMatch(/guess-|the-real-token/);
+  });
+
+  it('delegated: a blocked address still gets its valid token reviewed and accepted; its wrong tokens get 429, reviewed one at a time at most once a second, and counted and logged', async () => {
     const clock = new FakeClock();
     const log = new MemoryLog();
     const r = new FakeAccessReviewer();
     r.users.set('good', { username: 'alice', groups: [] });
+    r.users.set('other', { username: 'bob', groups: [] });
     r.allow('alice', 'get');
+    r.allow('bob', 'get');
     const auth = new DashboardAuth({ token: null, reviewer: r, nodeName: 'n', clock, logger: log.logger, throttle: { failures: 3, windowMs: 60_000, blockMs: 30_000 } });
     for (let i = 0; i < 3; i++) expect((await auth.check(`guess-${i}`, 'view', '198.51.100.9')).ok).toBe(false);
-    const reviews = r.tokenReviews;
-    const throttled = await auth.check('good', 'view', '198.51.100.9');
-    expect(throttled.ok === false && throttled.error).toMatchObject({ code: 'KPROXY_ERR_RATE_LIMITED', statusCode: 429 });
-    expect(r.tokenReviews).toBe(reviews);
-    // Another address is not held up, and the block ends.
-    expect((await auth.check('good', 'view', '10.0.0.7')).ok).toBe(true);
-    clock.advance(30_000);
+    expect(r.tokenReviews).toBe(3);
+
+    // The valid token, never seen before, is reviewed and passes.
+    expect(await auth.check('good', 'view', '198.51.100.9')).toMatchObject({ ok: true, viewer: { user: 'alice' } });
+    expect(r.tokenReviews).toBe(4);
+    // A wrong one is reviewed too, but only a second after the last review of this address, and refused with 429.
+    const wrong = auth.check('guess-3', 'view', '198.51.100.9');
+    await clock.advanceAsync(999);
+    expect(r.tokenReviews).toBe(4);
+    await clock.advanceAsync(1);
+    const refused = await wrong;
+    expect(refused.ok === false && refused.error).toMatchObject({ code: 'KPROXY_ERR_RATE_LIMITED', statusCode: 429 });
+    expect(r.tokenReviews).toBe(5);
+    // A token whose review is cached passes without waiting or asking.
     expect((await auth.check('good', 'view', '198.51.100.9')).ok).toBe(true);
-    expect(auth.failures).toEqual({ missing: 0, invalid: 3, forbidden: 0, unavailable: 0, throttled: 1 });
+    expect(r.tokenReviews).toBe(5);
+
+    // A flood of guesses queues at most four reviews; the rest are refused without asking the API server.
+    const settled: number[] = [];
+    const flood = Array.from({ length: 10 }, (_, i) => auth.check(`flood-${i}`, 'view', '198.51.100.9').finally(() => settled.push(i)));
+    await new Promise((resolve) => setImmediate(resolve));
+    // Without the clock moving, only the six past the queue are answered; the four queued wait for the gap after the last review.
+    expect(settled.sort((a, b) => a - b)).toEqual([4, 5, 6, 7, 8, 9]);
+    expect(r.tokenReviews).toBe(5);
+    await clock.advanceAsync(5_000);
+    expect((await Promise.all(flood)).every((o) => o.ok === false && o.error.statusCode === 429)).toBe(true);
+    expect(r.tokenReviews).toBe(9);
+    // Another address is never held up, and the block ends.
+    expect((await auth.check('other', 'view', '10.0.0.7')).ok).toBe(true);
+    clock.advance(30_000);
+    const plain = await auth.check('guess-4', 'view', '198.51.100.9');
+    expect(plain.ok === false && plain.error.statusCode).toBe(401);
+    expect(auth.failures).toEqual({ missing: 0, invalid: 4, forbidden: 0, unavailable: 0, throttled: 11 });
     const warnings = log.lines('warn').join('\n');
     expect(warnings).toMatch(/dashboard sign-in refused: the API server did not authenticate the bearer token .*reason=invalid from=198\.51\.100\.9/);
     expect(warnings).toMatch(/dashboard sign-in throttled: too many refused tokens from one address from=198\.51\.100\.9 refused=3 blockedForS=30/);
-    expect(warnings).not.toMatch(/guess-/);
+    expect(warnings).not.toMatch(/guess-|flood-/);
   });
 
   it('refuses (503) when a review gets no answer within the timeout, and does not cache that', async () => {

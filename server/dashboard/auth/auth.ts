@@ -48,6 +48,10 @@ export const MIN_TOKEN_LENGTH = 32;
 export const DEFAULT_AUDIENCE = 'kproxy-dashboard';
 
 const CACHE_MAX = 1000;
+/** THROTTLED_QUEUE: tokens of one blocked address waiting for their review; more are refused without asking. */
+const THROTTLED_QUEUE = 4;
+/** THROTTLED_REVIEW_GAP_MS: the least time between two TokenReviews for one blocked address. */
+const THROTTLED_REVIEW_GAP_MS = 1_000;
 const DEFAULT_THROTTLE: LoginThrottle = { failures: 5, windowMs: 60_000, blockMs: 60_000 };
 
 function digest(text: string): Buffer {
@@ -76,8 +80,13 @@ export function reviewKey(user: ReviewedUser, permission: Permission): string {
  * identical reviews shared, reviews that hang refused after 10 s), else, with
  * neither configured, everyone on the loopback listener may view and act (the
  * CLI refuses a non-loopback dashboard in that case). An address that keeps
- * presenting invalid credentials is refused for a while without asking the
- * API server. Every refusal is counted by reason and logged without the token.
+ * presenting invalid credentials is throttled for a while: what it presents
+ * that fails is refused with 429 instead of 401. Every refusal is counted by
+ * reason and logged without the token.
+ * The throttle holds back only what fails: the static token, and a token whose
+ * TokenReview answer is cached, pass from a blocked address at once; an
+ * unknown token from it is reviewed, one at a time and at most once a second,
+ * and refused (429) only when the API server does not authenticate it.
  */
 export class DashboardAuth {
   readonly mode: AuthMode;
@@ -90,6 +99,8 @@ export class DashboardAuth {
   readonly #inflightUsers = new Map<string, Promise<{ user: ReviewedUser | null; why: string }>>();
   readonly #inflightDecisions = new Map<string, Promise<boolean>>();
   readonly #strikes = new Map<string, { since: number; count: number; blockedUntil: number }>();
+  /** #lanes: per address that was blocked, its reviews queued one after another and when the last one began (#throttledReview). */
+  readonly #lanes = new Map<string, { tail: Promise<void>; waiting: number; lastAt: number }>();
   /** failures counts refusals by reason. */
   readonly failures: Record<AuthFailure, number> = { missing: 0, invalid: 0, forbidden: 0, unavailable: 0, throttled: 0 };
   /** tokenReviews / accessReviews: reviews sent to the API server. */
@@ -121,20 +132,32 @@ export class DashboardAuth {
   async check(credential: string | null, permission: Permission, remote = 'unknown'): Promise<AuthOutcome> {
     if (!this.enabled) return { ok: true, viewer: { authMode: 'off', user: ANONYMOUS_USER, canAct: true } };
     if (!credential) return this.#refuse('missing', remote, new AuthRequiredError('the dashboard needs a bearer token (Authorization: Bearer …)'));
-    const now = this.#o.clock.monotonic();
-    const strikes = this.#strikes.get(remote);
-    if (strikes && strikes.blockedUntil > now) {
-      const err = new RateLimitedError(`too many refused tokens from ${remote}; try again in ${Math.ceil((strikes.blockedUntil - now) / 1000)} s`);
-      return this.#refuse('throttled', remote, err);
-    }
+    // The right token is accepted whatever its address did before: the throttle
+    // is for what fails, so five wrong guesses from an address (a NAT shared with
+    // the operator, a mistyped script) never lock the real token out.
     if (this.#tokenDigest && timingSafeEqual(digest(credential), this.#tokenDigest)) {
       return { ok: true, viewer: { authMode: this.mode, user: TOKEN_USER, canAct: true } };
     }
     const reviewer = this.#o.reviewer;
-    if (!reviewer) return this.#refuse('invalid', remote, new AuthFailedError('the bearer token is not the dashboard token'));
+    const blockedFor = this.#blockedFor(remote);
+    if (!reviewer) {
+      if (blockedFor > 0) return this.#throttled(remote, blockedFor);
+      return this.#refuse('invalid', remote, new AuthFailedError('the bearer token is not the dashboard token'));
+    }
     try {
-      const { user, why } = await this.#user(reviewer, credential);
-      if (!user) return this.#refuse('invalid', remote, new AuthFailedError(why));
+      let answer = this.#knownUser(credential);
+      if (!answer) {
+        // A blocked address's unknown tokens still get their TokenReview (a valid
+        // one must pass), but one at a time and paced (#throttledReview): guessing
+        // from it costs the API server at most one review a second.
+        answer = blockedFor > 0 ? await this.#throttledReview(reviewer, credential, remote) : await this.#user(reviewer, credential);
+        if (answer === null) return this.#throttled(remote, this.#blockedFor(remote));
+      }
+      const { user, why } = answer;
+      if (!user) {
+        const still = this.#blockedFor(remote);
+        return still > 0 ? this.#throttled(remote, still) : this.#refuse('invalid', remote, new AuthFailedError(why));
+      }
       const [view, act] = await Promise.all([this.#allowed(reviewer, user, 'view'), this.#allowed(reviewer, user, 'act')]);
       const granted = permission === 'act' ? act : view;
       if (!granted) {
@@ -145,6 +168,50 @@ export class DashboardAuth {
     } catch (err) {
       // The API server could not be asked: refuse (never fail open). The log has why; the client only the code.
       return this.#refuse('unavailable', remote, new AuthUnavailableError(`cannot check the bearer token with the API server: ${errorMessage(err)}`, { cause: err }));
+    }
+  }
+
+  /** #blockedFor: how long an address stays throttled (ms, 0 when it is not). */
+  #blockedFor(remote: string): number {
+    const s = this.#strikes.get(remote);
+    return s ? Math.max(0, s.blockedUntil - this.#o.clock.monotonic()) : 0;
+  }
+
+  #throttled(remote: string, blockedForMs: number): AuthOutcome {
+    return this.#refuse('throttled', remote, new RateLimitedError(`too many refused tokens from ${remote}; try again in ${Math.max(1, Math.ceil(blockedForMs / 1000))} s`));
+  }
+
+  /** #knownUser: a TokenReview answer still cached for this token, or null (no API call). */
+  #knownUser(token: string): { user: ReviewedUser | null; why: string } | null {
+    const hit = this.#users.get(digest(token).toString('hex'));
+    return hit && hit.until > this.#o.clock.now() ? hit : null;
+  }
+
+  /**
+   * #throttledReview reviews a token from a blocked address: after the
+   * address's previous review and at least THROTTLED_REVIEW_GAP_MS after it,
+   * with at most THROTTLED_QUEUE tokens waiting; null (refused without asking)
+   * when the queue is full. A valid token from a blocked address so gets in
+   * within a few seconds unless the same address keeps the queue full.
+   */
+  async #throttledReview(reviewer: AccessReviewer, token: string, remote: string): Promise<{ user: ReviewedUser | null; why: string } | null> {
+    let lane = this.#lanes.get(remote);
+    // Kept once idle (bounded like the other caches): the pacing counts from this address's last review.
+    if (!lane) remember(this.#lanes, remote, (lane = { tail: Promise.resolve(), waiting: 0, lastAt: -Infinity }));
+    if (lane.waiting >= THROTTLED_QUEUE) return null;
+    lane.waiting++;
+    const before = lane.tail;
+    let done!: () => void;
+    lane.tail = new Promise<void>((resolve) => (done = resolve));
+    try {
+      await before;
+      const wait = lane.lastAt + THROTTLED_REVIEW_GAP_MS - this.#o.clock.monotonic();
+      if (wait > 0) await new Promise<void>((resolve) => this.#o.clock.setTimeout(resolve, wait));
+      lane.lastAt = this.#o.clock.monotonic();
+      return await this.#user(reviewer, token);
+    } finally {
+      lane.waiting--;
+      done();
     }
   }
 

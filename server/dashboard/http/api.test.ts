@@ -49,6 +49,22 @@ describe('dashboard API (/api/v1)', () => {
     expect(status.json().overview.stream).toMatchObject({ refusedSignIns: 1 });
   });
 
+  it('never locks the real token out: after five wrong tokens from an address its wrong tokens get 429, the right one still reads and acts', async () => {
+    t = await testDashboard({ token: TOKEN });
+    const from = { remoteAddress: '198.51.100.9' };
+    for (let i = 0; i < 5; i++) {
+      const res = await t.app.inject({ url: '/api/v1/status', headers: { ...HOST, authorization: `Bearer guess-${i}` }, ...from });
+      expect(res.statusCode).toBe(401);
+    }
+    const throttled = await t.app.inject({ url: '/api/v1/status', headers: { ...HOST, authorization: 'Bearer guess-5' }, ...from });
+    expect(throttled.statusCode).toBe(429);
+    expect(throttled.json().error.code).toBe('KPROXY_ERR_RATE_LIMITED');
+    expect((await t.app.inject({ url: '/api/v1/status', headers: AUTH, ...from })).statusCode).toBe(200);
+    const act = await t.app.inject({ method: 'POST', url: '/api/v1/actions/resync', headers: { ...AUTH, 'content-type': 'application/json' }, payload: '{}', ...from });
+    expect(act.statusCode).toBe(200);
+    expect(t.dashboard.counters().authFailures).toMatchObject({ invalid: 5, throttled: 1 });
+  });
+
   it("keeps kube-proxy's /metrics, /healthz, /proxyMode and /configz open without a token", async () => {
     t = await testDashboard({ token: TOKEN });
     for (const url of ['/metrics', '/healthz', '/proxyMode', '/configz']) {
