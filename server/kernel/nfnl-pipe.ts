@@ -1,6 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { constants } from 'node:os';
 import { join } from 'node:path';
+import type { Logger } from '../log.ts';
 
 /**
  * NfnlPipe is kproxy's netfilter netlink socket, held by server/kernel/native/nfnl-pipe.c
@@ -21,14 +23,24 @@ export interface NfnlPipe {
   /** close ends the child (its stdin closes; it exits). */
   close(): void;
   readonly pid: number;
+  /** alive: the helper runs and speaks the protocol (false once it exited, was killed or was closed). */
+  readonly alive: boolean;
+  /** foreignDatagrams: datagrams the helper dropped because the kernel did not send them. */
+  readonly foreignDatagrams: number;
 }
 
-/** NfnlPipeError: the helper is missing, could not start, died, or answered out of protocol. */
+/** NfnlPipeError: a request through the helper failed (the helper may still run: see NfnlPipeGoneError). */
 export class NfnlPipeError extends Error {}
+
+/** NfnlPipeGoneError: the helper is missing, could not start, died, or answered out of protocol (and was ended): nothing more goes through it. */
+export class NfnlPipeGoneError extends NfnlPipeError {}
 
 /** NFNL_PIPE_ENV: a path to the nfnl-pipe program, instead of the one `npm run build` makes. */
 export const NFNL_PIPE_ENV = 'KPROXY_NFNL_PIPE';
-const PROTOCOL_VERSION = 1;
+/** PROTOCOL_VERSION: the C program's (2: 'F' frames for dropped foreign datagrams, the reply timeout). */
+export const PROTOCOL_VERSION = 2;
+/** MAX_ANSWER_FRAME: the longest frame the helper sends (a datagram is at most its 256 KiB buffer). */
+export const MAX_ANSWER_FRAME = 1 << 20;
 
 /**
  * findNfnlPipe: where the built program is. From dist/server/kernel/ (the
@@ -42,6 +54,58 @@ export function findNfnlPipe(env: NodeJS.ProcessEnv = process.env): string | nul
   return null;
 }
 
+/** Frame is one frame from the helper: its kind ('D', 'E', 'F') and payload. */
+export interface Frame {
+  readonly kind: string;
+  readonly payload: Buffer;
+}
+
+/** FRAME_SIZES: the payload length each kind of answer frame must have (null: any, up to MAX_ANSWER_FRAME). */
+const FRAME_SIZES: Readonly<Record<string, number | null>> = { D: null, E: 4, F: 8 };
+
+/**
+ * FrameReader cuts the helper's stdout into frames (u32 LE payload length,
+ * u8 kind, three zero bytes, the payload), however the bytes arrive. A frame
+ * of an unknown kind, of the wrong size for its kind, or longer than
+ * MAX_ANSWER_FRAME is out of protocol: push throws NfnlPipeGoneError rather
+ * than wait for (and buffer) a length that a corrupted header made up.
+ */
+export class FrameReader {
+  #chunks: Buffer[] = [];
+  #buffered = 0;
+
+  /** push takes the next bytes and returns the frames they complete, in order. */
+  push(chunk: Buffer): Frame[] {
+    this.#chunks.push(chunk);
+    this.#buffered += chunk.length;
+    if (this.#buffered < 8) return [];
+    let buf = this.#chunks.length === 1 ? this.#chunks[0] : Buffer.concat(this.#chunks, this.#buffered);
+    const out: Frame[] = [];
+    let off = 0;
+    while (buf.length - off >= 8) {
+      const len = buf.readUInt32LE(off);
+      const kind = String.fromCharCode(buf[off + 4]);
+      const size = FRAME_SIZES[kind];
+      if (size === undefined) throw new NfnlPipeGoneError(`an answer frame of unknown kind 0x${buf[off + 4].toString(16)} (length ${len})`);
+      if (size !== null && len !== size) throw new NfnlPipeGoneError(`an '${kind}' frame of ${len} bytes (it has ${size})`);
+      if (len > MAX_ANSWER_FRAME) throw new NfnlPipeGoneError(`a '${kind}' frame of ${len} bytes (at most ${MAX_ANSWER_FRAME})`);
+      if (buf.length - off < 8 + len) break;
+      // A copy: the frame outlives the chunk it arrived in.
+      out.push({ kind, payload: Buffer.from(buf.subarray(off + 8, off + 8 + len)) });
+      off += 8 + len;
+    }
+    buf = buf.subarray(off);
+    this.#chunks = buf.length ? [buf] : [];
+    this.#buffered = buf.length;
+    return out;
+  }
+}
+
+/** errnoName: "ETIMEDOUT" for 110, "errno N" for a number libc has no name for here. */
+export function errnoName(errno: number): string {
+  return Object.entries(constants.errno).find(([, v]) => v === errno)?.[0] ?? `errno ${errno}`;
+}
+
 interface Pending {
   readonly resolve: (r: { data: Buffer[]; status: number }) => void;
   readonly reject: (err: Error) => void;
@@ -51,20 +115,34 @@ interface Pending {
 export interface StartOptions {
   /** timeoutMs bounds one request (a first sync's batch at 10,000 services takes the kernel seconds); default 120 s. */
   timeoutMs?: number;
+  /**
+   * replyTimeoutMs: how long the helper waits for the kernel's next reply to a
+   * request (dumps, gets) before it answers ETIMEDOUT; default the helper's
+   * own, 5 s. The kernel answers within the call: a silence of seconds means
+   * no answer is coming, and the sync must not wait timeoutMs for it.
+   */
+  replyTimeoutMs?: number;
   /** prefix: argv to run the program under (tests: ["ip", "netns", "exec", NS]); none on the host. */
   prefix?: readonly string[];
+  /** logger: where dropped foreign datagrams are reported (none: counted only). */
+  logger?: Logger;
 }
 
-/** startNfnlPipe spawns the program and waits for it to say its socket is open. */
+/**
+ * startNfnlPipe spawns the program and waits for it to say its socket is open.
+ * A program that is missing, exits, or does not speak PROTOCOL_VERSION (an
+ * older build) rejects with NfnlPipeGoneError.
+ */
 export function startNfnlPipe(path: string, opts: StartOptions = {}): Promise<NfnlPipe> {
   const timeoutMs = opts.timeoutMs ?? 120_000;
+  const logger = opts.logger;
   return new Promise((resolveStart, rejectStart) => {
     let child: ChildProcess;
     try {
-      const argv = [...(opts.prefix ?? []), path];
+      const argv = [...(opts.prefix ?? []), path, ...(opts.replyTimeoutMs ? ['--reply-timeout-ms', String(Math.ceil(opts.replyTimeoutMs))] : [])];
       child = spawn(argv[0], argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'] });
     } catch (err) {
-      rejectStart(new NfnlPipeError(`cannot start ${path}: ${(err as Error).message}`, { cause: err }));
+      rejectStart(new NfnlPipeGoneError(`cannot start ${path}: ${(err as Error).message}`, { cause: err }));
       return;
     }
     // The daemon may exit with the helper running (--once): only a start or a request in flight holds the event loop.
@@ -78,19 +156,25 @@ export function startNfnlPipe(path: string, opts: StartOptions = {}): Promise<Nf
     };
     const queue: Pending[] = [];
     let started = false;
-    let dead: NfnlPipeError | null = null;
+    let dead: NfnlPipeGoneError | null = null;
+    let closed = false;
     let stderr = '';
-    let chunks: Buffer[] = [];
-    let buffered = 0;
+    let foreign = 0;
+    const reader = new FrameReader();
 
-    const fail = (err: NfnlPipeError) => {
+    const fail = (err: NfnlPipeGoneError) => {
       if (dead) return;
       dead = err;
       if (!started) rejectStart(err);
       for (const p of queue.splice(0)) p.reject(err);
     };
-    child.on('error', (err) => fail(new NfnlPipeError(`${path}: ${err.message}`, { cause: err })));
-    child.on('exit', (code, signal) => fail(new NfnlPipeError(`${path} exited (${signal ?? `code ${code}`})${stderr.trim() ? `: ${stderr.trim()}` : ''}`)));
+    /** outOfProtocol ends a helper that said something kproxy cannot trust the rest of. */
+    const outOfProtocol = (what: string) => {
+      fail(new NfnlPipeGoneError(`${path} sent ${what}; it was stopped`));
+      child.kill('SIGKILL');
+    };
+    child.on('error', (err) => fail(new NfnlPipeGoneError(`${path}: ${err.message}`, { cause: err })));
+    child.on('exit', (code, signal) => fail(new NfnlPipeGoneError(`${path} exited (${signal ?? `code ${code}`})${stderr.trim() ? `: ${stderr.trim()}` : ''}`)));
     child.stderr!.on('data', (d: Buffer) => {
       if (stderr.length < 4096) stderr += d.toString('utf8');
     });
@@ -98,11 +182,24 @@ export function startNfnlPipe(path: string, opts: StartOptions = {}): Promise<Nf
       // The child is gone; its exit event says why.
     });
 
-    const onFrame = (kind: number, payload: Buffer) => {
+    const onForeign = (payload: Buffer) => {
+      foreign++;
+      // Logged at 1, 2, 4, 8, … drops: a process flooding the socket cannot flood the log.
+      if ((foreign & (foreign - 1)) === 0) {
+        logger?.warn('dropped a netlink datagram that did not come from the kernel (another process sent it to the netfilter socket)', {
+          senderPortId: payload.readUInt32LE(0),
+          bytes: payload.readUInt32LE(4),
+          droppedSoFar: foreign,
+        });
+      }
+    };
+
+    const onFrame = ({ kind, payload }: Frame) => {
+      if (dead) return;
       if (!started) {
-        if (kind !== 0x45 /* 'E' */ || payload.length !== 4 || payload.readInt32LE(0) !== PROTOCOL_VERSION) {
-          fail(new NfnlPipeError(`${path} does not speak protocol ${PROTOCOL_VERSION}`));
-          child.kill();
+        if (kind !== 'E' || payload.readInt32LE(0) !== PROTOCOL_VERSION) {
+          const said = kind === 'E' ? `protocol ${payload.readInt32LE(0)}` : `a '${kind}' frame`;
+          outOfProtocol(`${said} at start where protocol ${PROTOCOL_VERSION} was expected (an older build? npm run build makes it again)`);
           return;
         }
         started = true;
@@ -110,47 +207,33 @@ export function startNfnlPipe(path: string, opts: StartOptions = {}): Promise<Nf
         resolveStart(pipe);
         return;
       }
+      if (kind === 'F') return onForeign(payload);
       const p = queue[0];
-      if (!p) {
-        fail(new NfnlPipeError(`${path} answered a request that was not made`));
-        child.kill();
-        return;
-      }
-      if (kind === 0x44 /* 'D' */) p.data.push(payload);
-      else if (kind === 0x45 && payload.length === 4) {
+      if (!p) return outOfProtocol(`an answer to a request that was not made`);
+      if (kind === 'D') p.data.push(payload);
+      else {
         queue.shift();
         if (queue.length === 0) hold(false);
         p.resolve({ data: p.data, status: payload.readInt32LE(0) });
-      } else {
-        fail(new NfnlPipeError(`${path} sent an unknown frame`));
-        child.kill();
       }
     };
 
     child.stdout!.on('data', (d: Buffer) => {
-      chunks.push(d);
-      buffered += d.length;
-      if (buffered < 8) return;
-      let buf = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, buffered);
-      let off = 0;
-      while (buf.length - off >= 8) {
-        const len = buf.readUInt32LE(off);
-        if (buf.length - off < 8 + len) break;
-        // A copy: the frame outlives the chunk it arrived in.
-        onFrame(buf[off + 4], Buffer.from(buf.subarray(off + 8, off + 8 + len)));
-        off += 8 + len;
+      let frames: Frame[];
+      try {
+        frames = reader.push(d);
+      } catch (err) {
+        return outOfProtocol((err as Error).message);
       }
-      buf = buf.subarray(off);
-      chunks = buf.length ? [buf] : [];
-      buffered = buf.length;
+      for (const f of frames) onFrame(f);
     });
 
     const request = (kind: string, payload: Uint8Array): Promise<{ data: Buffer[]; status: number }> => {
       if (dead) return Promise.reject(dead);
+      if (closed) return Promise.reject(new NfnlPipeGoneError(`${path} was closed`));
       return new Promise((resolve, reject) => {
         const timer = setTimeout(() => {
-          const err = new NfnlPipeError(`${path} did not answer within ${timeoutMs} ms`);
-          fail(err);
+          fail(new NfnlPipeGoneError(`${path} did not answer within ${timeoutMs} ms; it was stopped`));
           child.kill('SIGKILL');
         }, timeoutMs);
         queue.push({
@@ -175,14 +258,21 @@ export function startNfnlPipe(path: string, opts: StartOptions = {}): Promise<Nf
 
     const pipe: NfnlPipe = {
       pid: child.pid ?? -1,
+      get alive() {
+        return dead === null && !closed;
+      },
+      get foreignDatagrams() {
+        return foreign;
+      },
       async batch(bytes) {
         const r = await request('B', bytes);
-        if (r.status < 0) throw new NfnlPipeError(`sending the batch failed: errno ${-r.status}`);
+        if (r.status < 0) throw new NfnlPipeError(`sending the batch failed: ${errnoName(-r.status)}`);
         return r.data;
       },
       async requests(bytes) {
         const r = await request('Q', bytes);
-        if (r.status < 0) throw new NfnlPipeError(`netlink request failed: errno ${-r.status}`);
+        if (r.status === -constants.errno.ETIMEDOUT) throw new NfnlPipeError(`netlink request failed: ETIMEDOUT (the kernel did not answer within ${opts.replyTimeoutMs ?? 5000} ms)`);
+        if (r.status < 0) throw new NfnlPipeError(`netlink request failed: ${errnoName(-r.status)}`);
         return r.data;
       },
       async ifindex(name) {
@@ -196,6 +286,8 @@ export function startNfnlPipe(path: string, opts: StartOptions = {}): Promise<Nf
         return r.status === 0 && r.data.length ? r.data[0].toString('utf8') : null;
       },
       close() {
+        // Requests already sent are still answered: the helper reads its stdin to the end before it exits.
+        closed = true;
         child.stdin!.end();
       },
     };

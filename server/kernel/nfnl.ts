@@ -224,12 +224,29 @@ export interface NlMessage {
   readonly body: Buffer;
 }
 
-/** parseMessages splits a datagram (or several, concatenated) into messages. */
+/**
+ * NlParseError: bytes read back as netlink are not well formed: a length that
+ * is shorter than its header or runs past the bytes it sits in, or bytes left
+ * over that cannot be a whole message or attribute. The parsers below throw
+ * it, saying where, rather than read past the buffer (a bare RangeError from
+ * Buffer) or take a cut message for a whole one.
+ */
+export class NlParseError extends Error {}
+
+/**
+ * parseMessages splits a datagram (or several, concatenated) into messages.
+ * Every length is checked against the bytes left before anything is read; a
+ * message whose aligned length passes the end (an unaligned last one) ends
+ * the walk; fewer bytes left than a header are an NlParseError.
+ */
 export function parseMessages(buf: Buffer, out: NlMessage[] = []): NlMessage[] {
   let off = 0;
-  while (off + NLMSG_HDRLEN <= buf.length) {
+  while (off < buf.length) {
+    const left = buf.length - off;
+    if (left < NLMSG_HDRLEN) throw new NlParseError(`${left} bytes after the last netlink message, at byte ${off} of ${buf.length}: too short for a message header (${NLMSG_HDRLEN})`);
     const len = buf.readUInt32LE(off);
-    if (len < NLMSG_HDRLEN || off + len > buf.length) throw new Error(`malformed netlink message at byte ${off} (length ${len} of ${buf.length - off})`);
+    if (len < NLMSG_HDRLEN || len > left)
+      throw new NlParseError(`malformed netlink message at byte ${off} of ${buf.length}: its length is ${len}, ${left} bytes are left (a header is ${NLMSG_HDRLEN})`);
     const type = buf.readUInt16LE(off + 4);
     out.push({
       type,
@@ -253,13 +270,22 @@ export function parseAttrs(buf: Buffer, offset = 0): Attrs {
   return out;
 }
 
-/** attrList reads one level of attributes in order, repeated types kept. */
+/**
+ * attrList reads one level of attributes in order, repeated types kept. As
+ * parseMessages: every length is checked before it is used, an attribute
+ * running past the end or bytes too few for an attribute header are an
+ * NlParseError, and so is an offset past the end (a message too short to
+ * hold its fixed header).
+ */
 export function attrList(buf: Buffer, offset = 0): [number, Buffer][] {
+  if (offset > buf.length) throw new NlParseError(`netlink attributes would start at byte ${offset} of ${buf.length}: the message is shorter than its fixed header`);
   const out: [number, Buffer][] = [];
   let off = offset;
-  while (off + NLA_HDRLEN <= buf.length) {
+  while (off < buf.length) {
+    const left = buf.length - off;
+    if (left < NLA_HDRLEN) throw new NlParseError(`${left} bytes after the last netlink attribute, at byte ${off} of ${buf.length}: too short for an attribute header (${NLA_HDRLEN})`);
     const len = buf.readUInt16LE(off);
-    if (len < NLA_HDRLEN || off + len > buf.length) throw new Error(`malformed netlink attribute at byte ${off}`);
+    if (len < NLA_HDRLEN || len > left) throw new NlParseError(`malformed netlink attribute at byte ${off} of ${buf.length}: its length is ${len}, ${left} bytes are left`);
     out.push([buf.readUInt16LE(off + 2) & NLA_TYPE_MASK, buf.subarray(off + NLA_HDRLEN, off + len)]);
     off += align4(len);
   }
@@ -283,16 +309,28 @@ export interface NlError {
   readonly message: string | null;
 }
 
-/** parseError reads an NLMSG_ERROR's body: error (negative errno), the request's header, optional TLVs. */
+/** NLMSGERR_MIN: an NLMSG_ERROR's body holds at least the error code and the request's header. */
+const NLMSGERR_MIN = 4 + NLMSG_HDRLEN;
+
+/**
+ * parseError reads an NLMSG_ERROR's body: error (negative errno), the
+ * request's header (or the whole request), optional TLVs. A body too short
+ * for the error code and the header, or an echoed request longer than the
+ * body, is an NlParseError.
+ */
 export function parseError(m: NlMessage): NlError {
-  const errno = -m.body.readInt32LE(0);
-  const seq = m.body.readUInt32LE(4 + 8);
-  const type = m.body.readUInt16LE(4 + 4);
+  const body = m.body;
+  if (body.length < NLMSGERR_MIN) throw new NlParseError(`an NLMSG_ERROR (sequence ${m.seq}) of ${body.length} bytes: the error code and the request's header take ${NLMSGERR_MIN}`);
+  // 0 - x, not -x: an ack is errno 0, not -0.
+  const errno = 0 - body.readInt32LE(0);
+  const seq = body.readUInt32LE(4 + 8);
+  const type = body.readUInt16LE(4 + 4);
   let message: string | null = null;
   if (m.flags & NLM_F_ACK_TLVS) {
     // With NETLINK_CAP_ACK the request is cut to its header (NLM_F_CAPPED); TLVs follow it.
-    const reqLen = m.flags & NLM_F_CAPPED ? NLMSG_HDRLEN : m.body.readUInt32LE(4);
-    const tlvs = parseAttrs(m.body, 4 + align4(reqLen));
+    const reqLen = m.flags & NLM_F_CAPPED ? NLMSG_HDRLEN : body.readUInt32LE(4);
+    if (reqLen < NLMSG_HDRLEN || 4 + reqLen > body.length) throw new NlParseError(`an NLMSG_ERROR (sequence ${seq}) echoes a request of ${reqLen} bytes in a body of ${body.length}`);
+    const tlvs = parseAttrs(body, Math.min(body.length, 4 + align4(reqLen)));
     message = strzOf(tlvs.get(NLMSGERR_ATTR_MSG)) ?? null;
   }
   return { errno, seq, type, message };

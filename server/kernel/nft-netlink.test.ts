@@ -26,6 +26,8 @@ function errorReply(seq: number, errno: number, type = msgType(6)): Buffer {
 /** FakePipe answers batches with refusals chosen by the test, and GETTABLE with ENOENT unless told the table exists. */
 class FakePipe implements NfnlPipe {
   readonly pid = 1;
+  alive = true;
+  foreignDatagrams = 0;
   readonly batches: Buffer[] = [];
   refuse: (seqs: number[]) => Buffer[] = () => [];
   fail: Error | null = null;
