@@ -113,7 +113,7 @@ export interface Health {
   readonly healthy: boolean;
   readonly lastUpdated: number | null;
   readonly nodeEligible: boolean;
-  /** ready: what /readyz answers (has synced, then as /healthz); readyReason says why not. */
+  /** ready: what /readyz answers (has synced, then as /healthz); readyReason says why not, in the detail /readyz keeps off the open health port. */
   readonly ready: boolean;
   readonly readyReason: string | null;
 }

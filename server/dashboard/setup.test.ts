@@ -10,7 +10,11 @@ import { installPair, selfSignedCert } from '../../test/tls-cert.ts';
 import { waitFor } from '../../test/wait.ts';
 import { FakeClock } from '../clock-fake.ts';
 import { DashboardAuth } from './auth/auth.ts';
-import { checkDashboardBind, readDashboardToken } from './setup.ts';
+import { ProxyHealth } from '../proxy/healthcheck/proxy-health.ts';
+import { PROBE_REASONS, ProxyReadiness } from '../proxy/healthcheck/readiness.ts';
+import { unknownNode } from '../proxy/node-info.ts';
+import type { SyncRecord } from '../proxy/sync-loop.ts';
+import { checkDashboardBind, nodeHealth, readDashboardToken } from './setup.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'kpt-dash-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -52,6 +56,26 @@ describe('dashboard start-up checks', () => {
     expect(() => checkDashboardBind(on('10.0.0.5:10263', false, '--dashboard-bind-address'), token)).toThrow(
       '--dashboard-bind-address 10.0.0.5:10263 is reachable from the network and the dashboard there has no TLS: serve it over HTTPS with --dashboard-tls-cert-file and --dashboard-tls-private-key-file, or bind it to 127.0.0.1',
     );
+  });
+});
+
+describe("the Overview's health", () => {
+  it('carries the detailed reason of a failed first sync, which /readyz on the open health port says only in fixed words', () => {
+    const node = { ...unknownNode('node-a'), known: true };
+    const health = new ProxyHealth({ clock, healthTimeoutMs: 60_000, node: () => node });
+    const readiness = new ProxyReadiness({
+      health,
+      families: ['IPv4'],
+      source: () => ({ kind: 'file', description: 'file:/m', synced: true, objects: 2, counters: {} }),
+      node: () => node,
+    });
+    const error = { code: 'KPROXY_ERR_RESTORE_FAILED', message: 'iptables-restore: line 61 failed\n-A KUBE-SEP-X -m comment --comment shop/web:http -j DNAT --to-destination 10.244.0.5:8080' };
+    readiness.observe({ seq: 1, family: 'IPv4', ok: false, finishedAt: 0, error } as SyncRecord);
+    expect(nodeHealth(health, readiness)).toMatchObject({
+      ready: false,
+      readyReason: `the first sync failed and is retried: ${error.message} [KPROXY_ERR_RESTORE_FAILED]`,
+    });
+    expect(readiness.readiness().probeReason).toBe(PROBE_REASONS.firstSyncFailed);
   });
 });
 

@@ -30,7 +30,7 @@ export function unknownNode(name: string): NodeInfo {
 /**
  * nodeNotFound says that no Node has this node's name, once the API server listed
  * them: a mistyped or defaulted node name (kube-proxy waits for its Node, then
- * fails to start). /readyz and --once say it.
+ * fails to start). --once, the log and the dashboard say it (/readyz in fixed words).
  */
 export function nodeNotFound(name: string): string {
   return `Node ${name} not found in the cluster (check --hostname-override): which endpoints are local, and the node's addresses, are unknown`;

@@ -141,7 +141,13 @@ export function createSyncObservers(opts: SyncObserversOptions): SyncObservers {
     serviceHealth,
     memory,
     observers: { metrics: metrics.observer, health: healthObserver, memory },
-    healthzApp: () => buildProxyHealthApp({ health, readiness, onServed: (probe, code) => metrics.probeServed(probe, code) }),
+    healthzApp: () =>
+      buildProxyHealthApp({
+        health,
+        readiness,
+        onServed: (probe, code) => metrics.probeServed(probe, code),
+        onError: (err) => logger.error('the healthz listener failed to answer', { err: errorMessage(err) }),
+      }),
     close: () => {
       memory.stop();
       return serviceHealth.close();

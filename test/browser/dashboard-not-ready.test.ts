@@ -8,8 +8,8 @@ const TOKEN = 'e2e-not-ready-token-0123456789abcdef';
 
 /**
  * A node whose manifests do not parse at start: the dashboard says it is not
- * ready and why (the file, line and error), as /readyz does, while nothing is
- * programmed.
+ * ready and why (the file, line and error, which /readyz on the open health
+ * port says only in fixed words), while nothing is programmed.
  */
 describe.skipIf(!tiers().browser.ok)('dashboard of a node that has not synced', () => {
   let session: DashboardSession;

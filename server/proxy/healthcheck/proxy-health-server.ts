@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { HEALTH_LIMITS, limitedServerFactory, type ListenerLimits } from '../../http/limits.ts';
 import { readOnlyRefusal } from '../../http/read-only.ts';
 import { goTimeJSON, type ProxyHealth, type ProxyHealthStatus } from './proxy-health.ts';
@@ -15,7 +15,11 @@ export interface ProxyHealthAppOptions {
   onServed?: (probe: HealthProbe, code: 200 | 503) => void;
   /** limits: timeouts and connection caps of the listener (default HEALTH_LIMITS). */
   limits?: ListenerLimits;
+  /** onError: a route failed (a bug); its answer is a fixed 500, the error goes here (the log). */
+  onError?: (err: unknown) => void;
 }
+
+const TEXT = 'text/plain; charset=utf-8';
 
 const proxierHealthSchema = {
   type: 'object',
@@ -73,8 +77,10 @@ export function healthBody(h: ProxyHealthStatus, healthy: boolean, nodeEligible?
  * buildProxyHealthApp builds the :10256 listener: /healthz (proxy health and
  * node eligibility, what cloud load balancers probe) and /livez (proxy health
  * only, what the kubelet's liveness probe uses), and kproxy's /readyz (has
- * synced: what the DaemonSet's readiness and startup probes use), 503 with the
- * reason until the first full sync has succeeded, then as /healthz. Unlike
+ * synced: what the DaemonSet's readiness and startup probes use), 503 with a
+ * fixed reason (PROBE_REASONS) until the first full sync has succeeded, then
+ * as /healthz. Every answer here is fixed text, times and booleans: nothing
+ * derived from an error, an object or a rule is served on this port. Unlike
  * kube-proxy's ServeMux handlers, which answer any method, it answers GET and
  * HEAD without a body only (405 and 413 otherwise, before a byte of a body is
  * read): the port is open on every address without auth, and must stay
@@ -82,7 +88,15 @@ export function healthBody(h: ProxyHealthStatus, healthy: boolean, nodeEligible?
  */
 export function buildProxyHealthApp(opts: ProxyHealthAppOptions): FastifyInstance {
   // Every route here is read-only: refusals are answered before fastify sees the request.
-  const app = Fastify({ logger: false, serverFactory: limitedServerFactory(opts.limits ?? HEALTH_LIMITS, { screen: readOnlyRefusal }) });
+  const app = Fastify({
+    logger: false,
+    serverFactory: limitedServerFactory(opts.limits ?? HEALTH_LIMITS, { screen: readOnlyRefusal }),
+    // A path fastify cannot decode gets Go's plain 400, as kube-proxy's mux answers
+    // it: fastify's own body would quote the path back.
+    frameworkErrors: (_err: FastifyError, _req: FastifyRequest, reply: FastifyReply) => {
+      reply.code(400).header('x-content-type-options', 'nosniff').type(TEXT).send('400 Bad Request\n');
+    },
+  });
   const served = opts.onServed ?? (() => {});
 
   app.addHook('onSend', async (_req, reply, payload) => {
@@ -116,14 +130,20 @@ export function buildProxyHealthApp(opts: ProxyHealthAppOptions): FastifyInstanc
       const code = r.ready ? 200 : 503;
       served('readyz', code);
       const body = { ...healthBody(h, r.ready, opts.health.nodeEligible()), ready: r.ready };
-      if (r.reason !== null) Object.assign(body, { reason: r.reason });
+      // The fixed reason only: the detailed one quotes rules, Services and addresses (the log and the dashboard have it).
+      if (r.probeReason !== null) Object.assign(body, { reason: r.probeReason });
       if (r.firstSyncAt !== null) Object.assign(body, { firstSync: goTimeJSON(r.firstSyncAt) });
       return reply.code(code).send(body);
     });
   }
 
   app.setNotFoundHandler((_req, reply) => {
-    reply.code(404).type('text/plain; charset=utf-8').send('404 page not found\n');
+    reply.code(404).type(TEXT).send('404 page not found\n');
+  });
+  // Nothing an error says reaches this port (fastify's default handler would send its message).
+  app.setErrorHandler((err, _req, reply) => {
+    opts.onError?.(err);
+    reply.code(500).type(TEXT).send('500 Internal Server Error\n');
   });
   return app;
 }
