@@ -139,7 +139,9 @@ export function onceSummary(loaded: LoadedConfiguration, a: Assembled, recs: rea
       .map(([t, n]) => `${t} ${n}`)
       .join(', ');
     const noNodeIP = state.withoutNodeIP ? ' (skipped: the Node has no IP of this family)' : '';
-    return `${rec.family}: ${services} services (${rec.servicePorts} ports), ${rec.endpoints} endpoints, ${rules} rules${tables ? ` (${tables})` : ''}${noNodeIP}`;
+    const v = rec.verify;
+    const verified = !v ? '' : v.skipped !== undefined ? `, not verified (${v.skipped})` : `, verified (${v.objects} objects in ${Math.round(v.ms)} ms)`;
+    return `${rec.family}: ${services} services (${rec.servicePorts} ports), ${rec.endpoints} endpoints, ${rules} rules${tables ? ` (${tables})` : ''}${verified}${noNodeIP}`;
   });
   const invalid = a.daemon.proxy.invalid.size;
   const left = a.daemon.source.status().counters.objectsSkipped ?? 0;

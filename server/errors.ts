@@ -99,6 +99,8 @@ export const NftUnsupportedError = define('KPROXY_ERR_NFT_UNSUPPORTED');
 
 // --- proxy
 export const SyncFailedError = define('KPROXY_ERR_SYNC_FAILED');
+/** SyncVerifyError: after a full sync the kernel did not hold what it wrote (proxy/sync-verify.ts). */
+export const SyncVerifyError = define('KPROXY_ERR_SYNC_VERIFY');
 export const RuleBuildError = define('KPROXY_ERR_RULE_BUILD');
 export const CleanupFailedError = define('KPROXY_ERR_CLEANUP_FAILED');
 export const ProxyModeUnsupportedError = define('KPROXY_ERR_PROXY_MODE_UNSUPPORTED');

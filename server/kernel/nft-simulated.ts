@@ -1,5 +1,6 @@
 import { recordCall, UNBOUNDED, type CallLogLimits } from './call-log.ts';
 import { nftErrorLines, nftErrorSummary, NftTransactionFailure, type NftRunner } from './nft.ts';
+import { countsOf, type NftCountRequest, type NftTableCounts } from './nft-counts.ts';
 import { formatTableDump, NftParseError, parseTransaction, type ParsedCommand } from './nft-script.ts';
 import { sameBaseChain, type NftBaseChain, type NftChain, type NftElement, type NftFamily, type NftSet, type NftSetSpec, type NftTable } from './nft-types.ts';
 
@@ -483,6 +484,12 @@ export class SimulatedNft implements NftRunner {
   async listTable(family: NftFamily, name: string): Promise<NftTable | null> {
     recordCall(this.calls, { args: ['-j', 'list', 'table', family, name] }, this.#callLog);
     return this.table(family, name);
+  }
+
+  /** countTable: the counts of the table as it is held (what the kernel's counters would say). */
+  async countTable(family: NftFamily, name: string, ask: NftCountRequest): Promise<NftTableCounts | null> {
+    const table = this.table(family, name);
+    return table && countsOf(table, ask);
   }
 
   async deleteTable(family: NftFamily, name: string): Promise<boolean> {

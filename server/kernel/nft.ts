@@ -1,6 +1,7 @@
 import { release } from 'node:os';
 import { CommandNotFoundError, NftListError, NftTransactionError, NftUnsupportedError } from '../errors.ts';
 import { execFile, timeoutForInput, type ExecFn } from './exec.ts';
+import { countsOf, type NftCountRequest, type NftTableCounts } from './nft-counts.ts';
 import { parseNftTableJson } from './nft-listing.ts';
 import type { NftFamily, NftOp, NftTable } from './nft-types.ts';
 
@@ -34,6 +35,14 @@ export interface NftRunner {
    * dumps); listTable stays nft's for the dashboard.
    */
   listTableForSync?(family: NftFamily, name: string): Promise<NftTable | null>;
+  /**
+   * countTable reads the counts a sync is verified with (nft-counts.ts):
+   * each chain's use count, the elements of the named sets and of the
+   * anonymous sets of the chains asked for; null when the table does not
+   * exist. The netlink runner reads them from the kernel's own counters;
+   * the others work them out from a listing.
+   */
+  countTable?(family: NftFamily, name: string, ask: NftCountRequest): Promise<NftTableCounts | null>;
 }
 
 /** NftTransactionOps: a transaction's commands for one table, in the order (and lines) formatTransaction writes them. */
@@ -107,6 +116,11 @@ export function createNftRunner(opts: RealNftOptions = {}): NftRunner {
         throw new NftListError(`nft -j list table ${family} ${name} failed (exit ${r.code}): ${nftErrorSummary(r.stderr)}`);
       }
       return parseNftTableJson(r.stdout, family, name);
+    },
+    async countTable(family, name, ask) {
+      // nft has no cheaper read than the whole listing.
+      const table = await this.listTable(family, name);
+      return table && countsOf(table, ask);
     },
     async deleteTable(family, name) {
       const r = await exec('nft', ['delete', 'table', family, name], { timeoutMs });

@@ -2,6 +2,7 @@ import type { ProxyMode } from '../config/modes.ts';
 import type { KproxyError } from '../errors.ts';
 import type { IPFamily } from '../net/ip.ts';
 import type { StateCheckout } from './proxy-state.ts';
+import type { SyncVerification } from './sync-verify.ts';
 
 /** BackendSyncInput is one sync's input: the wanted state, what changed, and whether it must be full. */
 export interface BackendSyncInput {
@@ -34,6 +35,8 @@ export interface BackendSyncResult {
    * whose kernel objects could not be built safely, with why (the dashboard shows it).
    */
   readonly skippedServicePorts?: ReadonlyMap<string, string>;
+  /** verify: after a full sync, whether the kernel holds what it wrote (the sync loop adds it; see sync-verify.ts). */
+  readonly verify?: SyncVerification;
 }
 
 /** CleanupResult is what a cleanup removed, for its one-line summary. */
@@ -61,6 +64,13 @@ export interface Backend {
    * other proxy modes left (first-sync-housekeeping.ts). Best effort; it never throws.
    */
   afterSync?(): Promise<void>;
+  /**
+   * verify checks cheaply, after a successful full sync, that the kernel
+   * holds what that sync wrote (sync-verify.ts): counts read from the kernel
+   * against the same counts of what the backend intends. It never throws: a
+   * read that fails comes back as a skipped verification.
+   */
+  verify?(): Promise<SyncVerification>;
   /** cleanup removes every kernel object this mode (or kube-proxy in this mode) created. */
   cleanup(): Promise<CleanupResult>;
   /**

@@ -5,6 +5,7 @@ import { silentLogger } from '../log.ts';
 import type { Backend, BackendSyncInput, BackendSyncResult } from './backend.ts';
 import { ProxyState } from './proxy-state.ts';
 import { SyncLoop, type SyncRecord } from './sync-loop.ts';
+import type { SyncVerification } from './sync-verify.ts';
 import { ep, makeService, makeSlice } from './testing.ts';
 
 class ScriptedBackend implements Backend {
@@ -182,5 +183,84 @@ describe('SyncLoop', () => {
     loop.start();
     state.onService(null, makeService('ns', 'a'));
     expect(queued).toEqual([clock.now()]);
+  });
+});
+
+/** VerifyingBackend: a ScriptedBackend whose kernel, after a full sync, holds what `kernelSays` makes of it. */
+class VerifyingBackend extends ScriptedBackend {
+  verifications = 0;
+  kernelSays: () => SyncVerification = () => ({ ms: 1, objects: 3, mismatches: [], mismatchCount: 0 });
+  async verify(): Promise<SyncVerification> {
+    this.verifications++;
+    return this.kernelSays();
+  }
+}
+
+function verifyingSetup() {
+  const clock = new FakeClock(Date.UTC(2026, 10, 21));
+  const backend = new VerifyingBackend();
+  const records: SyncRecord[] = [];
+  const state = new ProxyState({ family: 'IPv4', nodeName: 'node-a', clock });
+  const loop = new SyncLoop({ state, backend, clock, logger: silentLogger, minSyncPeriodMs: 1000, syncPeriodMs: 30_000, observers: [{ onSync: (r) => records.push(r) }] });
+  state.onSynced('Service');
+  state.onSynced('EndpointSlice');
+  return { clock, backend, records, state, loop };
+}
+
+describe('SyncLoop: verified programming', () => {
+  const truncated = { object: 'chain endpoint-X', servicePort: 'ns/a:http/TCP', what: 'rules and verdicts naming it', want: 3, got: 2 };
+
+  it('verifies after every full sync, never after a partial one, and records what it found', async () => {
+    const { clock, backend, records, state, loop } = verifyingSetup();
+    loop.start();
+    await clock.advanceAsync(0);
+    expect(records[0]).toMatchObject({ full: true, ok: true, verify: { objects: 3, mismatchCount: 0 } });
+    state.onService(null, makeService('ns', 'a'));
+    await clock.advanceAsync(1000);
+    expect(records[1]).toMatchObject({ full: false, ok: true });
+    expect(records[1].verify).toBeUndefined();
+    expect(backend.verifications).toBe(1);
+  });
+
+  it('fails a full sync whose objects the kernel does not hold as written, naming them, and retries with a full sync', async () => {
+    const { clock, backend, records, loop } = verifyingSetup();
+    backend.kernelSays = () => ({ ms: 2, objects: 40, mismatches: [truncated], mismatchCount: 1 });
+    loop.start();
+    await clock.advanceAsync(0);
+    expect(records[0]).toMatchObject({ full: true, ok: false, consecutiveFailures: 1, error: { code: 'KPROXY_ERR_SYNC_VERIFY' } });
+    expect(records[0].error!.message).toContain('chain endpoint-X (ns/a:http/TCP): the kernel holds 2 rules and verdicts naming it, kproxy wrote 3');
+    expect(records[0].networkProgrammingMs).toEqual([]);
+    backend.kernelSays = () => ({ ms: 2, objects: 40, mismatches: [], mismatchCount: 0 });
+    await clock.advanceAsync(30_000);
+    expect(backend.inputs[1].forceFull).toBe(true);
+    expect(records[1]).toMatchObject({ trigger: 'retry', full: true, ok: true, consecutiveFailures: 0 });
+  });
+
+  it('keeps a full sync whose verification could not read the kernel, saying why', async () => {
+    const { clock, backend, records, loop } = verifyingSetup();
+    backend.kernelSays = () => ({ ms: 0, objects: 0, mismatches: [], mismatchCount: 0, skipped: 'the netlink helper is down' });
+    loop.start();
+    await clock.advanceAsync(0);
+    expect(records[0]).toMatchObject({ ok: true, verify: { skipped: 'the netlink helper is down' } });
+  });
+
+  it('keeps a full sync whose verification threw (a bug), reporting it as skipped', async () => {
+    const { clock, backend, records, loop } = verifyingSetup();
+    backend.kernelSays = () => {
+      throw new Error('boom');
+    };
+    loop.start();
+    await clock.advanceAsync(0);
+    expect(records[0]).toMatchObject({ ok: true, verify: { skipped: 'boom' } });
+  });
+
+  it('does not verify a full sync that failed', async () => {
+    const { clock, backend, records, loop } = verifyingSetup();
+    backend.failNext = 1;
+    loop.start();
+    await clock.advanceAsync(0);
+    expect(records[0]).toMatchObject({ ok: false, error: { code: 'KPROXY_ERR_RESTORE_FAILED' } });
+    expect(records[0].verify).toBeUndefined();
+    expect(backend.verifications).toBe(0);
   });
 });

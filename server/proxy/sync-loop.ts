@@ -5,6 +5,7 @@ import type { IPFamily } from '../net/ip.ts';
 import type { Backend, BackendSyncResult } from './backend.ts';
 import type { ProxyState, StateCheckout } from './proxy-state.ts';
 import { SyncRunner } from './sync-runner.ts';
+import { describeMismatch, skippedVerification, verifyError, type SyncVerification } from './sync-verify.ts';
 
 /** SYNC_TRIGGERS: why a sync runs (the trigger label of kproxy_syncs_total). */
 export const SYNC_TRIGGERS = ['startup', 'change', 'periodic', 'retry', 'resync', 'tampering', 'once', 'resume'] as const;
@@ -39,6 +40,8 @@ export interface SyncRecord {
   readonly networkProgrammingMs: readonly number[];
   readonly consecutiveFailures: number;
   readonly error?: { readonly code: string; readonly message: string };
+  /** verify: after a full sync, whether the kernel held what it wrote (sync-verify.ts); absent for partial syncs. */
+  readonly verify?: SyncVerification;
 }
 
 /** SyncObserver is told about the loop's start, queued changes and finished syncs. */
@@ -247,6 +250,35 @@ export class SyncLoop {
     return record;
   }
 
+  /**
+   * #verify checks after a successful full sync that the kernel holds what it
+   * wrote (sync-verify.ts); a mismatch makes the sync a failed one, so the
+   * next sync is full and comes after the retry delay.
+   */
+  async #verify(result: BackendSyncResult): Promise<BackendSyncResult> {
+    const { backend, clock, logger, state } = this.#o;
+    const t0 = clock.monotonic();
+    let v: SyncVerification;
+    try {
+      v = await backend.verify!();
+    } catch (err) {
+      // Backends report a failed read as skipped; a throw is a bug, and still never fails the sync.
+      v = skippedVerification(clock.monotonic() - t0, errorMessage(err));
+    }
+    if (v.skipped !== undefined) {
+      logger.warn('could not verify what the sync wrote', { family: state.family, why: v.skipped });
+      return { ...result, verify: v };
+    }
+    if (v.mismatchCount === 0) return { ...result, verify: v };
+    logger.error('the kernel does not hold what the sync wrote; the next sync is full', {
+      family: state.family,
+      mismatches: v.mismatchCount,
+      objects: v.objects,
+      first: v.mismatches.slice(0, 3).map(describeMismatch).join('; '),
+    });
+    return { ...result, verify: v, error: verifyError(state.family, v) };
+  }
+
   /** #program runs one sync up to its record and observers. */
   async #program(): Promise<SyncRecord> {
     const { state, backend, clock, logger } = this.#o;
@@ -275,6 +307,7 @@ export class SyncLoop {
       const error = err instanceof KproxyError ? err : new SyncFailedError(`sync failed unexpectedly: ${errorMessage(err)}`, { cause: err });
       result = { full: forceFull, buildMs: 0, applyMs: 0, linesWritten: 0, bytesWritten: 0, servicesWritten: 0, rulesByTable: {}, error };
     }
+    if (!result.error && result.full && backend.verify) result = await this.#verify(result);
     const finishedAt = clock.now();
     const ok = !result.error;
     const triggerTimes = [...this.#carriedTriggerTimes, ...checkout.triggerTimes];
@@ -314,6 +347,7 @@ export class SyncLoop {
       networkProgrammingMs: ok ? triggerTimes.map((t) => Math.max(0, finishedAt - t)) : [],
       consecutiveFailures: this.#consecutiveFailures,
       ...(result.error ? { error: { code: result.error.code, message: result.error.message } } : {}),
+      ...(result.verify ? { verify: result.verify } : {}),
     };
     this.#lastRecord = record;
     if (ok) {
@@ -327,6 +361,7 @@ export class SyncLoop {
         applyMs: Math.round(record.applyMs * 10) / 10,
         lines: record.linesWritten,
         servicesChanged: record.servicesChangedCount,
+        ...(record.verify && record.verify.skipped === undefined ? { verifiedObjects: record.verify.objects, verifyMs: Math.round(record.verify.ms * 10) / 10 } : {}),
       });
     } else {
       logger.error('sync failed, the kernel keeps its previous rules; retrying with a full sync', {

@@ -99,6 +99,8 @@ export class KproxyMetrics {
   readonly #consecutiveFailures: Gauge<'ip_family'>;
   readonly #withoutNodeIP: Gauge<'ip_family'>;
   readonly #readyzTotal: Counter<'code'>;
+  readonly #verifyMismatches: Counter<'ip_family'>;
+  readonly #verifications: Counter<'ip_family' | 'result'>;
 
   constructor(o: KproxyMetricsOptions) {
     const registers = [o.registry];
@@ -129,6 +131,22 @@ export class KproxyMetrics {
       labelNames: ['ip_family'] as const,
       registers,
     });
+    this.#verifyMismatches = new Counter({
+      name: 'kproxy_sync_verify_mismatches_total',
+      help: 'Kernel objects found, after a full sync, not to hold what the sync wrote (rules per chain, elements per set...), by IP family',
+      labelNames: ['ip_family'] as const,
+      registers,
+    });
+    this.#verifications = new Counter({
+      name: 'kproxy_sync_verifications_total',
+      help: 'Checks after a full sync that the kernel holds what it wrote, by IP family and result (ok, mismatch, skipped: the kernel could not be read)',
+      labelNames: ['ip_family', 'result'] as const,
+      registers,
+    });
+    for (const ip_family of o.families) {
+      this.#verifyMismatches.inc({ ip_family }, 0);
+      for (const result of ['ok', 'mismatch', 'skipped']) this.#verifications.inc({ ip_family, result }, 0);
+    }
     this.#readyzTotal = new Counter({ name: 'kproxy_proxy_readyz_total', help: 'Cumulative proxy readyz HTTP status', labelNames: ['code'] as const, registers });
     const ready = o.ready;
     if (ready) {
@@ -181,6 +199,11 @@ export class KproxyMetrics {
     this.syncs.inc({ ip_family, result: record.ok ? 'success' : 'failure', trigger: record.trigger });
     this.#consecutiveFailures.set({ ip_family }, record.consecutiveFailures);
     if (checkout) this.#withoutNodeIP.set({ ip_family }, checkout.withoutNodeIP);
+    const v = record.verify;
+    if (v) {
+      this.#verifications.inc({ ip_family, result: v.skipped !== undefined ? 'skipped' : v.mismatchCount ? 'mismatch' : 'ok' });
+      if (v.mismatchCount) this.#verifyMismatches.inc({ ip_family }, v.mismatchCount);
+    }
   }
 
   #sourceMetrics(registers: Registry[], source: () => SourceStatus): void {

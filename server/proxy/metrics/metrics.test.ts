@@ -527,6 +527,21 @@ describe('kproxy metrics and process defaults', () => {
     expect(text).toMatch(/kproxy_build_info\{mode="iptables",node_version="v\d+\.\d+\.\d+",version="[^"]+"\} 1\n/);
   });
 
+  it('counts full syncs verified, by result, and the objects that did not hold what the sync wrote, from 0', async () => {
+    const { sync, scrape } = setup('nftables', fakeState());
+    expect((await scrape()).text).toContain('kproxy_sync_verify_mismatches_total{ip_family="IPv4"} 0\n');
+    const mismatch = { object: 'chain endpoint-X', what: 'rules and verdicts naming it', want: 3, got: 2 };
+    sync(record({ verify: { ms: 5, objects: 40, mismatches: [], mismatchCount: 0 } }));
+    sync(record({ ok: false, verify: { ms: 5, objects: 40, mismatches: [mismatch, mismatch], mismatchCount: 7 }, error: { code: 'KPROXY_ERR_SYNC_VERIFY', message: 'x' } }));
+    sync(record({ verify: { ms: 1, objects: 0, mismatches: [], mismatchCount: 0, skipped: 'no helper' } }));
+    sync(record({ full: false }));
+    const { text } = await scrape();
+    expect(text).toContain('kproxy_sync_verifications_total{ip_family="IPv4",result="ok"} 1\n');
+    expect(text).toContain('kproxy_sync_verifications_total{ip_family="IPv4",result="mismatch"} 1\n');
+    expect(text).toContain('kproxy_sync_verifications_total{ip_family="IPv4",result="skipped"} 1\n');
+    expect(text).toContain('kproxy_sync_verify_mismatches_total{ip_family="IPv4"} 7\n');
+  });
+
   it('publishes what the dashboard refused: sign-ins by reason, work its budgets turned away, certificate pairs that did not load', async () => {
     const { metrics, scrape } = setup();
     metrics.attachDashboard(() => ({

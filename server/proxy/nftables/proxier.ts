@@ -21,6 +21,8 @@ import { cleanupNftables } from './cleanup.ts';
 import { ElementIndex } from './element-index.ts';
 import { AFFINITY_PREFIX, ELEMENT_SETS, isServiceChainName, KUBE_PROXY_TABLE, NODEPORT_IPS, TABLE_COMMENT, type ElementSet } from './names.ts';
 import { TxPlan, type HeldChain, type HeldSet } from './plan.ts';
+import { CountCheck, skippedVerification, type SyncVerification } from '../sync-verify.ts';
+import { compareCounts, verifyRequest } from './verify.ts';
 
 /**
  * STALE_CHAIN_DELAY_MS: a chain that went stale is flushed at once and deleted
@@ -203,6 +205,34 @@ class NftablesProxier implements NftablesBackend {
     // Stale chains are in the table, empty, until they are deleted.
     for (const name of this.#stale.keys()) if (!chains.has(name)) addChain({ name, rules: [] });
     return { family: this.#nftFamily, name: KUBE_PROXY_TABLE, chains, sets };
+  }
+
+  /**
+   * verify reads the table's counts (the netlink runner: one dump of the
+   * chains' use counts and a few of set elements; see verify.ts) and compares
+   * them with wanted(), the table the last sync left.
+   */
+  async verify(): Promise<SyncVerification> {
+    const clock = this.#o.clock;
+    const t0 = clock.monotonic();
+    const wanted = this.wanted();
+    if (!wanted) return skippedVerification(0, 'no successful sync yet');
+    if (!this.runner.countTable) return skippedVerification(0, 'this nft runner cannot count a table');
+    const ask = verifyRequest(wanted);
+    let got;
+    try {
+      got = await this.runner.countTable(this.#nftFamily, KUBE_PROXY_TABLE, ask);
+    } catch (err) {
+      return skippedVerification(clock.monotonic() - t0, `counting the ${this.#nftFamily} ${KUBE_PROXY_TABLE} table failed: ${errorMessage(err)}`);
+    }
+    const check = new CountCheck();
+    if (!got) check.compare(`table ${this.#nftFamily} ${KUBE_PROXY_TABLE}`, 'chains', wanted.chains.size, null);
+    else {
+      const owner = new Map<string, string>();
+      for (const [id, e] of this.#cache) for (const c of e.objects?.chains ?? []) owner.set(c.name, id);
+      compareCounts(wanted, ask, got, check, (chain) => owner.get(chain));
+    }
+    return check.result(clock.monotonic() - t0);
   }
 
   /** afterSync: after a successful sync was recorded, the first one's removal of the other modes' leftovers. */

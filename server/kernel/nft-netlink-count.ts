@@ -1,0 +1,149 @@
+import { attrList, NlBuilder, NLM_F_DUMP, NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERROR, parseAttrs, parseError, parseMessages, strzOf, u32beOf, type NlMessage } from './nfnl.ts';
+import type { NfnlPipe } from './nfnl-pipe.ts';
+import type { NftCountRequest, NftTableCounts } from './nft-counts.ts';
+import { NFT_SET_ANONYMOUS } from './nft-netlink-expr.ts';
+import {
+  msgType,
+  NFPROTO,
+  NFT_MSG_GETCHAIN,
+  NFT_MSG_GETRULE,
+  NFT_MSG_GETSET,
+  NFT_MSG_GETSETELEM,
+  NFT_MSG_NEWCHAIN,
+  NFT_MSG_NEWRULE,
+  NFT_MSG_NEWSET,
+  NFT_MSG_NEWSETELEM,
+} from './nft-netlink-encode.ts';
+import type { NftFamily } from './nft-types.ts';
+
+/**
+ * countTableNetlink reads a table's counts (nft-counts.ts) from the kernel's
+ * dumps: one of the chains (their use counts), one of the sets, then the
+ * elements of the named sets asked for, and for the chains asked for their
+ * rules (which anonymous set each binds) and those sets' elements. Elements
+ * are counted, never decoded. null when the table does not exist.
+ */
+export async function countTableNetlink(pipe: NfnlPipe, family: NftFamily, table: string, ask: NftCountRequest): Promise<NftTableCounts | null> {
+  let b = new NlBuilder(512);
+  dumpRequest(b, NFT_MSG_GETCHAIN, family, 1, [[1, table]]);
+  dumpRequest(b, NFT_MSG_GETSET, family, 2, [[1, table]]);
+  const first = answers(await pipe.requests(b.bytes()));
+  if (first.refused.get(1) === 2 /* ENOENT */) return null;
+  refusedAny(first.refused, 'listing chains and sets');
+
+  const chainUse = new Map<string, number>();
+  for (const m of first.bySeq.get(1) ?? []) {
+    if (m.type !== msgType(NFT_MSG_NEWCHAIN)) continue;
+    const a = parseAttrs(m.body, 4);
+    const name = strzOf(a.get(3));
+    const use = u32beOf(a.get(6)); // NFTA_CHAIN_USE
+    if (name !== undefined && use !== undefined) chainUse.set(name, use);
+  }
+  const setNames = new Set<string>();
+  const anonymousSets = new Set<string>();
+  for (const m of first.bySeq.get(2) ?? []) {
+    if (m.type !== msgType(NFT_MSG_NEWSET)) continue;
+    const a = parseAttrs(m.body, 4);
+    const name = strzOf(a.get(2));
+    if (name === undefined) continue;
+    if ((u32beOf(a.get(3)) ?? 0) & NFT_SET_ANONYMOUS) anonymousSets.add(name);
+    else setNames.add(name);
+  }
+
+  // The rules of the chains asked for: which anonymous sets each rule binds.
+  const chains = ask.anonymousIn.filter((c) => chainUse.has(c));
+  const setsOfRules = new Map<string, string[][]>();
+  if (chains.length) {
+    b = new NlBuilder(64 * 1024);
+    chains.forEach((c, i) =>
+      dumpRequest(b, NFT_MSG_GETRULE, family, 1000 + i, [
+        [1, table],
+        [2, c],
+      ]),
+    );
+    const rules = answers(await pipe.requests(b.bytes()));
+    refusedAny(rules.refused, 'listing rules');
+    chains.forEach((c, i) => {
+      const list: string[][] = [];
+      for (const m of rules.bySeq.get(1000 + i) ?? []) if (m.type === msgType(NFT_MSG_NEWRULE)) list.push(lookupSets(m).filter((s) => anonymousSets.has(s)));
+      setsOfRules.set(c, list);
+    });
+  }
+
+  const toCount = [...new Set([...ask.sets.filter((s) => setNames.has(s)), ...[...setsOfRules.values()].flat(2)])];
+  const counted = new Map<string, number>();
+  if (toCount.length) {
+    b = new NlBuilder(64 * 1024);
+    toCount.forEach((s, i) =>
+      dumpRequest(b, NFT_MSG_GETSETELEM, family, 1_000_000 + i, [
+        [1, table],
+        [2, s],
+      ]),
+    );
+    const els = answers(await pipe.requests(b.bytes()));
+    refusedAny(els.refused, 'listing set elements');
+    toCount.forEach((s, i) => {
+      let n = 0;
+      for (const m of els.bySeq.get(1_000_000 + i) ?? []) {
+        if (m.type !== msgType(NFT_MSG_NEWSETELEM)) continue;
+        const list = parseAttrs(m.body, 4).get(3); // NFTA_SET_ELEM_LIST_ELEMENTS
+        if (list) n += attrList(list).length;
+      }
+      counted.set(s, n);
+    });
+  }
+  const elements = new Map<string, number>();
+  for (const s of ask.sets) if (counted.has(s)) elements.set(s, counted.get(s)!);
+  const anonymous = new Map<string, number[]>();
+  for (const [c, rules] of setsOfRules)
+    anonymous.set(
+      c,
+      rules.map((sets) => sets.reduce((n, s) => n + (counted.get(s) ?? 0), 0)),
+    );
+  return { chainUse, setNames, elements, anonymous };
+}
+
+function dumpRequest(b: NlBuilder, type: number, family: NftFamily, seq: number, attrs: [number, string][]): void {
+  const at = b.begin(msgType(type), NLM_F_REQUEST | NLM_F_DUMP, seq, NFPROTO[family]);
+  for (const [t, v] of attrs) b.strz(t, v);
+  b.end(at);
+}
+
+/** answers: the messages of each dump by sequence number, and each refused request's errno. */
+function answers(datagrams: readonly Buffer[]): { bySeq: Map<number, NlMessage[]>; refused: Map<number, number> } {
+  const bySeq = new Map<number, NlMessage[]>();
+  const refused = new Map<number, number>();
+  const msgs: NlMessage[] = [];
+  for (const d of datagrams) parseMessages(d, msgs);
+  for (const m of msgs) {
+    if (m.type === NLMSG_DONE) continue;
+    if (m.type === NLMSG_ERROR) {
+      const e = parseError(m);
+      if (e.errno !== 0) refused.set(e.seq, e.errno);
+      continue;
+    }
+    let list = bySeq.get(m.seq);
+    if (!list) bySeq.set(m.seq, (list = []));
+    list.push(m);
+  }
+  return { bySeq, refused };
+}
+
+function refusedAny(refused: ReadonlyMap<number, number>, what: string): void {
+  for (const errno of refused.values()) throw new Error(`${what}: the kernel refused a dump (errno ${errno})`);
+}
+
+/** lookupSets: the sets a dumped rule's lookup expressions name (NFTA_LOOKUP_SET), without decoding the rest. */
+function lookupSets(m: NlMessage): string[] {
+  const list = parseAttrs(m.body, 4).get(4); // NFTA_RULE_EXPRESSIONS
+  if (!list) return [];
+  const out: string[] = [];
+  for (const [, elem] of attrList(list)) {
+    const a = parseAttrs(elem);
+    if (strzOf(a.get(1)) !== 'lookup') continue; // NFTA_EXPR_NAME
+    const data = a.get(2); // NFTA_EXPR_DATA
+    const set = data ? strzOf(parseAttrs(data).get(1)) : undefined; // NFTA_LOOKUP_SET
+    if (set !== undefined) out.push(set);
+  }
+  return out;
+}
