@@ -269,6 +269,29 @@ export interface SyncEntry {
   readonly error?: { readonly code: string; readonly message: string };
   /** input: this sync's restore input can still be downloaded ("last" or "failed"). */
   readonly input?: 'last' | 'failed';
+  /** verify: after a full sync, whether the kernel held what it wrote (absent for partial syncs). */
+  readonly verify?: SyncVerifyEntry;
+}
+
+/** SyncVerifyEntry: a full sync's check that the kernel holds what it wrote (server/proxy/sync-verify.ts). */
+export interface SyncVerifyEntry {
+  readonly ms: number;
+  /** objects: kernel objects checked (chains, sets, virtual servers...). */
+  readonly objects: number;
+  /** mismatchCount: objects that differ; mismatches names the first of them. */
+  readonly mismatchCount: number;
+  readonly mismatches: readonly VerifyMismatchEntry[];
+  /** skipped: why the kernel could not be read (the sync stands). */
+  readonly skipped?: string;
+}
+
+/** VerifyMismatchEntry: one object that did not hold what the sync wrote; got null: missing from the kernel. */
+export interface VerifyMismatchEntry {
+  readonly object: string;
+  readonly servicePort?: string;
+  readonly what: string;
+  readonly want: number;
+  readonly got: number | null;
 }
 
 export interface EventEntry {

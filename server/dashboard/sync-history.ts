@@ -26,6 +26,7 @@ export function syncEntry(r: SyncRecord, input?: SyncEntry['input']): SyncEntry 
     programmingMs: r.networkProgrammingMs.length ? Math.max(...r.networkProgrammingMs) : null,
     ...(r.error ? { error: { code: r.error.code, message: r.error.message } } : {}),
     ...(input ? { input } : {}),
+    ...(r.verify ? { verify: r.verify } : {}),
   };
 }
 

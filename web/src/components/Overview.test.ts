@@ -1,7 +1,7 @@
 import '@testing-library/svelte/vitest';
 import { render, screen } from '@testing-library/svelte';
 import { describe, expect, it } from 'vitest';
-import type { Overview as OverviewData, ServerMessage } from '../lib/protocol.ts';
+import type { Overview as OverviewData, ServerMessage, SyncEntry } from '../lib/protocol.ts';
 import { DashboardStore } from '../lib/store.svelte.ts';
 import { overview } from '../testing/fixtures.ts';
 import Overview from './Overview.svelte';
@@ -70,5 +70,56 @@ describe('Overview: the daemon itself', () => {
     render(Overview, { props: { store: storeWith(o), now: o.now } });
     expect(screen.getByText('287 MiB')).toBeTruthy();
     expect(screen.getByTestId('memory').textContent).toBe('resident · heap 141 MiB used of 160 MiB');
+  });
+});
+
+describe('Overview: verified programming', () => {
+  const entry = (over: Partial<SyncEntry>): SyncEntry => ({
+    seq: 1,
+    family: 'IPv4',
+    trigger: 'startup',
+    startedAt: 0,
+    finishedAt: 0,
+    full: true,
+    ok: true,
+    durationMs: 10,
+    buildMs: 2,
+    applyMs: 8,
+    linesWritten: 100,
+    bytesWritten: 1000,
+    servicesChanged: 1,
+    changed: [],
+    servicePorts: 1,
+    endpoints: 1000,
+    programmingMs: null,
+    ...over,
+  });
+  const mismatch = { object: 'chain endpoint-6PFCTRRO-default/big/tcp/http__10.100.1.154/8080', servicePort: 'default/big:http/TCP', what: 'rules and verdicts naming it', want: 3, got: 2 };
+
+  function withSyncs(syncs: SyncEntry[]) {
+    const o = overview();
+    const store = storeWith(o);
+    store.syncs = syncs;
+    render(Overview, { props: { store, now: o.now } });
+  }
+
+  it('alerts when the newest verified full sync found objects the kernel does not hold as written, naming them', () => {
+    withSyncs([
+      entry({ seq: 1, verify: { ms: 1, objects: 1024, mismatchCount: 0, mismatches: [] } }),
+      entry({ seq: 2, ok: false, error: { code: 'KPROXY_ERR_SYNC_VERIFY', message: 'x' }, verify: { ms: 30, objects: 1024, mismatchCount: 684, mismatches: [mismatch] } }),
+    ]);
+    const alert = screen.getByTestId('verify-mismatch').textContent!;
+    expect(alert).toContain('The kernel does not hold what kproxy wrote (IPv4)');
+    expect(alert).toContain('after full sync #2, 684 of 1024 objects checked differ');
+    expect(alert).toContain('chain endpoint-6PFCTRRO-default/big/tcp/http__10.100.1.154/8080 (default/big:http/TCP): 2 rules and verdicts naming it in the kernel, kproxy wrote 3');
+  });
+
+  it('drops the alert once a later full sync verifies clean, whatever partial syncs came between', () => {
+    withSyncs([
+      entry({ seq: 2, ok: false, verify: { ms: 30, objects: 1024, mismatchCount: 684, mismatches: [mismatch] } }),
+      entry({ seq: 3, verify: { ms: 30, objects: 1024, mismatchCount: 0, mismatches: [] } }),
+      entry({ seq: 4, full: false }),
+    ]);
+    expect(screen.queryByTestId('verify-mismatch')).toBeNull();
   });
 });
