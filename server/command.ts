@@ -1,7 +1,7 @@
 import { assembleDaemon, type Assembled } from './assemble.ts';
 import { loadConfiguration, type LoadedConfiguration } from './config/load.ts';
 import { usage } from './config/flags.ts';
-import { errorMessage, isKproxyError, ListenFailedError, NodeNotFoundError, SourceNotSyncedError } from './errors.ts';
+import { errorMessage, isKproxyError, NodeNotFoundError, SourceNotSyncedError } from './errors.ts';
 import { realClock } from './clock.ts';
 import { ApiEventSink } from './events/event-sink.ts';
 import { nodeReference, recordStarting } from './events/event-recorder.ts';
@@ -181,9 +181,10 @@ async function serve(loaded: LoadedConfiguration, a: Assembled, logger: Logger):
   }
   let servers: NodeServers;
   try {
+    // A port that cannot be bound (with bindAddressHardFail), or a dashboard whose listener is bound off loopback without auth, stops start-up (exit 1).
     servers = await startNodeServers({ config: loaded.config, logger: daemon.logger, clock: daemon.clock, observers, dashboard });
   } catch (err) {
-    logger.error(`cannot start: ${errorMessage(err)}`, { code: err instanceof ListenFailedError ? err.code : undefined });
+    logger.error(`cannot start: ${errorMessage(err)}`, { code: isKproxyError(err) ? err.code : undefined });
     return 1;
   }
   const board = dashboard.dashboard;

@@ -14,7 +14,7 @@ import { ProxyHealth } from '../proxy/healthcheck/proxy-health.ts';
 import { PROBE_REASONS, ProxyReadiness } from '../proxy/healthcheck/readiness.ts';
 import { unknownNode } from '../proxy/node-info.ts';
 import type { SyncRecord } from '../proxy/sync-loop.ts';
-import { checkDashboardBind, nodeHealth, readDashboardToken } from './setup.ts';
+import { checkDashboardBind, checkDashboardBound, nodeHealth, readDashboardToken } from './setup.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'kpt-dash-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -56,6 +56,25 @@ describe('dashboard start-up checks', () => {
     expect(() => checkDashboardBind(on('10.0.0.5:10263', false, '--dashboard-bind-address'), token)).toThrow(
       '--dashboard-bind-address 10.0.0.5:10263 is reachable from the network and the dashboard there has no TLS: serve it over HTTPS with --dashboard-tls-cert-file and --dashboard-tls-private-key-file, or bind it to 127.0.0.1',
     );
+  });
+
+  it('judges a host name by the address it was bound to, never by its name: "foo.localhost" bound to a routable address is refused without auth', () => {
+    const dash = (address: string, tls = false) => ({ address, tls, flag: '--dashboard-bind-address' as const });
+    const at = (address: string, family: 'IPv4' | 'IPv6' = 'IPv4') => ({ address, family, port: 10263 });
+    // Before listening a name says nothing: it passes to the check on the bound address.
+    for (const name of ['foo.localhost:10263', 'localhost:10263', 'dash.example:10263']) expect(() => checkDashboardBind(dash(name), off), name).not.toThrow();
+    // foo.localhost resolved (through /etc/hosts, say) to a routable address: refused, naming what it was bound to.
+    expect(() => checkDashboardBound(dash('foo.localhost:10263'), off, [at('10.254.1.1')])).toThrow(
+      '--dashboard-bind-address foo.localhost:10263 is bound to 10.254.1.1:10263, which is not loopback: it is reachable from the network and the dashboard there has no auth and no TLS: ' +
+        'give it --dashboard-token-file FILE (or run in a cluster, where callers are checked with TokenReview and SubjectAccessReview), and serve it over HTTPS with --dashboard-tls-cert-file and ' +
+        '--dashboard-tls-private-key-file, or bind it to 127.0.0.1',
+    );
+    expect(() => checkDashboardBound(dash('dash.example:10263'), off, [at('127.0.0.1'), at('fd00::7', 'IPv6')])).toThrow(/is bound to 127\.0\.0\.1:10263, \[fd00::7\]:10263, which is not loopback/);
+    expect(() => checkDashboardBound(dash('dash.example:10263'), off, [])).toThrow(expect.objectContaining({ code: 'KPROXY_ERR_INSECURE_BIND' }));
+    // With auth and TLS it may listen anywhere; on loopback it may listen without either.
+    expect(() => checkDashboardBound(dash('foo.localhost:10263', true), token, [at('10.254.1.1')])).not.toThrow();
+    expect(() => checkDashboardBound(dash('foo.localhost:10263'), off, [at('127.0.0.1')])).not.toThrow();
+    expect(() => checkDashboardBound(dash('localhost:10263'), off, [at('127.0.0.1'), at('::1', 'IPv6')])).not.toThrow();
   });
 });
 

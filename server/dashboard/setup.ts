@@ -1,8 +1,9 @@
 import { readFile } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { LoadedConfiguration } from '../config/load.ts';
 import { packageRoot } from '../config/package-root.ts';
-import { errorMessage, FlagInvalidError, InsecureBindError } from '../errors.ts';
+import { errorMessage, FlagInvalidError, InsecureBindError, type KproxyError } from '../errors.ts';
 import type { EventRecorder } from '../events/event-recorder.ts';
 import type { MetricsAppPlugin } from '../http/app.ts';
 import { TlsFiles } from '../http/tls.ts';
@@ -14,7 +15,7 @@ import { loadKubeConfig } from '../sources/k8s/kubeconfig.ts';
 import { DashboardActions } from './actions.ts';
 import { ApiAccessReviewer, type AccessReviewer } from './auth/access-review.ts';
 import { DashboardAuth, MIN_TOKEN_LENGTH } from './auth/auth.ts';
-import { isLoopbackBind } from './auth/request-checks.ts';
+import { bindHostKind, boundToLoopback } from './auth/request-checks.ts';
 import { Dashboard, type DashboardDaemon, type RecentEvents } from './dashboard.ts';
 import { dashboardPlugins } from './http/plugin.ts';
 import type { KernelViewProvider } from './kernel-view.ts';
@@ -66,19 +67,42 @@ export interface DashboardPlacement {
  * checkDashboardBind refuses a dashboard reachable from the network without
  * auth or without TLS (docs/dashboard.md, "Security model"): actions can
  * remove every rule of the node, and bearer tokens must not cross the network
- * in clear text.
+ * in clear text. Before listening it judges what the address says itself: a
+ * loopback address passes, any other address (or every address) needs auth
+ * and TLS; a host name passes here and is judged on the address it was bound
+ * to (checkDashboardBound), never by its spelling.
  */
 export function checkDashboardBind(placement: DashboardPlacement, auth: DashboardAuth): void {
-  const { address, flag, tls } = placement;
-  if (address === '' || isLoopbackBind(address)) return;
+  const { address } = placement;
+  if (address === '' || bindHostKind(address) !== 'network') return;
+  const refusal = insecureBind(placement, auth, `${placement.flag} ${address} is reachable from the network`);
+  if (refusal) throw refusal;
+}
+
+/**
+ * checkDashboardBound judges the listener the dashboard is served on by the
+ * addresses it is bound to (server.address() after listen: a host name such
+ * as "dash.localhost" counts for what it resolved to, whatever it is called),
+ * and throws InsecureBindError when one is not loopback and the dashboard
+ * there has no auth or no TLS; the listener is then closed before it serves.
+ */
+export function checkDashboardBound(placement: DashboardPlacement, auth: DashboardAuth, bound: readonly AddressInfo[]): void {
+  if (boundToLoopback(bound)) return;
+  const where = bound.map((b) => (b.family === 'IPv6' ? `[${b.address}]:${b.port}` : `${b.address}:${b.port}`)).join(', ');
+  const refusal = insecureBind(placement, auth, `${placement.flag} ${placement.address} is bound to ${where}, which is not loopback: it is reachable from the network`);
+  if (refusal) throw refusal;
+}
+
+function insecureBind(placement: DashboardPlacement, auth: DashboardAuth, reachable: string): KproxyError | null {
+  const { flag, tls } = placement;
   const missing = [...(auth.enabled ? [] : ['no auth']), ...(tls ? [] : ['no TLS'])];
-  if (missing.length === 0) return;
+  if (missing.length === 0) return null;
   const fixes = [
     ...(auth.enabled ? [] : ['give it --dashboard-token-file FILE (or run in a cluster, where callers are checked with TokenReview and SubjectAccessReview)']),
     ...(tls ? [] : ['serve it over HTTPS with --dashboard-tls-cert-file and --dashboard-tls-private-key-file']),
   ];
   const other = flag === '--metrics-bind-address' ? ', or keep it on loopback with --dashboard-bind-address 127.0.0.1:PORT (the metrics stay where they are)' : ', or bind it to 127.0.0.1';
-  throw new InsecureBindError(`${flag} ${address} is reachable from the network and the dashboard there has ${missing.join(' and ')}: ${fixes.join(', and ')}${other}`);
+  return new InsecureBindError(`${reachable} and the dashboard there has ${missing.join(' and ')}: ${fixes.join(', and ')}${other}`);
 }
 
 /**
@@ -121,6 +145,8 @@ export interface DashboardSetup {
   readonly ownAddress: string | null;
   /** tls: the certificate and key the dashboard's listener serves (followed as they change), or null for plain HTTP. */
   readonly tls: TlsFiles | null;
+  /** checkBound judges the dashboard's listener by the addresses it was bound to, before it serves (checkDashboardBound); null without a dashboard. */
+  readonly checkBound: ((bound: readonly AddressInfo[]) => void) | null;
 }
 
 /**
@@ -136,7 +162,7 @@ export async function setupDashboard(opts: SetupDashboardOptions): Promise<Dashb
   const { config, run } = loaded;
   const log = logger.child('dashboard');
   const ownAddress = run.dashboardBindAddress;
-  const off: DashboardSetup = { plugins: [], dashboard: null, auth: null, ownAddress: null, tls: null };
+  const off: DashboardSetup = { plugins: [], dashboard: null, auth: null, ownAddress: null, tls: null, checkBound: null };
   if (ownAddress === null && config.metricsBindAddress === '') return off;
   if (ownAddress === '') return off;
   const token = run.dashboardTokenFile ? await readDashboardToken(run.dashboardTokenFile) : null;
@@ -146,10 +172,9 @@ export async function setupDashboard(opts: SetupDashboardOptions): Promise<Dashb
   const auth = new DashboardAuth({ token, reviewer, nodeName: daemon.nodeName, clock: daemon.clock, audience: run.dashboardTokenAudience, logger: log.child('auth') });
   const tls =
     run.dashboardTlsCertFile && run.dashboardTlsKeyFile ? new TlsFiles({ certFile: run.dashboardTlsCertFile, keyFile: run.dashboardTlsKeyFile, logger: log.child('tls'), clock: daemon.clock }) : null;
-  checkDashboardBind(
-    ownAddress !== null ? { address: ownAddress, flag: '--dashboard-bind-address', tls: tls !== null } : { address: config.metricsBindAddress, flag: '--metrics-bind-address', tls: tls !== null },
-    auth,
-  );
+  const placement: DashboardPlacement =
+    ownAddress !== null ? { address: ownAddress, flag: '--dashboard-bind-address', tls: tls !== null } : { address: config.metricsBindAddress, flag: '--metrics-bind-address', tls: tls !== null };
+  checkDashboardBind(placement, auth);
   // A pair that does not load stops start-up here (exit 1), before anything listens.
   await tls?.load();
   const provider = assembled.kernelView(log);
@@ -171,5 +196,12 @@ export async function setupDashboard(opts: SetupDashboardOptions): Promise<Dashb
   if (auth.enabled) log.info('dashboard auth', { mode: auth.mode, ...(reviewer ? { audience: auth.audience } : {}), tls: tls ? 'on' : 'off' });
   else log.warn('dashboard auth is OFF: anyone who can reach the loopback listener may view and act (pass --dashboard-token-file to require a token)');
   const webRoot = opts.webRoot ?? join(packageRoot(), 'dist', 'web');
-  return { plugins: dashboardPlugins({ dashboard, actions, auth, clock: daemon.clock, webRoot }), dashboard, auth, ownAddress, tls };
+  return {
+    plugins: dashboardPlugins({ dashboard, actions, auth, clock: daemon.clock, webRoot }),
+    dashboard,
+    auth,
+    ownAddress,
+    tls,
+    checkBound: (bound) => checkDashboardBound(placement, auth, bound),
+  };
 }

@@ -26,6 +26,14 @@ export interface ServeOptions {
   clock: Clock;
   /** retryMs: wait between attempts when not hard-failing (kube-proxy: 5 s). */
   retryMs?: number;
+  /**
+   * checkBound judges where the listener really listens, once it does: every
+   * address it is bound to (a host name is resolved only by listen()). When it
+   * throws, the listener is closed before it served anything and serve fails
+   * with that error, hard fail or not (a refusal is no bind failure to retry).
+   * Until it has passed, a request is answered 503 without reaching a route.
+   */
+  checkBound?: (bound: readonly AddressInfo[]) => void;
 }
 
 /** Served is a listener that is up, or still retrying to come up. */
@@ -49,21 +57,42 @@ export async function serve(o: ServeOptions): Promise<Served> {
   let timer: TimerHandle | null = null;
   let closed = false;
   let listening = false;
+  const { checkBound } = o;
+  let approved = checkBound === undefined;
+  if (!approved) {
+    // A backstop: the check runs as soon as listen() resolves, before the loop takes a connection.
+    o.app.addHook('onRequest', async (_req, reply) => {
+      if (approved) return;
+      return reply.code(503).header('connection', 'close').type('text/plain; charset=utf-8').send('503 not serving yet\n');
+    });
+  }
 
   const attempt = async (): Promise<void> => {
     timer = null;
     if (closed) return;
     try {
       await o.app.listen({ host, port: hp.port, backlog: LISTEN_BACKLOG });
-      listening = true;
-      const bound = o.app.server.address() as AddressInfo;
-      o.logger.info(`${o.name} server listening`, { address: bound.family === 'IPv6' ? `[${bound.address}]:${bound.port}` : `${bound.address}:${bound.port}` });
     } catch (err) {
       const error = new ListenFailedError(`starting the ${o.name} server on ${o.address} failed: ${errorMessage(err)}`, { cause: err });
       if (o.hardFail) throw error;
       o.logger.error(`${error.message}; retrying`, { code: error.code, retryInMs: o.retryMs ?? 5_000 });
-      timer = o.clock.setTimeout(() => void attempt().catch((e) => o.logger.error('listen retry failed', { err: errorMessage(e) })), o.retryMs ?? 5_000);
+      timer = o.clock.setTimeout(() => void attempt().catch((e) => o.logger.error(`the ${o.name} server will not serve: ${errorMessage(e)}`)), o.retryMs ?? 5_000);
+      return;
     }
+    // Every address the app listens on (fastify may bind more than one); a pipe path is no address.
+    const addresses = o.app.addresses().filter((a): a is AddressInfo => typeof a !== 'string');
+    if (checkBound) {
+      try {
+        checkBound(addresses);
+      } catch (err) {
+        closed = true;
+        await o.app.close();
+        throw err;
+      }
+      approved = true;
+    }
+    listening = true;
+    o.logger.info(`${o.name} server listening`, { address: addresses.map((b) => (b.family === 'IPv6' ? `[${b.address}]:${b.port}` : `${b.address}:${b.port}`)).join(',') });
   };
   await attempt();
 

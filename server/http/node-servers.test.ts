@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:net';
+import { createServer, type AddressInfo, type Server } from 'node:net';
+import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeClock } from '../clock-fake.ts';
 import type { ProxyConfig } from '../config/types.ts';
@@ -16,7 +17,7 @@ import { createSyncObservers } from '../proxy/sync-observers.ts';
 import { ep, makeService, makeSlice } from '../proxy/testing.ts';
 import type { Source, SourceStatus } from '../sources/source.ts';
 import { LISTEN_BACKLOG } from '../net/listen.ts';
-import { startNodeServers, type NodeServers } from './node-servers.ts';
+import { startNodeServers, type DashboardListener, type NodeServers } from './node-servers.ts';
 import { testProxyConfig } from './testing.ts';
 
 const NODE = 'node-a';
@@ -89,7 +90,7 @@ describe('startNodeServers', () => {
     for (const c of cleanups.splice(0).reverse()) await c();
   });
 
-  async function setup(over: Partial<ProxyConfig> = {}, opts: { retryMs?: number } = {}) {
+  async function setup(over: Partial<ProxyConfig> = {}, opts: { retryMs?: number; dashboard?: DashboardListener } = {}) {
     const clock = new FakeClock(Date.UTC(2026, 0, 1));
     const log = new MemoryLog();
     const backend = new ToggleBackend();
@@ -109,7 +110,7 @@ describe('startNodeServers', () => {
       processMetrics: false,
     });
     for (const o of Object.values(observers.observers)) loop.addObserver(o);
-    const servers = await startNodeServers({ config, logger: log.logger, clock, observers, retryMs: opts.retryMs });
+    const servers = await startNodeServers({ config, logger: log.logger, clock, observers, retryMs: opts.retryMs, dashboard: opts.dashboard });
     cleanups.push(async () => {
       await loop.stop();
       await servers.close();
@@ -255,6 +256,40 @@ describe('startNodeServers', () => {
     for (let i = 0; i < 50 && !servers.metricsAddress(); i++) await new Promise((r) => setTimeout(r, 10));
     expect(servers.metricsAddress()?.port).toBe(port);
     expect((await fetch(`http://127.0.0.1:${port}/proxyMode`)).status).toBe(200);
+  });
+
+  /** dashboardOn serves GET /x on the dashboard's own listener, judged by checkBound. */
+  const dashboardOn = (ownAddress: string, checkBound: (bound: readonly AddressInfo[]) => void): DashboardListener => ({
+    ownAddress,
+    tls: null,
+    checkBound,
+    plugins: [{ plugin: async (app: FastifyInstance) => void app.get('/x', async () => 'served') }],
+  });
+
+  it('judges the dashboard listener by the addresses it was bound to, so a host name counts for what it resolved to', async () => {
+    const seen: AddressInfo[][] = [];
+    const { servers } = await setup({}, { dashboard: dashboardOn('localhost:0', (bound) => void seen.push([...bound])) });
+    const a = servers.dashboardAddress()!;
+    // "localhost" is judged by the socket's address, never by its spelling.
+    expect(seen).toEqual([[expect.objectContaining({ address: a.address, port: a.port })]]);
+    expect(['127.0.0.1', '::1']).toContain(a.address);
+    expect(await (await fetch(`http://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}/x`)).text()).toBe('served');
+  });
+
+  it('refuses to serve the dashboard where its check refuses the bound address: the start fails (hard fail or not) and nothing listens', async () => {
+    const port = await freePort();
+    const refusal = new Error('bound to a non-loopback address without auth');
+    let bound: readonly AddressInfo[] = [];
+    const judge = (b: readonly AddressInfo[]) => {
+      bound = b;
+      throw refusal;
+    };
+    await expect(setup({ bindAddressHardFail: false }, { dashboard: dashboardOn(`127.0.0.1:${port}`, judge) })).rejects.toBe(refusal);
+    expect(bound).toEqual([expect.objectContaining({ address: '127.0.0.1', port })]);
+    // Closed before it served: the port is free again.
+    const probe: Server = createServer();
+    await new Promise<void>((resolve, reject) => probe.once('error', reject).listen(port, '127.0.0.1', resolve));
+    await new Promise<void>((r) => probe.close(() => r()));
   });
 
   it('turns a listener off with an empty bind address', async () => {

@@ -16,6 +16,12 @@ export interface DashboardListener {
   readonly ownAddress: string | null;
   /** tls: the pair its listener serves HTTPS with (followed as the files change), or null. */
   readonly tls: TlsFiles | null;
+  /**
+   * checkBound judges the listener the dashboard is served on by the addresses
+   * it was bound to, and throws to refuse serving there (a non-loopback address
+   * without auth: the composition exits 1); null: no check.
+   */
+  readonly checkBound?: ((bound: readonly AddressInfo[]) => void) | null;
 }
 
 /**
@@ -83,12 +89,12 @@ export async function startNodeServers(opts: NodeServersOptions): Promise<NodeSe
     const shared = dash && dash.ownAddress === null;
     if (config.metricsBindAddress !== '') {
       const app = buildMetricsApp({ metrics, config, plugins: shared ? dash.plugins : [], tls: shared ? dash.tls?.material : undefined });
-      served.push(await serve({ name: 'metrics', app, address: config.metricsBindAddress, ...common }));
+      served.push(await serve({ name: 'metrics', app, address: config.metricsBindAddress, ...common, ...(shared && dash.checkBound ? { checkBound: dash.checkBound } : {}) }));
       if (shared) followTls(app);
     }
     if (dash && dash.ownAddress !== null && dash.ownAddress !== '' && dash.plugins.length > 0) {
       const app = buildDashboardApp({ plugins: dash.plugins, tls: dash.tls?.material });
-      served.push(await serve({ name: 'dashboard', app, address: dash.ownAddress, ...common }));
+      served.push(await serve({ name: 'dashboard', app, address: dash.ownAddress, ...common, ...(dash.checkBound ? { checkBound: dash.checkBound } : {}) }));
       followTls(app);
     }
   } catch (err) {

@@ -4,7 +4,7 @@ import { FakeAccessReviewer } from './access-review-fake.ts';
 import { dashboardAttributes } from './access-review.ts';
 import { MemoryLog } from '../../log.ts';
 import { bearerFromHeader, DashboardAuth, reviewKey } from './auth.ts';
-import { isLoopbackBind, isLoopbackHost, loopbackHostHeader, sameOrigin, tokenFromProtocols } from './request-checks.ts';
+import { bindHostKind, boundToLoopback, isLoopbackBind, isLoopbackHost, loopbackHostHeader, sameOrigin, tokenFromProtocols } from './request-checks.ts';
 
 describe('DashboardAuth', () => {
   const clock = new FakeClock();
@@ -202,5 +202,24 @@ describe('request checks', () => {
     expect(isLoopbackBind('0.0.0.0:10249')).toBe(false);
     expect(isLoopbackBind(':10249')).toBe(false);
     expect(isLoopbackBind('10.0.0.5:10249')).toBe(false);
+  });
+
+  it('judges a bind address by what it says before listening: a host name, "*.localhost" too, is only known once bound', () => {
+    expect(['127.0.0.1:1', '127.9.9.9:1', '[::1]:1'].map(bindHostKind)).toEqual(['loopback', 'loopback', 'loopback']);
+    expect(['0.0.0.0:1', ':1', '[::]:1', '10.0.0.5:1', '[fd00::1]:1', 'nonsense'].map(bindHostKind)).toEqual(['network', 'network', 'network', 'network', 'network', 'network']);
+    expect(['localhost:1', 'foo.localhost:1', 'dash.example:1'].map(bindHostKind)).toEqual(['name', 'name', 'name']);
+    // A Host header named *.localhost still counts as loopback: browsers resolve it there themselves (DNS rebinding guard).
+    expect(isLoopbackBind('foo.localhost:10249')).toBe(false);
+    expect(loopbackHostHeader('foo.localhost:10249')).toBe(true);
+  });
+
+  it('says a listener is on loopback only when every address it is bound to is', () => {
+    expect(boundToLoopback([{ address: '127.0.0.1' }])).toBe(true);
+    expect(boundToLoopback([{ address: '127.0.0.1' }, { address: '::1' }])).toBe(true);
+    expect(boundToLoopback([{ address: '127.0.0.1' }, { address: '10.254.1.1' }])).toBe(false);
+    expect(boundToLoopback([{ address: '0.0.0.0' }])).toBe(false);
+    expect(boundToLoopback([{ address: '::' }])).toBe(false);
+    expect(boundToLoopback([{ address: '::ffff:127.0.0.1' }])).toBe(true);
+    expect(boundToLoopback([])).toBe(false);
   });
 });

@@ -39,10 +39,37 @@ export function loopbackHostHeader(host: string | undefined): boolean {
   return isLoopbackHost(hp ? hp.host : host);
 }
 
-/** isLoopbackBind: a --metrics-bind-address that only this machine can reach. */
-export function isLoopbackBind(address: string): boolean {
+/**
+ * BindHostKind is what a bind address's host says before anything listens:
+ * a loopback address, an address reachable from the network (another address,
+ * or every address), or a host name, which only says where it listens once
+ * listen() resolved it ("*.localhost" may resolve to anything /etc/hosts says).
+ */
+export type BindHostKind = 'loopback' | 'network' | 'name';
+
+/** bindHostKind reads a --metrics-bind-address or --dashboard-bind-address (host:port) before it is bound. */
+export function bindHostKind(address: string): BindHostKind {
   const hp = parseHostPort(address);
-  return hp !== null && hp.host !== '' && isLoopbackHost(hp.host);
+  if (hp === null || hp.host === '') return 'network';
+  const ip = canonicalIP(hp.host);
+  if (ip === null) return 'name';
+  return isLoopbackIP(ip) ? 'loopback' : 'network';
+}
+
+/** isLoopbackBind: a bind address that names a loopback address itself (never a host name: see bindHostKind). */
+export function isLoopbackBind(address: string): boolean {
+  return bindHostKind(address) === 'loopback';
+}
+
+/** boundToLoopback: every address a listener is bound to (server.address(), after listen) is loopback. */
+export function boundToLoopback(bound: readonly { readonly address: string }[]): boolean {
+  return (
+    bound.length > 0 &&
+    bound.every((b) => {
+      const ip = canonicalIP(b.address);
+      return ip !== null && isLoopbackIP(ip);
+    })
+  );
 }
 
 /**
