@@ -1,5 +1,5 @@
 import { recordCall, UNBOUNDED, type CallLogLimits } from './call-log.ts';
-import { canonicalEntry, IPSET_TYPES, IpsetRestoreError, createArgs, type IpsetRunner, type IpsetSet, type IpsetSpec, type IpsetType } from './ipset.ts';
+import { canonicalEntry, IPSET_MAXELEM, IPSET_TYPES, IpsetRestoreError, createArgs, type IpsetRunner, type IpsetSet, type IpsetSpec, type IpsetType } from './ipset.ts';
 
 export interface SimulatedIpsetOptions {
   /** references counts kernel references to a set (iptables rules matching it); a referenced set cannot be destroyed. */
@@ -10,10 +10,11 @@ export interface SimulatedIpsetOptions {
  * SimulatedIpset is an in-memory set table behind the IpsetRunner interface. Its
  * restore() takes `ipset restore` input with ipset's answers: the first
  * refused line stops the batch and is named ("Error in line N"), lines before
- * it stay applied. Entries are kept in the canonical form `ipset save` prints.
+ * it stay applied; a hash set holds at most its maxelem entries (the kernel's
+ * "Hash is full"). Entries are kept in the canonical form `ipset save` prints.
  */
 export class SimulatedIpset implements IpsetRunner {
-  readonly #sets = new Map<string, { spec: IpsetSpec; entries: Set<string> }>();
+  readonly #sets = new Map<string, { spec: IpsetSpec; entries: Set<string>; maxelem: number }>();
   readonly #references: (name: string) => number;
   readonly calls: { op: 'save' | 'restore'; input?: string }[] = [];
   /** callLogLimits bound the call history (default: all; --dry-run daemons keep little). */
@@ -75,7 +76,10 @@ export class SimulatedIpset implements IpsetRunner {
           if (exist && set.spec.type === type && set.spec.family === family) return null;
           return 'Set cannot be created: set with the same name already exists';
         }
-        this.#sets.set(name, { spec: { name, type, family }, entries: new Set() });
+        const max = w.indexOf('maxelem');
+        const maxelem = type === 'bitmap:port' ? Infinity : max > 0 ? Number(w[max + 1]) : IPSET_MAXELEM;
+        if (!Number.isInteger(maxelem) && maxelem !== Infinity) return `Syntax error: '${w[max + 1] ?? ''}' is invalid as number`;
+        this.#sets.set(name, { spec: { name, type, family }, entries: new Set(), maxelem });
         return null;
       }
       case 'add':
@@ -84,7 +88,9 @@ export class SimulatedIpset implements IpsetRunner {
         const entry = w[2] === undefined ? null : canonicalEntry(set.spec.type, w[2]);
         if (entry === null || w.length !== 3) return `Syntax error: ${w[2] ?? 'missing element'} is not a valid ${set.spec.type} element`;
         if (op === 'add') {
-          if (set.entries.has(entry) && !exist) return "Element cannot be added to the set: it's already added";
+          if (set.entries.has(entry)) {
+            if (!exist) return "Element cannot be added to the set: it's already added";
+          } else if (set.entries.size >= set.maxelem) return 'Hash is full, cannot add more elements';
           set.entries.add(entry);
         } else {
           if (!set.entries.has(entry) && !exist) return "Element cannot be deleted from the set: it's not added";

@@ -120,6 +120,19 @@ describe('SimulatedIpset', () => {
     expect(err.message).toContain('set with the same name already exists');
   });
 
+  it('holds at most maxelem entries in a hash set, as the kernel: the add past it is refused and stops the batch', async () => {
+    const k = new SimulatedIpset();
+    const adds = Array.from({ length: 65537 }, (_, i) => `add A 10.${i >> 16}.${(i >> 8) & 255}.${i & 255} -exist`);
+    // What ipset v7.17 answered to the same input: "Error in line 65538: Hash is full, cannot add more elements".
+    const err = await k.restore(['create A hash:ip family inet hashsize 1024 maxelem 65536', ...adds].join('\n') + '\n').catch((e) => e);
+    expect(err.line).toBe(65538);
+    expect(err.message).toContain('Hash is full, cannot add more elements');
+    expect(k.sets().get('A')!.entries.size).toBe(65536);
+    // An entry already there is no new element; a smaller maxelem is the set's own.
+    await k.restore('add A 10.0.0.0 -exist\ncreate B hash:ip family inet hashsize 1024 maxelem 2\nadd B 10.0.0.1\nadd B 10.0.0.2\n');
+    await expect(k.restore('add B 10.0.0.3\n')).rejects.toThrow(/Hash is full/);
+  });
+
   it('refuses to destroy a set a kernel component still uses', async () => {
     let refs = 1;
     const k = new SimulatedIpset({ references: () => refs });

@@ -25,6 +25,13 @@ export interface IpsetSet extends IpsetSpec {
   readonly entries: ReadonlySet<string>;
 }
 
+/**
+ * IPSET_MAXELEM: the entries a hash set kproxy creates may hold (its
+ * `maxelem`, kube-proxy's default). Past it the kernel refuses the add ("Hash
+ * is full, cannot add more elements") and `ipset restore` stops there.
+ */
+export const IPSET_MAXELEM = 65536;
+
 /** The longest set name the kernel accepts (IPSET_MAXNAMELEN - 1). */
 export const MAX_SET_NAME = 31;
 const NAME = /^[A-Za-z0-9_.:-]{1,31}$/;
@@ -32,7 +39,7 @@ const NAME = /^[A-Za-z0-9_.:-]{1,31}$/;
 /** createArgs renders a set's create parameters as kube-proxy's ipset runner passes them. */
 export function createArgs(spec: IpsetSpec): string {
   if (spec.type === 'bitmap:port') return `${spec.name} bitmap:port range 0-65535`;
-  return `${spec.name} ${spec.type} family ${spec.family ?? 'inet'} hashsize 1024 maxelem 65536`;
+  return `${spec.name} ${spec.type} family ${spec.family ?? 'inet'} hashsize 1024 maxelem ${IPSET_MAXELEM}`;
 }
 
 const PROTO = /^(tcp|udp|sctp)$/;

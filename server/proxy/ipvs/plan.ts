@@ -41,7 +41,7 @@ export function planAddresses(wanted: ReadonlySet<string>, linkExists: boolean, 
 
 /**
  * planIpsets creates missing sets (all of them on a full sync, -exist keeps
- * that harmless) and adds and deletes entries (within scope). A set that
+ * that harmless) and deletes and adds entries (within scope), deletions first. A set that
  * exists with another type is destroyed and created again; that fails while
  * a rule still uses it, and the error says so.
  */
@@ -56,8 +56,10 @@ export function planIpsets(wanted: ReadonlyMap<SetKey, ReadonlySet<string>>, cur
     const want = wanted.get(info.key) ?? new Set<string>();
     const have = cur && !mismatch ? cur.entries : new Set<string>();
     const s = scope === null ? null : (scope.entries.get(info.key) ?? new Set<string>());
-    for (const e of [...want].sort()) if (!have.has(e) && inScope(s, e)) b.add(spec, e);
+    // Deletions first: a set near its maxelem makes room before it takes the new entries (no
+    // wanted entry is ever deleted, so no packet meets a set without what it must hold).
     for (const e of [...have].sort()) if (!want.has(e) && inScope(s, e)) b.del(spec, e);
+    for (const e of [...want].sort()) if (!have.has(e) && inScope(s, e)) b.add(spec, e);
   }
   return b;
 }

@@ -137,6 +137,63 @@ describe('IPVS proxier: reading and writing the kernel', () => {
   });
 });
 
+describe('IPVS proxier: full sets', () => {
+  /** ranges: n non-overlapping /32 source ranges from 100.64.0.0. */
+  const ranges = (n: number) => Array.from({ length: n }, (_, i) => `100.${64 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}/32`);
+  const lb = (name: string, ip: string, lbIP: string, ports: number, sourceRanges: string[]) =>
+    makeService(
+      'ns1',
+      name,
+      {
+        type: 'LoadBalancer',
+        clusterIP: ip,
+        loadBalancerSourceRanges: sourceRanges,
+        ports: Array.from({ length: ports }, (_, i) => ({ name: `p${i}`, port: 1000 + i, protocol: 'TCP', nodePort: 30000 + i })),
+      },
+      { status: { loadBalancer: { ingress: [{ ip: lbIP }] } } },
+    );
+
+  it('leaves out a service port whose entries a set has no room for (65,536 at most), says why, and programs the others', async () => {
+    const log = new MemoryLog();
+    const h = ipvsHarness({ logger: log.logger });
+    // 16 ports x 4,096 ranges fill KUBE-LOAD-BALANCER-SOURCE-CIDR exactly; b's one more entry does not fit.
+    const a = lb('a', '10.96.0.1', '198.51.100.1', 16, ranges(4096));
+    const state = stateFromObjects('node-a', [
+      a,
+      lb('b', '10.96.0.2', '198.51.100.2', 1, ['203.0.113.0/24']),
+      makeService('ns1', 'c', { clusterIP: '10.96.0.3', ports: tcp('http', 80) }),
+      makeSlice(
+        'ns1',
+        'a',
+        'a-1',
+        [ep('10.244.1.1', { nodeName: 'node-b' })],
+        Array.from({ length: 16 }, (_, i) => ({ name: `p${i}`, port: 8000 + i, protocol: 'TCP' })),
+      ),
+      makeSlice('ns1', 'b', 'b-1', [ep('10.244.1.2', { nodeName: 'node-b' })], [{ name: 'p0', port: 8080, protocol: 'TCP' }]),
+      makeSlice('ns1', 'c', 'c-1', [ep('10.244.1.3', { nodeName: 'node-b' })], tcp('http', 8080)),
+    ]);
+    const r = await h.sync(state);
+    expect(h.ipset.sets().get('KUBE-LOAD-BALANCER-SOURCE-CIDR')!.entries.size).toBe(65536);
+    expect(r.skippedServicePorts?.get('ns1/b:p0/TCP')).toBe(
+      'its 1 entries do not fit in ipset KUBE-LOAD-BALANCER-SOURCE-CIDR, which holds at most 65536 and has 65536 from the service ports sorted before it (the kernel would refuse the rest: "Hash is full")',
+    );
+    expect([...r.skippedServicePorts!.keys()]).toEqual(['ns1/b:p0/TCP']);
+    // b is left out whole (no virtual server, no address); a and c are programmed.
+    expect(h.ipvs.services().map((x) => `${x.address}:${x.port}`)).not.toContain('10.96.0.2:1000');
+    expect(h.ipvs.services().map((x) => `${x.address}:${x.port}`)).toContain('10.96.0.3:80');
+    expect(h.netlink.addresses('kube-ipvs0')).not.toContain('198.51.100.2');
+    expect(log.lines('warn').join('\n')).toContain('service port skipped: its ipset entries do not fit');
+
+    // a loses its ranges (a partial change of a alone): b fits now, in the same sync, though b did not change.
+    state.onService(a, { ...a, spec: { ...a.spec, loadBalancerSourceRanges: ranges(1) } });
+    const next = await h.sync(state);
+    expect(next.full).toBe(true);
+    expect(next.skippedServicePorts?.size).toBe(0);
+    expect(h.ipvs.services().map((x) => `${x.address}:${x.port}`)).toContain('198.51.100.2:1000');
+    expect(h.ipset.sets().get('KUBE-LOAD-BALANCER-SOURCE-CIDR')!.entries.size).toBe(17);
+  });
+});
+
 describe('IPVS proxier: conflicts', () => {
   it('gives a virtual server claimed by two service ports to the first one (sorted) and warns', async () => {
     const log = new MemoryLog();

@@ -2,7 +2,7 @@ import { release } from 'node:os';
 import type { Clock } from '../../clock.ts';
 import type { ProxyConfig } from '../../config/types.ts';
 import { errorMessage, IpsetError, IpvsError, KproxyError, NetlinkError, RestoreFailedError, RuleBuildError, SyncFailedError } from '../../errors.ts';
-import type { IpsetRunner } from '../../kernel/ipset.ts';
+import { IPSET_MAXELEM, type IpsetRunner } from '../../kernel/ipset.ts';
 import { virtualServerKey, type IpvsService } from '../../kernel/ipvs-batch.ts';
 import type { IpvsRunner } from '../../kernel/ipvs.ts';
 import { IptablesRestoreError, type IptablesRunner } from '../../kernel/iptables.ts';
@@ -26,7 +26,7 @@ import type { ServicePort } from '../service-port.ts';
 import { buildServicePortObjects, ipvsContextKey, type IpvsContext, type OutFilterEntry, type ServicePortObjects, type WantedVirtualServer } from './builder.ts';
 import { GracefulTermination, type DrainingRealServer } from './graceful-termination.ts';
 import { buildIptablesRules, JUMP_RULES, NO_STALE, staleModeChains, type StaleChains } from './iptables-rules.ts';
-import { DUMMY_DEVICE, IPSETS, type SetKey } from './names.ts';
+import { DUMMY_DEVICE, IPSETS, setName, type SetKey } from './names.ts';
 import { planAddresses, planIpsets, planIpvs, type Scope, type Wanted } from './plan.ts';
 import { ipvsSysctls, validateScheduler } from './sysctls.ts';
 
@@ -145,6 +145,8 @@ class IpvsProxier implements IpvsBackend {
   #cache = new Map<string, CacheEntry>();
   /** #skipped: service ports whose objects could not be built, with why (reported in each sync result). */
   readonly #skipped = new Map<string, string>();
+  /** #overflowed: service ports the last successful sync left out because a set had no room for their entries. */
+  #overflowed: ReadonlySet<string> = new Set();
   #lastIptables = '';
   #planned: IpvsPlanned | null = null;
   #plannedVersion = 0;
@@ -291,6 +293,8 @@ class IpvsProxier implements IpvsBackend {
 
       step = 'build';
       const built = this.#build(state, ctx, key === this.#contextKey);
+      // Which service ports a full set leaves out can change with another Service's change: then compare everything.
+      if (!full && !sameMembers(built.overflowed, this.#overflowed)) full = true;
       const scope = full ? null : this.#scope(state.changedServices, built.cache);
       const bindList = links.get(DUMMY_DEVICE);
       const deletions = sweepDue ? this.#graceful.sweep(current) : [];
@@ -335,6 +339,7 @@ class IpvsProxier implements IpvsBackend {
       for (const k of ipvsPlan.deletedVirtualServers) this.#graceful.dropVirtualServer(k);
       for (const d of ipvsPlan.drainStart) this.#graceful.add(d.vs, d.rs);
       this.#cache = built.cache;
+      this.#overflowed = built.overflowed;
       this.#contextKey = key;
       this.#needFull = false;
       this.#lastIptables = rules.text;
@@ -431,6 +436,7 @@ class IpvsProxier implements IpvsBackend {
     const binds = new Set<string>();
     const outFilter: OutFilterEntry[] = [];
     const owner = new Map<string, string>();
+    const overflowed = new Set<string>();
     for (const id of [...state.services.keys()].sort()) {
       const sp = state.services.get(id)!;
       const eps = state.endpoints.get(id);
@@ -451,8 +457,17 @@ class IpvsProxier implements IpvsBackend {
         this.#skipped.set(id, entry.error);
         continue;
       }
-      this.#skipped.delete(id);
       const o = entry.objects!;
+      const noRoom = this.#noRoom(o, sets, binds, ctx.family);
+      if (noRoom !== null) {
+        // The kernel would refuse the entries past maxelem and stop the whole `ipset restore`:
+        // this service port is left out whole, the ones sorted before it keep theirs.
+        if (this.#skipped.get(id) !== noRoom) this.#log.warn('service port skipped: its ipset entries do not fit', { servicePort: id, err: noRoom });
+        this.#skipped.set(id, noRoom);
+        overflowed.add(id);
+        continue;
+      }
+      this.#skipped.delete(id);
       for (const v of o.virtualServers) {
         const first = owner.get(v.key);
         if (first !== undefined && first !== id) {
@@ -470,6 +485,35 @@ class IpvsProxier implements IpvsBackend {
     for (const id of this.#skipped.keys()) if (!state.services.has(id)) this.#skipped.delete(id);
     sets.set('ipvsIPs', new Set(binds));
     const wanted: Wanted = { virtualServers, sets, binds };
-    return { cache, wanted, outFilter };
+    return { cache, wanted, outFilter, overflowed };
   }
+
+  /**
+   * #noRoom says why a service port's entries do not fit in the hash sets
+   * the service ports before it filled (at most IPSET_MAXELEM entries each;
+   * KUBE-IPVS-IPS holds every bound address), or null when they fit.
+   */
+  #noRoom(o: ServicePortObjects, sets: ReadonlyMap<SetKey, ReadonlySet<string>>, binds: ReadonlySet<string>, family: IPFamily): string | null {
+    const check = (key: SetKey, have: ReadonlySet<string>, adding: readonly string[]): string | null => {
+      let added = 0;
+      for (const e of new Set(adding)) if (!have.has(e)) added++;
+      if (have.size + added <= IPSET_MAXELEM) return null;
+      return `its ${added} entries do not fit in ipset ${setName(key, family)}, which holds at most ${IPSET_MAXELEM} and has ${have.size} from the service ports sorted before it (the kernel would refuse the rest: "Hash is full")`;
+    };
+    for (const [key, list] of o.entries) {
+      if (IPSET_TYPES_OF.get(key) === 'bitmap:port') continue;
+      const why = check(key, sets.get(key)!, list);
+      if (why !== null) return why;
+    }
+    return check('ipvsIPs', binds, o.binds);
+  }
+}
+
+/** IPSET_TYPES_OF: each set's type (bitmap:port sets hold every port; only hash sets fill up). */
+const IPSET_TYPES_OF = new Map(IPSETS.map((i) => [i.key, i.type]));
+
+function sameMembers(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
+  if (a.size !== b.size) return false;
+  for (const x of a) if (!b.has(x)) return false;
+  return true;
 }
