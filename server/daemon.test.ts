@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { RunOptions } from './config/types.ts';
-import { Daemon } from './daemon.ts';
+import { Daemon, serviceOfPortId } from './daemon.ts';
+import type { Backend } from './proxy/backend.ts';
 import { MemoryEventRecorder } from './events/memory-event-recorder.ts';
 import { MemoryLog } from './log.ts';
 import { harness, testConfig } from './proxy/iptables/testing.ts';
@@ -188,6 +189,42 @@ function apiDaemon(source: ApiLikeSource) {
   const daemon = new Daemon({ config: testConfig(), run, nodeName: 'node-a', logger: log.logger, clock: h.clock, backends: [h.backend], source, events });
   return { daemon, log, ...h };
 }
+
+describe('Daemon: service ports a backend leaves out', () => {
+  it('records a Warning Event on the Service once per port and reason, and again when the reason changes', async () => {
+    await writeFile(join(dir, 'a.yaml'), web);
+    const log = new MemoryLog();
+    const h = harness({ logger: log.logger });
+    let skipped = new Map([['ns/web:http/TCP', 'its 1 entries do not fit in ipset KUBE-CLUSTER-IP']]);
+    // The iptables backend as it is, reporting a service port it left out (as IPVS mode does with a full ipset).
+    const backend: Backend = {
+      mode: h.backend.mode,
+      family: h.backend.family,
+      sync: async (input) => ({ ...(await h.backend.sync(input)), skippedServicePorts: skipped }),
+      cleanup: () => h.backend.cleanup(),
+    };
+    const source = new FileSource({ path: dir, nodeName: 'node-a', clock: h.clock, logger: log.logger, watch: false });
+    const events = new MemoryEventRecorder({ clock: h.clock, logger: log.logger });
+    const daemon = new Daemon({ config: testConfig(), run, nodeName: 'node-a', logger: log.logger, clock: h.clock, backends: [backend], source, events });
+    const skips = () => events.recent().filter((e) => e.reason === 'ServicePortSkipped');
+    expect((await daemon.once())[0].ok).toBe(true);
+    expect(skips().map((e) => [e.type, e.action, `${e.regarding.kind} ${e.regarding.namespace}/${e.regarding.name}`, e.note])).toEqual([
+      ['Warning', 'Skip', 'Service ns/web', 'IPv4 service port ns/web:http/TCP is not programmed: its 1 entries do not fit in ipset KUBE-CLUSTER-IP; every other service port is'],
+    ]);
+    // The same port left out for the same reason: no second Event.
+    expect((await daemon.loop.syncOnce())[0].ok).toBe(true);
+    expect(skips()).toHaveLength(1);
+    skipped = new Map([['ns/web:http/TCP', 'another reason']]);
+    await daemon.loop.syncOnce();
+    expect(skips().map((e) => e.note)).toContain('IPv4 service port ns/web:http/TCP is not programmed: another reason; every other service port is');
+  });
+
+  it('reads the Service out of a service port id, named port or not', () => {
+    expect(serviceOfPortId('ns/web:http/TCP')).toEqual({ kind: 'Service', namespace: 'ns', name: 'web' });
+    expect(serviceOfPortId('ns/web/UDP')).toEqual({ kind: 'Service', namespace: 'ns', name: 'web' });
+    expect(serviceOfPortId('not an id')).toBeNull();
+  });
+});
 
 describe("Daemon and this node's Node (Kubernetes source)", () => {
   it('--once waits for the Node list before the one sync, then programs with it', async () => {

@@ -3,8 +3,9 @@ import { formatDuration } from './config/duration.ts';
 import { modeSettings } from './config/modes.ts';
 import type { ProxyConfig, RunOptions } from './config/types.ts';
 import { errorMessage, NodeNotFoundError, SourceNotSyncedError } from './errors.ts';
-import { nodeReference, type EventRecorder } from './events/event-recorder.ts';
+import { nodeReference, type EventRecorder, type ObjectReference } from './events/event-recorder.ts';
 import type { Logger } from './log.ts';
+import type { IPFamily } from './net/ip.ts';
 import type { Backend, CleanupResult } from './proxy/backend.ts';
 import { MetaProxier } from './proxy/meta-proxier.ts';
 import { nodeNotFound } from './proxy/node-info.ts';
@@ -80,6 +81,7 @@ export class Daemon {
       },
     });
     this.proxy.addObserver(this.#failureEvents());
+    this.proxy.addObserver(this.#skippedEvents());
   }
 
   /** state is the primary family's proxy state (the model of single-family readers). */
@@ -114,6 +116,32 @@ export class Daemon {
             'SyncProxyRules',
             `${rec.consecutiveFailures} ${rec.family} syncs in a row failed, the kernel keeps the ${rec.family} rules of the last good sync: ${rec.error?.message ?? 'unknown error'}`,
           );
+        }
+      },
+    };
+  }
+
+  /**
+   * #skippedEvents records a Warning Event on the Service when a backend
+   * leaves one of its ports out (values it cannot write safely, a kernel
+   * limit such as a full ipset), once per port and reason, per family: the
+   * sync succeeded for every other Service, so nothing else would tell the
+   * Service's owner. The log line is the backend's; the count is the
+   * kproxy_service_ports_skipped gauge.
+   */
+  #skippedEvents(): SyncObserver {
+    const told = new Map<IPFamily, ReadonlyMap<string, string>>();
+    return {
+      onSync: (rec, _checkout, result) => {
+        const skipped = result.skippedServicePorts;
+        if (!rec.ok || !skipped) return;
+        const before = told.get(rec.family) ?? new Map<string, string>();
+        told.set(rec.family, new Map(skipped));
+        for (const [id, why] of skipped) {
+          if (before.get(id) === why) continue;
+          const regarding = serviceOfPortId(id);
+          if (!regarding) continue;
+          this.events.record(regarding, 'Warning', 'ServicePortSkipped', 'Skip', `${rec.family} service port ${id} is not programmed: ${why}; every other service port is`);
         }
       },
     };
@@ -198,4 +226,10 @@ export class Daemon {
     results.push(...(await Promise.allSettled(this.backends.map((b) => b.stop?.()))));
     for (const r of results) if (r.status === 'rejected') this.logger.error('stopping failed', { err: errorMessage(r.reason) });
   }
+}
+
+/** serviceOfPortId reads the Service out of a service port id ("ns/name:port/TCP", "ns/name/TCP" for an unnamed port). */
+export function serviceOfPortId(id: string): ObjectReference | null {
+  const m = /^([^/]+)\/([^/:]+)(?::[^/]*)?\/[A-Z]+$/.exec(id);
+  return m ? { kind: 'Service', namespace: m[1], name: m[2] } : null;
 }

@@ -98,6 +98,7 @@ export class KproxyMetrics {
   readonly syncs: Counter<'ip_family' | 'trigger' | 'result'>;
   readonly #consecutiveFailures: Gauge<'ip_family'>;
   readonly #withoutNodeIP: Gauge<'ip_family'>;
+  readonly #skippedPorts: Gauge<'ip_family'>;
   readonly #readyzTotal: Counter<'code'>;
   readonly #verifyMismatches: Counter<'ip_family'>;
   readonly #verifications: Counter<'ip_family' | 'result'>;
@@ -131,6 +132,13 @@ export class KproxyMetrics {
       labelNames: ['ip_family'] as const,
       registers,
     });
+    this.#skippedPorts = new Gauge({
+      name: 'kproxy_service_ports_skipped',
+      help: 'Service ports of an IP family the last successful sync left unprogrammed because their kernel objects could not be written (values kproxy cannot write safely, a kernel limit such as a full ipset); the log, a Warning Event on the Service and the dashboard say why',
+      labelNames: ['ip_family'] as const,
+      registers,
+    });
+    for (const ip_family of o.families) this.#skippedPorts.set({ ip_family }, 0);
     this.#verifyMismatches = new Counter({
       name: 'kproxy_sync_verify_mismatches_total',
       help: 'Kernel objects found, after a full sync, not to hold what the sync wrote (rules per chain, elements per set...), by IP family',
@@ -193,12 +201,14 @@ export class KproxyMetrics {
     this.#readyzTotal.inc({ code: String(code) });
   }
 
-  /** syncDone counts a sync by family, trigger and result. */
-  syncDone(record: SyncRecord, checkout?: Pick<StateCheckout, 'withoutNodeIP'>): void {
+  /** syncDone counts a sync by family, trigger and result; skipped: the service ports a successful sync left out. */
+  syncDone(record: SyncRecord, checkout?: Pick<StateCheckout, 'withoutNodeIP'>, skipped?: ReadonlyMap<string, string>): void {
     const ip_family = record.family;
     this.syncs.inc({ ip_family, result: record.ok ? 'success' : 'failure', trigger: record.trigger });
     this.#consecutiveFailures.set({ ip_family }, record.consecutiveFailures);
     if (checkout) this.#withoutNodeIP.set({ ip_family }, checkout.withoutNodeIP);
+    // A failed sync changed nothing in the kernel: the last successful one's count stands.
+    if (record.ok && skipped) this.#skippedPorts.set({ ip_family }, skipped.size);
     const v = record.verify;
     if (v) {
       this.#verifications.inc({ ip_family, result: v.skipped !== undefined ? 'skipped' : v.mismatchCount ? 'mismatch' : 'ok' });

@@ -527,6 +527,22 @@ describe('kproxy metrics and process defaults', () => {
     expect(text).toMatch(/kproxy_build_info\{mode="iptables",node_version="v\d+\.\d+\.\d+",version="[^"]+"\} 1\n/);
   });
 
+  it('publishes the service ports the last successful sync left out, per family, from 0', async () => {
+    const { sync, scrape } = setup('ipvs', fakeState());
+    expect((await scrape()).text).toContain('kproxy_service_ports_skipped{ip_family="IPv4"} 0\n');
+    const skipped = new Map([
+      ['shop/lb:p0/TCP', 'its 1 entries do not fit in ipset KUBE-LOAD-BALANCER-SOURCE-CIDR…'],
+      ['shop/lb:p1/TCP', 'its 1 entries do not fit in ipset KUBE-LOAD-BALANCER-SOURCE-CIDR…'],
+    ]);
+    sync(record({}), EMPTY_CHECKOUT, { skippedServicePorts: skipped });
+    expect((await scrape()).text).toContain('kproxy_service_ports_skipped{ip_family="IPv4"} 2\n');
+    // A failed sync changed nothing in the kernel: the count stands.
+    sync(record({ ok: false, consecutiveFailures: 1, error: { code: RestoreFailedError.code, message: 'x' } }), EMPTY_CHECKOUT, { skippedServicePorts: new Map() });
+    expect((await scrape()).text).toContain('kproxy_service_ports_skipped{ip_family="IPv4"} 2\n');
+    sync(record({}), EMPTY_CHECKOUT, { skippedServicePorts: new Map() });
+    expect((await scrape()).text).toContain('kproxy_service_ports_skipped{ip_family="IPv4"} 0\n');
+  });
+
   it('counts full syncs verified, by result, and the objects that did not hold what the sync wrote, from 0', async () => {
     const { sync, scrape } = setup('nftables', fakeState());
     expect((await scrape()).text).toContain('kproxy_sync_verify_mismatches_total{ip_family="IPv4"} 0\n');

@@ -81,7 +81,7 @@ export class ProxyMetrics {
     onSync: (record, checkout, result) => {
       const noLocal = record.ok ? countNoLocalEndpoints(checkout) : null;
       this.kubeProxy.syncDone(record.family, record, result as typeof result & RulesWrittenReport & NftablesCleanupReport, noLocal);
-      this.kproxy.syncDone(record, checkout);
+      this.kproxy.syncDone(record, checkout, result.skippedServicePorts);
     },
   };
 
