@@ -125,6 +125,28 @@ describe('servicePortsFromService', () => {
     for (const f of ['IPv4', 'IPv6'] as const) expect(() => servicePortsFromService(makeService('a', 'bad', spec), f)).toThrow(`Service a/bad: ${why}`);
   });
 
+  it('accepts up to 4,096 source ranges per IP family, so a dual-stack load balancer may list 4,096 of each', () => {
+    const v4 = Array.from({ length: 4096 }, (_, i) => `100.${64 + (i >> 8)}.${i & 255}.0/24`);
+    const v6 = Array.from({ length: 4096 }, (_, i) => `fd00:5000:${(i + 1).toString(16)}::/48`);
+    const lb = (ranges: string[]) =>
+      makeService(
+        'a',
+        'lb',
+        { type: 'LoadBalancer', clusterIPs: ['10.96.0.1', 'fd00::1'], loadBalancerSourceRanges: ranges, ports: [{ name: 'p', port: 80, protocol: 'TCP', nodePort: 30080 }] },
+        { status: { loadBalancer: { ingress: [{ ip: '198.51.100.1' }] } } },
+      );
+    for (const [f, want] of [
+      ['IPv4', v4],
+      ['IPv6', v6],
+    ] as const) {
+      const r = servicePortsFromService(lb([...v4, ...v6]), f);
+      expect(r.kind === 'ports' && r.ports[0].loadBalancerSourceRanges).toEqual(want);
+    }
+    const tooMany = lb([...v4, '203.0.113.0/24']);
+    for (const f of ['IPv4', 'IPv6'] as const)
+      expect(() => servicePortsFromService(tooMany, f)).toThrow('Service a/lb: spec.loadBalancerSourceRanges "more than 4096 IPv4 ranges": at most 4096 per IP family are accepted');
+  });
+
   it('only externally visible services get externalTrafficPolicy Local', () => {
     const p = ports(makeService('a', 'b', { externalTrafficPolicy: 'Local' }))[0];
     expect(p.externalPolicyLocal).toBe(false);

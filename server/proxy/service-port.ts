@@ -267,19 +267,28 @@ function ipList(list: unknown, field: string, family: IPFamily, bad: Bad): strin
   return out;
 }
 
+/**
+ * cidrList reads the source ranges of one family. The limit is per family
+ * (each family's proxier programs its own): a dual-stack load balancer may
+ * list 4,096 IPv4 and 4,096 IPv6 ranges.
+ */
 function cidrList(list: unknown, family: IPFamily, bad: Bad): string[] {
   const field = 'spec.loadBalancerSourceRanges';
+  const max = LIMITS.sourceRangesPerService;
   if (list == null) return [];
   if (!Array.isArray(list)) return bad(field, list, 'must be a list of CIDRs');
-  if (list.length > LIMITS.sourceRangesPerService) bad(field, `${list.length} ranges`, `at most ${LIMITS.sourceRangesPerService} are accepted`);
-  const out: string[] = [];
+  if (list.length > 2 * max) bad(field, `${list.length} ranges`, `at most ${max} per IP family are accepted`);
+  // A set, not a scan of the list so far: 4,096 ranges took 8 million comparisons per family.
+  const out = new Set<string>();
+  const counts = { IPv4: 0, IPv6: 0 };
   for (const [i, raw] of list.entries()) {
     // The API server's validation tolerates whitespace around source ranges.
     const cidr = parseCIDR(typeof raw === 'string' ? raw.trim() : raw);
     if (!cidr) bad(`${field}[${i}]`, raw, 'is not a CIDR');
-    if (cidr!.family === family && !out.includes(cidr!.text)) out.push(cidr!.text);
+    if (++counts[cidr!.family] > max) bad(field, `more than ${max} ${cidr!.family} ranges`, `at most ${max} per IP family are accepted`);
+    if (cidr!.family === family) out.add(cidr!.text);
   }
-  return out;
+  return [...out];
 }
 
 /** sameServicePort compares two ServicePorts field by field (change detection). */
