@@ -14,7 +14,7 @@ import {
   writeVerdict,
   type Verdict,
 } from './nft-netlink-expr.ts';
-import { compileRule, concatBytes, NftCompileError, strzBytes, udataTLV, type AnonSet } from './nft-netlink-rules.ts';
+import { commentBytes, compileRule, concatBytes, NftCompileError, udataTLV, type AnonSet } from './nft-netlink-rules.ts';
 import { encodeKey, inferKeyType, setKeyType, type AddrFamily, type SetKeyType } from './nft-netlink-values.ts';
 import type { ParsedCommand } from './nft-script.ts';
 import { NFT_HOOKS, type NftBaseChain, type NftSetSpec } from './nft-types.ts';
@@ -156,7 +156,7 @@ function setUserdata(spec: NftSetSpec, key: SetKeyType): Uint8Array {
   if (spec.map) parts.push(udataTLV(1, u32le(0)));
   if (concat) parts.push(udataTLV(3, concatBytes([udataTLV(0, u32le(EXPR_CONCAT)), udataTLV(1, new Uint8Array(0))])));
   if (spec.map) parts.push(udataTLV(6, u32le(0)));
-  if (spec.comment !== undefined) parts.push(udataTLV(7, strzBytes(spec.comment)));
+  if (spec.comment !== undefined) parts.push(udataTLV(7, commentBytes(spec.comment)));
   return concatBytes(parts);
 }
 
@@ -224,7 +224,7 @@ class BatchEncoder {
         b.strz(1, table); // NFTA_TABLE_NAME
         if (op.op === 'add') {
           b.u32be(2, 0); // NFTA_TABLE_FLAGS
-          if (op.comment !== undefined) b.attr(6, udataTLV(0, strzBytes(op.comment))); // NFTA_TABLE_USERDATA
+          if (op.comment !== undefined) b.attr(6, udataTLV(0, commentBytes(op.comment))); // NFTA_TABLE_USERDATA
         }
         b.end(at);
         return;
@@ -243,7 +243,7 @@ class BatchEncoder {
         b.strz(3, op.name); // NFTA_CHAIN_NAME
         if (op.op === 'add') {
           if (op.base) this.#hook(op.base);
-          if (op.comment !== undefined) b.attr(12, udataTLV(0, strzBytes(op.comment))); // NFTA_CHAIN_USERDATA
+          if (op.comment !== undefined) b.attr(12, udataTLV(0, commentBytes(op.comment))); // NFTA_CHAIN_USERDATA
         }
         b.end(at);
         return;
@@ -350,7 +350,7 @@ class BatchEncoder {
       const e = b.nest(++pack.count);
       writeValue(b, 1, keyBytes);
       if (value !== null) writeVerdict(b, 2, parseVerdict(value)); // NFTA_SET_ELEM_DATA
-      if (op.comment) b.attr(6, udataTLV(0, strzBytes(op.comment))); // NFTA_SET_ELEM_USERDATA
+      if (op.comment) b.attr(6, udataTLV(0, commentBytes(op.comment))); // NFTA_SET_ELEM_USERDATA
       b.endNest(e);
       return from;
     };
@@ -457,7 +457,7 @@ class BatchEncoder {
     const list = b.nest(4); // NFTA_RULE_EXPRESSIONS
     for (const e of rule.exprs) writeExpr(b, e);
     b.endNest(list);
-    if (rule.comment !== null) b.attr(7, udataTLV(0, strzBytes(rule.comment))); // NFTA_RULE_USERDATA
+    if (rule.comment !== null) b.attr(7, udataTLV(0, commentBytes(rule.comment))); // NFTA_RULE_USERDATA
     b.end(at);
   }
 }

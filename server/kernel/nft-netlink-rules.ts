@@ -140,6 +140,16 @@ export function udataTLV(type: number, value: Uint8Array): Uint8Array {
   return out;
 }
 
+/** COMMENT_MAX: nft 1.0.6 refuses a comment of more than 128 bytes (NFTNL_UDATA_COMMENT_MAXLEN), whatever the kernel would store. */
+export const COMMENT_MAX = 128;
+
+/** commentBytes: a comment as user data, refused as nft refuses it when too long (the encoder never writes what nft would not). */
+export function commentBytes(s: string): Uint8Array {
+  const b = strzBytes(s);
+  if (b.length - 1 > COMMENT_MAX) throw new NftCompileError(`comment too long, ${COMMENT_MAX} characters maximum allowed`);
+  return b;
+}
+
 export function strzBytes(s: string): Uint8Array {
   const b = Buffer.from(s + '\0', 'utf8');
   return new Uint8Array(b.buffer, b.byteOffset, b.length);

@@ -7,7 +7,7 @@
  */
 export interface NftProbeStep {
   readonly input: string;
-  readonly refused?: 'File exists' | 'No such file or directory' | 'Device or resource busy' | 'Operation not supported';
+  readonly refused?: 'File exists' | 'No such file or directory' | 'Device or resource busy' | 'Operation not supported' | 'comment too long, 128 characters maximum allowed';
 }
 
 export interface NftProbeCase {
@@ -85,6 +85,16 @@ export const NFT_PROBE_CASES: readonly NftProbeCase[] = [
       {
         input: `flush chain ${T} nat-prerouting\ndelete chain ${T} nat-prerouting\nadd chain ${T} nat-prerouting { type nat hook prerouting priority -110 ; }\nadd rule ${T} nat-prerouting jump services`,
       },
+    ],
+  },
+  {
+    name: 'comments: 128 bytes are taken, 129 refuse the whole transaction (an element, a rule, a set)',
+    steps: [
+      { input: SETUP },
+      { input: `add element ${T} service-ips { 172.30.0.43 . tcp . 80 comment "${'c'.repeat(128)}" : goto svc }` },
+      { input: `add element ${T} service-ips { 172.30.0.44 . tcp . 80 comment "${'c'.repeat(129)}" : goto svc }`, refused: 'comment too long, 128 characters maximum allowed' },
+      { input: `add chain ${T} fresh\nadd rule ${T} other accept comment "${'r'.repeat(129)}"`, refused: 'comment too long, 128 characters maximum allowed' },
+      { input: `add set ${T} long { type ipv4_addr ; comment "${'s'.repeat(129)}" ; }`, refused: 'comment too long, 128 characters maximum allowed' },
     ],
   },
   {

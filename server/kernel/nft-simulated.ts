@@ -175,6 +175,7 @@ function ruleInfo(rule: string): RuleInfo {
     }
     if (t === 'comment') {
       if (i + 1 >= toks.length || !/^"[^"]*"$/.test(toks[i + 1])) throw new TxError('syntax error, a comment needs a quoted string');
+      checkComment(toks[i + 1].slice(1, -1));
       i++;
       continue;
     }
@@ -203,6 +204,11 @@ function checkKeyPart(part: string, type: string): boolean {
     default:
       return false;
   }
+}
+
+/** checkComment refuses, as nft 1.0.6 does while it parses, a comment of more than 128 bytes (NFTNL_UDATA_COMMENT_MAXLEN). */
+function checkComment(comment: string | null | undefined): void {
+  if (comment && Buffer.byteLength(comment) > 128) throw new TxError('comment too long, 128 characters maximum allowed');
 }
 
 const REJECT_HOOKS = new Set(['input', 'forward', 'output', 'prerouting']);
@@ -275,6 +281,8 @@ export class SimulatedNft implements NftRunner {
   #apply(c: ParsedCommand, undo: (() => void)[], touched: { validate: boolean }): void {
     const key = `${c.family} ${c.table}`;
     const op = c.op;
+    checkComment('comment' in op ? op.comment : undefined);
+    if (op.kind === 'set' && op.op === 'add') checkComment(op.spec.comment);
     if (op.kind === 'table') {
       const existing = this.#tables.get(key);
       if (op.op === 'add') {

@@ -33,7 +33,7 @@ const outcome = (p: Promise<void>) =>
     () => 'applied',
     (e: unknown) =>
       e instanceof NftTransactionFailure
-        ? `refused: ${/(File exists|No such file or directory|Device or resource busy|Operation not supported)/.exec(e.message)?.[1] ?? e.message}`
+        ? `refused: ${/(File exists|No such file or directory|Device or resource busy|Operation not supported|comment too long, 128 characters maximum allowed)/.exec(e.message)?.[1] ?? e.message}`
         : `error: ${String(e)}`,
   );
 

@@ -259,7 +259,7 @@ export function buildServicePortObjects(sp: ServicePort, endpoints: readonly End
   }
 
   const elements: WantedElement[] = [];
-  const el = (set: N.ElementSet, key: string, value: string | null, comment: string | null = null) => elements.push({ set, key, value, comment });
+  const el = (set: N.ElementSet, key: string, value: string | null, comment: string | null = null) => elements.push({ set, key, value, comment: comment === null ? null : N.elementComment(comment) });
   const port = String(sp.port);
   const dest = (addr: string) => `${addr} . ${protocol} . ${port}`;
   el(N.CLUSTER_IPS, sp.clusterIP, null);

@@ -81,6 +81,24 @@ function hash8(text: string): string {
 }
 
 /**
+ * NFT_COMMENT_MAX: nft 1.0.6 refuses a comment longer than 128 bytes
+ * (NFTNL_UDATA_COMMENT_MAXLEN): "comment too long, 128 characters maximum
+ * allowed", and the whole transaction with it.
+ */
+export const NFT_COMMENT_MAX = 128;
+
+/**
+ * elementComment is a map element's comment: the service port's name
+ * ("ns/name:port", up to 63 + 1 + 63 + 1 + 15 characters), cut to
+ * NFT_COMMENT_MAX as kube-proxy cuts it (kubernetes/kubernetes #139516):
+ * before that, one Service with long names failed every sync of the node.
+ * Names are ASCII, so characters are bytes.
+ */
+export function elementComment(servicePortName: string): string {
+  return servicePortName.length > NFT_COMMENT_MAX ? servicePortName.slice(0, NFT_COMMENT_MAX) : servicePortName;
+}
+
+/**
  * hashAndTruncate prefixes name with 8 characters of its own hash and cuts the
  * result to NAME_BASE_LENGTH_MAX ("..." marks a cut): the hash keeps a cut
  * name unique, and tells apart endpoint chains that differ in one digit.
