@@ -360,6 +360,50 @@ describe('iptables proxier: big nat rewrites in several commits (nft)', () => {
     expect(split.kernel.dump()).toEqual(whole.kernel.dump());
   });
 
+  it('commits the endpoint chains of a port bigger than a commit ahead of its service chains, and ends in the same kernel state', async () => {
+    const config = testConfig({ clusterCIDRs: ['10.244.0.0/16'] });
+    const eps = (n: number, from = 0) => Array.from({ length: n }, (_, i) => ep(`10.245.${(from + i) >> 8}.${(from + i) & 255}`));
+    const objects = [
+      makeService('ns1', 'big', { type: 'NodePort', clusterIP: '10.96.2.1', ports: [{ name: 'http', port: 80, protocol: 'TCP', nodePort: 31000 }] }),
+      makeSlice('ns1', 'big', 'big-1', eps(60), tcp('http', 8080)),
+      ...many(3)
+        .checkout()
+        .services.values()
+        .map((sp) => makeService('ns1', sp.serviceName, { type: 'NodePort', clusterIP: sp.clusterIP, ports: [{ name: 'http', port: 80, protocol: 'TCP', nodePort: sp.nodePort }] })),
+    ];
+    const state = stateFromObjects('node-a', objects);
+    const split = harness({ config, rulesPerCommit: 40 });
+    const whole = harness({ config, rulesPerCommit: Infinity });
+    const r = await split.backend.sync({ state: state.checkout(), forceFull: true });
+    expect(r.error).toBeUndefined();
+    expect((await whole.backend.sync({ state: state.checkout(), forceFull: true })).error).toBeUndefined();
+    expect(split.kernel.dump()).toEqual(whole.kernel.dump());
+    const nat = parseIptablesScript(r.batch!).tables.filter((t) => t.name === 'nat');
+    const blockOf = new Map<string, number>();
+    nat.forEach((b, i) => b.entries.forEach((e) => e.kind === 'chain' && blockOf.set(e.name, i)));
+    const svc = [...blockOf.keys()].find((c) => c.startsWith('KUBE-SVC-') && split.kernel.rules('nat', c).length > 60)!;
+    const seps = split.kernel
+      .rules('nat', svc)
+      .map((x) => x.split(' -j ')[1])
+      .filter((c) => c.startsWith('KUBE-SEP-'));
+    expect(seps).toHaveLength(60);
+    // 60 endpoint chains of 2 rules: blocks of at most 40 rules (20 chains) ahead of the block with KUBE-SVC-, KUBE-SERVICES last.
+    expect(new Set(seps.map((c) => blockOf.get(c))).size).toBe(3);
+    for (const c of seps) expect(blockOf.get(c)!).toBeLessThan(blockOf.get(svc)!);
+    for (const b of nat.slice(1, -1))
+      if (b.entries.some((e) => e.kind === 'chain' && e.name.startsWith('KUBE-SEP-'))) expect(b.entries.filter((e) => e.kind === 'command').length).toBeLessThanOrEqual(40);
+    expect(blockOf.get('KUBE-SERVICES')).toBe(nat.length - 1);
+
+    // A partial sync of the big port (one endpoint more) splits the same way and lands where a whole rewrite does.
+    state.onEndpointSlice(null, makeSlice('ns1', 'big', 'big-2', eps(1, 60), tcp('http', 8080)));
+    const partial = await split.backend.sync({ state: state.checkout(), forceFull: false });
+    expect(partial.error).toBeUndefined();
+    expect(partial.full).toBe(false);
+    expect(parseIptablesScript(partial.batch!).tables.filter((t) => t.name === 'nat').length).toBeGreaterThan(3);
+    await whole.backend.sync({ state: state.checkout(), forceFull: false });
+    expect(split.kernel.dump()).toEqual(whole.kernel.dump());
+  });
+
   it('keeps deleting stale chains in the final block', async () => {
     const h = harness({ config: testConfig({ clusterCIDRs: ['10.244.0.0/16'] }), rulesPerCommit: 40 });
     const state = many(30);

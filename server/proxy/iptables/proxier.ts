@@ -24,7 +24,7 @@ import { ensureJumpRules, jumpRuleLines } from './jump-chains.ts';
 import { chainLine, extractLines, LineBuffer, ProbabilityCache } from './restore-writer.ts';
 import { buildFixedRules } from './fixed-rules.ts';
 import { FixedChainDiff } from './fixed-chain-diff.ts';
-import { applyDiff, countedChains, fullFilterPart, fullNatShared, natTablePart, partialShared, type ChainLengths, type FullSyncPrep } from './restore-text.ts';
+import { applyDiff, countedChains, fullFilterPart, fullNatShared, natTablePart, partialShared, splitEndpointChains, type ChainLengths, type FullSyncPrep } from './restore-text.ts';
 import { buildServicePortRules, contextKey, LARGE_CLUSTER_ENDPOINTS, masqueradeMark, type BuildContext, type ServicePortRules } from './rules.ts';
 
 export const SYSCTL_ROUTE_LOCALNET = 'net/ipv4/conf/all/route_localnet';
@@ -449,8 +449,18 @@ class IptablesProxier implements IptablesBackend {
           blocks.push(block);
           block = { chains: new LineBuffer(), rules: new LineBuffer() };
         }
-        block.chains.writeText(r.chainsText, r.chains.length);
-        block.rules.writeText(r.rulesText, r.rulesLines);
+        if (r.rulesLines > this.#rulesPerCommit && r.chains.length > r.serviceChains) {
+          // One port bigger than a commit (a Service with thousands of endpoints: 10,000 took
+          // iptables-nft-restore 5 s in one commit, 2 s so): its endpoint chains go ahead in
+          // blocks of their own, its service chains in the block after them.
+          const split = splitEndpointChains(r, this.#rulesPerCommit);
+          blocks.push(...split.endpoints);
+          block.chains.writeText(split.service.chains.text(), split.service.chains.lines);
+          block.rules.writeText(split.service.rules.text(), split.service.rules.lines);
+        } else {
+          block.chains.writeText(r.chainsText, r.chains.length);
+          block.rules.writeText(r.rulesText, r.rulesLines);
+        }
         natServiceRulesWritten += r.rulesLines;
         writtenServices.add(sp.service);
         if (prev?.rules && prev.rules !== r) {

@@ -172,6 +172,57 @@ export function partialShared(table: 'filter' | 'nat', input: PartialSharedInput
   out.writeLine('COMMIT');
   return { text: out.text(), lines: out.lines, rulesWritten };
 }
+/** ChainBlock is a part of the nat table's service chains committed on its own: declarations and rules. */
+export interface ChainBlock {
+  readonly chains: LineBuffer;
+  readonly rules: LineBuffer;
+}
+
+/** cutLines splits a text of newline-terminated lines after its first n lines. */
+function cutLines(text: string, n: number): [string, string] {
+  let at = 0;
+  for (let i = 0; i < n; i++) at = text.indexOf('\n', at) + 1;
+  return [text.slice(0, at), text.slice(at)];
+}
+
+/**
+ * splitEndpointChains cuts one service port's chains for a port bigger than
+ * a commit (thousands of endpoints): its endpoint chains (KUBE-SEP-) in blocks
+ * of at most `max` rules, whole chains each, and its service chains (SVC,
+ * SVL, EXT, FW) apart. The endpoint blocks go first: nothing jumps to a new
+ * endpoint chain until the service chains are committed after them, and an
+ * existing endpoint chain is rewritten with what it held (its endpoint's
+ * DNAT), so every commit leaves the port working.
+ */
+export function splitEndpointChains(r: ServicePortRules, max: number): { service: ChainBlock; endpoints: ChainBlock[] } {
+  const [serviceChains, endpointChains] = cutLines(r.chainsText, r.serviceChains);
+  const [serviceRules, endpointRules] = cutLines(r.rulesText, r.serviceRulesLines);
+  const service = { chains: new LineBuffer(), rules: new LineBuffer() };
+  service.chains.writeText(serviceChains, r.serviceChains);
+  service.rules.writeText(serviceRules, r.serviceRulesLines);
+  const endpoints: ChainBlock[] = [];
+  let block = { chains: new LineBuffer(), rules: new LineBuffer() };
+  const chainLines = endpointChains.split('\n');
+  const ruleLines = endpointRules.split('\n');
+  let at = 0;
+  for (const decl of chainLines) {
+    if (decl === '') continue;
+    const chain = decl.slice(1, decl.indexOf(' '));
+    const prefix = `-A ${chain} `;
+    let end = at;
+    while (end < ruleLines.length && ruleLines[end].startsWith(prefix)) end++;
+    if (block.rules.lines > 0 && block.rules.lines + (end - at) > max) {
+      endpoints.push(block);
+      block = { chains: new LineBuffer(), rules: new LineBuffer() };
+    }
+    block.chains.writeLine(decl);
+    for (let i = at; i < end; i++) block.rules.writeLine(ruleLines[i]);
+    at = end;
+  }
+  if (block.chains.lines > 0) endpoints.push(block);
+  return { service, endpoints };
+}
+
 /**
  * natTablePart assembles the nat table. Normally one block: fixed and service
  * chain declarations, then the rules, as kube-proxy writes them. When the

@@ -74,6 +74,14 @@ export interface ServicePortRules {
   /** rulesText: the rules of its own chains. */
   readonly rulesText: string;
   readonly rulesLines: number;
+  /**
+   * serviceChains, serviceRulesLines: the first serviceChains of `chains` (and
+   * lines of chainsText) are the service chains (EXT, FW, SVC, SVL), the first
+   * serviceRulesLines of rulesText their rules; the endpoint chains (SEP) and
+   * their rules follow, chain after chain, in the same order.
+   */
+  readonly serviceChains: number;
+  readonly serviceRulesLines: number;
   /** endpointChains: endpoint "ip:port" -> its KUBE-SEP- chain, reused when the port is rebuilt. */
   readonly endpointChains: ReadonlyMap<string, string>;
   /** noLocalInternal/External: kube-proxy's sync_proxy_rules_no_local_endpoints_total inputs. */
@@ -402,7 +410,9 @@ export function buildServicePortRules(
   }
 
   // One chain per endpoint: hairpin masquerade (a pod reaching itself through
-  // the service), then DNAT.
+  // the service), then DNAT. Last, so the endpoint chains can be committed apart (proxier.ts).
+  const serviceChains = declared.length;
+  const serviceRulesLines = rules.lines;
   const sepComment = large ? '' : ` -m comment --comment ${nameComment}`;
   const affinity = hasSessionAffinity(sp);
   for (const ep of allReachable) {
@@ -431,6 +441,8 @@ export function buildServicePortRules(
     chainsText: declared.map((c) => chainLine(c) + '\n').join(''),
     rulesText: rules.text(),
     rulesLines: rules.lines,
+    serviceChains,
+    serviceRulesLines,
     endpointChains: epChain,
     noLocalInternal,
     noLocalExternal,
