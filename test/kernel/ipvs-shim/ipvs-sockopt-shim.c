@@ -14,7 +14,8 @@
  *   - every change ipvsadm asks for is appended to $KPT_IPVS_SHIM_LOG, decoded
  *     from the structures ipvsadm filled in: what the kernel would have been told.
  *
- * The state file is text, one object per line, so tests can seed counters:
+ * The state file is read at ipvsadm's first request and written back when it
+ * exits. It is text, one object per line, so tests can seed counters:
  *   S <proto> <addr> <port> <sched> <flags> <timeout> <netmask>
  *   D <addr> <port> <conn_flags> <weight> <activeconns> <inactconns> <conns> <inpkts> <outpkts> <inbytes> <outbytes>
  * (D lines belong to the S line above them; addresses dotted, ports host order.)
@@ -40,22 +41,44 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#define MAX_SVC 4096
-#define MAX_DEST 256
-
 struct dest {
   struct ip_vs_dest_entry e;
 };
 
+/* Tables grow as needed: the edge cases hold a virtual server with 10,000 real servers and 2,000 virtual servers. */
 struct svc {
   struct ip_vs_service_entry e;
-  struct dest dests[MAX_DEST];
-  unsigned ndests;
+  struct dest *dests;
+  unsigned ndests, capdests;
 };
 
 static struct svc *table;
-static unsigned nsvc;
+static unsigned nsvc, capsvc;
 static int loaded;
+/* dirty: the table changed since it was read; written back once, when ipvsadm exits (not after each of 10,000 requests). */
+static int dirty;
+
+static struct svc *new_svc(void) {
+  if (nsvc == capsvc) {
+    capsvc = capsvc ? capsvc * 2 : 64;
+    table = realloc(table, capsvc * sizeof *table);
+    if (!table) abort();
+  }
+  struct svc *s = &table[nsvc++];
+  memset(s, 0, sizeof *s);
+  return s;
+}
+
+static struct dest *new_dest(struct svc *s) {
+  if (s->ndests == s->capdests) {
+    s->capdests = s->capdests ? s->capdests * 2 : 16;
+    s->dests = realloc(s->dests, s->capdests * sizeof *s->dests);
+    if (!s->dests) abort();
+  }
+  struct dest *d = &s->dests[s->ndests++];
+  memset(d, 0, sizeof *d);
+  return d;
+}
 static struct ip_vs_timeout_user timeouts = {900, 120, 300};
 
 static const char *schedulers[] = {"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "fo", "ovf", "mh", "twos", NULL};
@@ -67,7 +90,6 @@ static unsigned proto_num(const char *s) { return !strcmp(s, "tcp") ? IPPROTO_TC
 static void load(void) {
   if (loaded) return;
   loaded = 1;
-  table = calloc(MAX_SVC, sizeof(struct svc));
   const char *path = getenv("KPT_IPVS_SHIM_STATE");
   FILE *f = path ? fopen(path, "r") : NULL;
   if (!f) return;
@@ -76,8 +98,8 @@ static void load(void) {
     unsigned port, flags, timeout, netmask, cflags, active, inact;
     int weight;
     unsigned long long conns, inp, outp, inb, outb;
-    if (sscanf(line, "S %7s %63s %u %16s %u %u %x", proto, addr, &port, sched, &flags, &timeout, &netmask) == 7 && nsvc < MAX_SVC) {
-      struct ip_vs_service_entry *e = &table[nsvc++].e;
+    if (sscanf(line, "S %7s %63s %u %16s %u %u %x", proto, addr, &port, sched, &flags, &timeout, &netmask) == 7) {
+      struct ip_vs_service_entry *e = &new_svc()->e;
       e->protocol = proto_num(proto);
       inet_pton(AF_INET, addr, &e->addr);
       e->port = htons(port);
@@ -87,8 +109,7 @@ static void load(void) {
       e->netmask = htonl(netmask);
     } else if (sscanf(line, "D %63s %u %u %d %u %u %llu %llu %llu %llu %llu", addr, &port, &cflags, &weight, &active, &inact, &conns, &inp, &outp, &inb, &outb) == 11 && nsvc > 0) {
       struct svc *s = &table[nsvc - 1];
-      if (s->ndests >= MAX_DEST) continue;
-      struct ip_vs_dest_entry *d = &s->dests[s->ndests++].e;
+      struct ip_vs_dest_entry *d = &new_dest(s)->e;
       inet_pton(AF_INET, addr, &d->addr);
       d->port = htons(port);
       d->conn_flags = cflags;
@@ -111,6 +132,8 @@ static void load(void) {
 }
 
 static void save(void) {
+  if (!dirty) return;
+  dirty = 0;
   const char *path = getenv("KPT_IPVS_SHIM_STATE");
   FILE *f = path ? fopen(path, "w") : NULL;
   if (!f) return;
@@ -187,6 +210,7 @@ static int set_op(int op, const void *arg) {
   int i = (op == IP_VS_SO_SET_FLUSH || op == IP_VS_SO_SET_TIMEOUT) ? -1 : find_svc(u);
   switch (op) {
   case IP_VS_SO_SET_FLUSH:
+    for (unsigned k = 0; k < nsvc; k++) free(table[k].dests);
     nsvc = 0;
     logf_("FLUSH");
     return 0;
@@ -208,9 +232,8 @@ static int set_op(int op, const void *arg) {
     if (op == IP_VS_SO_SET_EDIT && i < 0) return ESRCH;
     if (!known_scheduler(sched)) return ENOENT;
     if (op == IP_VS_SO_SET_ADD) {
-      if (nsvc >= MAX_SVC) return ENOMEM;
-      i = (int)nsvc++;
-      memset(&table[i], 0, sizeof table[i]);
+      new_svc();
+      i = (int)nsvc - 1;
       table[i].e.protocol = u->protocol;
       table[i].e.addr = u->addr;
       table[i].e.port = u->port;
@@ -225,6 +248,7 @@ static int set_op(int op, const void *arg) {
   case IP_VS_SO_SET_DEL:
     logf_("DEL %s", svc_text(u, sv, sizeof sv));
     if (i < 0) return ESRCH;
+    free(table[i].dests);
     memmove(&table[i], &table[i + 1], (nsvc - i - 1) * sizeof table[0]);
     nsvc--;
     return 0;
@@ -243,9 +267,8 @@ static int set_op(int op, const void *arg) {
     if (op == IP_VS_SO_SET_ADDDEST) {
       if (j >= 0) return EEXIST;
       if (d->weight < 0) return EINVAL;
-      if (s->ndests >= MAX_DEST) return ENOMEM;
-      j = (int)s->ndests++;
-      memset(&s->dests[j], 0, sizeof s->dests[j]);
+      new_dest(s);
+      j = (int)s->ndests - 1;
       s->dests[j].e.addr = d->addr;
       s->dests[j].e.port = d->port;
     } else if (j < 0) {
@@ -321,6 +344,9 @@ static int get_op(int op, void *arg, socklen_t *len) {
 
 __attribute__((constructor)) static void zero_new_memory(void) { mallopt(M_PERTURB, 255); }
 
+/* write_back: the table as ipvsadm left it, when it exits (ipvsadm returns from main or calls exit). */
+__attribute__((destructor)) static void write_back(void) { save(); }
+
 static int is_ipvs(int level, int optname) { return level == IPPROTO_IP && optname >= IP_VS_BASE_CTL && optname <= IP_VS_BASE_CTL + 15; }
 
 int setsockopt(int fd, int level, int optname, const void *optval, socklen_t optlen) {
@@ -336,7 +362,7 @@ int setsockopt(int fd, int level, int optname, const void *optval, socklen_t opt
     errno = err;
     return -1;
   }
-  save();
+  dirty = 1;
   return 0;
 }
 
