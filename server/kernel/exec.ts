@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { open, unlink, type FileHandle } from 'node:fs/promises';
+import { open, statfs, unlink, type FileHandle } from 'node:fs/promises';
 import { setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Writable } from 'node:stream';
@@ -20,7 +20,11 @@ export interface ExecOptions {
    * a pipe the output arrives in 64 KiB buffers that are concatenated and
    * dropped: at 10,000 Services × 10 endpoints, 34 MB of them per read, which
    * glibc's malloc keeps (scattered between live objects) long after they are
-   * freed. Falls back to the pipe when no file can be made.
+   * freed. Falls back to the pipe when no file can be made, and runs the
+   * command again through the pipe when the temporary directory's file system
+   * is (nearly) full after it: a program writing to a full disk loses the end
+   * of its output, and iptables-save exits 0 all the same. Only for commands
+   * that may run twice (reads).
    */
   stdoutFile?: boolean;
   /**
@@ -31,6 +35,8 @@ export interface ExecOptions {
    * leaves the process as it is.
    */
   background?: boolean;
+  /** onSpawn is told the process's PID once it runs (to watch it, e.g. for the xtables lock). */
+  onSpawn?: (pid: number) => void;
 }
 
 /** BACKGROUND_NICE: the niceness of a background process (ExecOptions.background). */
@@ -55,12 +61,34 @@ export const execFile: ExecFn = async (file, args, opts = {}) => {
   const output = opts.stdoutFile ? await outputFile() : null;
   try {
     const res = await run(file, args, opts, input, output);
-    return output ? { ...res, stdout: await readOutput(output, file, opts.maxOutputBytes ?? MAX_OUTPUT_BYTES) } : res;
+    if (!output) return res;
+    // The output may have lost its end on a full disk: the command runs again (it is a read), through a pipe.
+    if (input === null && (await tempSpaceLow())) return await run(file, args, opts, null, null);
+    return { ...res, stdout: await readOutput(output, file, opts.maxOutputBytes ?? MAX_OUTPUT_BYTES) };
   } finally {
     await input?.close().catch(() => {});
     await output?.close().catch(() => {});
   }
 };
+
+/**
+ * TEMP_SPACE_MIN: free bytes the temporary directory must keep for an output
+ * file to be trusted (and to be used at all): below it, a write may have
+ * failed for want of space, which the writing program need not report.
+ */
+const TEMP_SPACE_MIN = 1 << 20;
+
+/** tempSpaceLow: the temporary directory's file system has less than TEMP_SPACE_MIN free for this user (or cannot say). */
+async function tempSpaceLow(): Promise<boolean> {
+  try {
+    const s = await statfs(tmpdir());
+    // Root may write into the blocks the file system reserves for it; others may not.
+    const free = (process.geteuid?.() === 0 ? s.bfree : s.bavail) * s.bsize;
+    return free < TEMP_SPACE_MIN;
+  } catch {
+    return true;
+  }
+}
 
 /** MAX_OUTPUT_BYTES: the default cap on captured stdout. */
 const MAX_OUTPUT_BYTES = 512 * 1024 * 1024;
@@ -68,6 +96,7 @@ const MAX_OUTPUT_BYTES = 512 * 1024 * 1024;
 function run(file: string, args: readonly string[], opts: ExecOptions, input: FileHandle | null, output: FileHandle | null): Promise<ExecResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(file, args as string[], { stdio: [input?.fd ?? 'pipe', output?.fd ?? 'pipe', 'pipe'], env: opts.env ?? process.env });
+    if (child.pid !== undefined) opts.onSpawn?.(child.pid);
     if (opts.background && child.pid !== undefined) {
       try {
         setPriority(child.pid, BACKGROUND_NICE);
@@ -156,8 +185,9 @@ async function stdinFile(text: string): Promise<FileHandle | null> {
   }
 }
 
-/** outputFile makes an unlinked temporary file for a process's stdout; null when it cannot (the pipe is used). */
+/** outputFile makes an unlinked temporary file for a process's stdout; null when it cannot, or the disk is (nearly) full (the pipe is used). */
 async function outputFile(): Promise<FileHandle | null> {
+  if (await tempSpaceLow()) return null;
   const path = tempPath('stdout');
   try {
     return await open(path, 'wx+', 0o600);
