@@ -19,6 +19,7 @@ import { KubeEventRecorder } from './events/kube-event-recorder.ts';
 import { MemoryEventRecorder } from './events/memory-event-recorder.ts';
 import type { Logger } from './log.ts';
 import type { Backend } from './proxy/backend.ts';
+import { registerXtablesLockMetrics } from './proxy/metrics/kernel-writer-metrics.ts';
 import type { PacketCounters } from './proxy/metrics/kube-proxy-metrics.ts';
 import { createHostIptablesBackends } from './proxy/iptables/host.ts';
 import { createHostIpvsBackends } from './proxy/ipvs/host.ts';
@@ -59,7 +60,7 @@ export interface Assembled {
    * known once the backends' init made them (the daemon's start).
    */
   readonly packetCounters: () => PacketCounters | null;
-  /** attachMetrics registers the backend's own metric families (the userspace relay's); null when it has none. */
+  /** attachMetrics registers the backend's own metric families (the userspace relay's, its writers': xtables lock waits); null when it has none. */
   readonly attachMetrics: ((metrics: ProxyMetrics) => void) | null;
 }
 
@@ -109,6 +110,11 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
       kernelView = (log) => new FamilyKernelView(host.hosts.map((h) => ({ family: h.family, provider: new IptablesView({ runner: h.backend.runner, simulated: run.dryRun, logger: log }) })));
       // kube-proxy's nfacct counters are the node's (one set for both families).
       packetCounters = host.hosts[0].packetCounters;
+      attachMetrics = (m) =>
+        registerXtablesLockMetrics(
+          m.registry,
+          host.hosts.map((h) => ({ family: h.family, runner: h.backend.runner })),
+        );
       break;
     }
     case 'ipvs': {
@@ -119,6 +125,11 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
       backendDescription = `ipvs (scheduler ${config.ipvs.scheduler || 'rr'}, iptables ${host.decision.flavor}, ${stack(backends.length)}${run.dryRun ? ', simulated kernel' : ''})`;
       const kernel = host.kernel;
       if (kernel) dryRunKernel = { describe: () => kernel.describe() };
+      attachMetrics = (m) =>
+        registerXtablesLockMetrics(
+          m.registry,
+          host.backends.map((b) => ({ family: b.family, runner: b.runners.iptables })),
+        );
       // The families share IPVS, the ipsets and kube-ipvs0; each has its own ip6tables/iptables tables.
       kernelView = () =>
         new FamilyKernelView(
@@ -150,7 +161,10 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
       if (kernel) dryRunKernel = { describe: () => kernel.describe() };
       const userspace = host.backend;
       kernelView = (log) => new UserspaceView({ backend: userspace, simulated: run.dryRun, clock, logger: log });
-      attachMetrics = (m) => registerUserspaceMetrics(m.registry, userspace);
+      attachMetrics = (m) => {
+        registerUserspaceMetrics(m.registry, userspace);
+        registerXtablesLockMetrics(m.registry, [{ family: primary, runner: userspace.runner }]);
+      };
       break;
     }
     default:

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { CommandNotFoundError } from '../errors.ts';
+import { createLogger } from '../log.ts';
 import type { ExecFn, ExecResult } from './exec.ts';
 import { cleanStderr, createIptablesRunner, iptablesBinaries, IptablesRestoreError, parseIptablesVersion, RESTORE_MS_PER_MIB, restoreErrorLines } from './iptables.ts';
 import { detectIptablesFlavor, resolveIptablesFlavor } from './iptables-flavor.ts';
@@ -179,5 +180,66 @@ describe('flavour detection (iptables-wrappers logic)', () => {
   it('honours a forced flavour only when its binary exists', async () => {
     expect((await resolveIptablesFlavor('legacy', { exec: host({}) })).flavor).toBe('legacy');
     await expect(resolveIptablesFlavor('nft', { exec: host({ 'iptables-nft': 'missing' }) })).rejects.toThrow(/--iptables-flavor=nft but iptables-nft is not installed/);
+  });
+});
+
+describe('the xtables lock (legacy iptables-restore)', () => {
+  // What iptables-legacy-restore 1.8.9 prints when it gave up waiting (exit 4).
+  const GAVE_UP =
+    "Ignoring deprecated --wait-interval option.\nCan't lock /run/xtables.lock: Resource temporarily unavailable\nAnother app is currently holding the xtables lock. Stopped waiting after 5s.\n";
+  const HOLDER = { pid: 77, command: 'firewalld' };
+
+  /** lockedExec: a restore that runs as PID 4242 for ms, then ends with result; every process found waiting on the lock is 4242. */
+  function lockedExec(ms: number, result: ExecResult): { exec: ExecFn; spawned: boolean[] } {
+    const spawned: boolean[] = [];
+    const exec: ExecFn = async (file, args, opts) => {
+      if (args.includes('--version')) return ok('iptables v1.8.9 (legacy)');
+      spawned.push(opts?.onSpawn !== undefined);
+      opts?.onSpawn?.(4242);
+      await new Promise((r) => setTimeout(r, ms));
+      return result;
+    };
+    return { exec, spawned };
+  }
+  const lockWatch = { waiting: async (pid: number) => pid === 4242, holder: async () => HOLDER, firstCheckMs: 5, everyMs: 5 };
+
+  it('says in the log while a restore waits for the lock, and counts the wait once it got it', async () => {
+    const lines: string[] = [];
+    const { exec } = lockedExec(80, ok());
+    const r = await createIptablesRunner({ family: 'IPv4', flavor: 'legacy', exec, lockWatch, logger: createLogger({ write: (l) => lines.push(l) }) });
+    await r.restore('*nat\nCOMMIT\n');
+    expect(lines[0]).toMatch(/^W .*iptables-legacy-restore is waiting for the xtables lock, as kube-proxy does \(up to 5 s\) lock=\/run\/xtables.lock holder="held by pid 77 \(firewalld\)"$/);
+    expect(lines[1]).toMatch(/^I .*iptables-legacy-restore got the xtables lock lock=\/run\/xtables.lock ms=\d+ exit=0$/);
+    expect(r.lockWaits!()).toEqual({ acquired: 1, timedOut: 0 });
+  });
+
+  it('fails a restore that gave up waiting with an error naming the lock and its holder, and counts it', async () => {
+    const { exec } = lockedExec(20, { code: 4, stdout: '', stderr: GAVE_UP });
+    const r = await createIptablesRunner({ family: 'IPv4', flavor: 'legacy', exec, lockWatch });
+    const err = (await r.restore('*nat\nCOMMIT\n').catch((e: unknown) => e)) as IptablesRestoreError;
+    expect(err).toBeInstanceOf(IptablesRestoreError);
+    expect(err.message).toBe('iptables-legacy-restore could not take the xtables lock (/run/xtables.lock) within 5 s, held by pid 77 (firewalld): nothing was restored, and the sync is retried');
+    expect(err.lines).toEqual([]);
+    expect(r.lockWaits!()).toEqual({ acquired: 0, timedOut: 1 });
+  });
+
+  it('does not watch iptables-nft, which takes no xtables lock, nor count a restore that never waited', async () => {
+    const nft = lockedExec(1, ok());
+    const r = await createIptablesRunner({ family: 'IPv4', flavor: 'nft', exec: nft.exec, lockWatch });
+    await r.restore('*nat\nCOMMIT\n');
+    expect(nft.spawned).toEqual([false]);
+    const quick = lockedExec(1, ok());
+    const legacy = await createIptablesRunner({ family: 'IPv4', flavor: 'legacy', exec: quick.exec, lockWatch: { ...lockWatch, firstCheckMs: 200 } });
+    await legacy.restore('*nat\nCOMMIT\n');
+    expect(quick.spawned).toEqual([true]);
+    expect(legacy.lockWaits!()).toEqual({ acquired: 0, timedOut: 0 });
+  });
+
+  it('names the lock when a one-rule command gave up waiting', async () => {
+    const { exec } = scriptedExec((c) => (c.args.includes('--version') ? ok('iptables v1.8.9 (legacy)') : { code: 4, stdout: '', stderr: GAVE_UP }));
+    const r = await createIptablesRunner({ family: 'IPv4', flavor: 'legacy', exec });
+    await expect(r.chainExists('nat', 'KUBE-PROXY-CANARY')).rejects.toThrow(
+      'iptables-legacy -S KUBE-PROXY-CANARY -t nat failed (exit 4): it could not take the xtables lock (/run/xtables.lock) within 5 s, another program held it',
+    );
   });
 });

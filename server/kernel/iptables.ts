@@ -1,7 +1,9 @@
 import { CommandFailedError, RestoreFailedError, SaveFailedError } from '../errors.ts';
+import type { Logger } from '../log.ts';
 import type { IPFamily } from '../net/ip.ts';
 import { execFile, timeoutForInput, type ExecFn, type ExecResult } from './exec.ts';
 import { sharedLauncher, type StatusFn, type StatusResult } from './launcher.ts';
+import { describeHolder, LOCK_BUSY, lockHolder, watchLockWait, xtablesLockPath, type LockHolder, type LockWatchOptions, type XtablesLockWaits } from './xtables-lock.ts';
 
 /** IptablesFlavor: which kernel API the iptables binaries drive ("system" = the unsuffixed binaries). */
 export type IptablesFlavor = 'legacy' | 'nft' | 'system';
@@ -49,6 +51,8 @@ export interface IptablesRunner {
   deleteRule(table: string, chain: string, args: readonly string[]): Promise<boolean>;
   flushChain(table: string, chain: string): Promise<void>;
   deleteChain(table: string, chain: string): Promise<void>;
+  /** lockWaits: restores that found the xtables lock held so far (the real runner; kproxy's metrics read it). */
+  lockWaits?(): XtablesLockWaits;
 }
 
 /** IptablesRestoreError is a failed iptables-restore; lines are the 1-based input lines it blamed. */
@@ -84,8 +88,16 @@ export function cleanStderr(stderr: string): string {
     .join('; ');
 }
 
-/** The wait flags kube-proxy passes to iptables >= 1.6.2: wait up to 5 s for the xtables lock, polling every 100 ms. */
-export const WAIT_FLAGS: readonly string[] = ['-w', '5', '-W', '100000'];
+/** WAIT_SECONDS: how long iptables waits for the xtables lock, as kube-proxy's WaitSecondsValue. */
+export const WAIT_SECONDS = 5;
+
+/**
+ * The wait flags kube-proxy passes to iptables >= 1.6.2 (pkg/util/iptables:
+ * WaitString, WaitSecondsValue, WaitIntervalString, WaitIntervalUsecondsValue):
+ * wait up to 5 s for the xtables lock, polling every 100 ms. iptables 1.8
+ * blocks in flock() for the 5 s instead of polling, and says it ignores -W.
+ */
+export const WAIT_FLAGS: readonly string[] = ['-w', String(WAIT_SECONDS), '-W', '100000'];
 
 /** binaries names the three programs of a family and flavour. */
 export function iptablesBinaries(family: IPFamily, flavor: IptablesFlavor): { iptables: string; save: string; restore: string } {
@@ -126,6 +138,10 @@ export interface RealIptablesOptions {
    * 120 s); a restore's input adds RESTORE_MS_PER_MIB per MiB to it.
    */
   restoreTimeoutMs?: number;
+  /** logger: where a restore waiting for the xtables lock is reported (none: counted only). */
+  logger?: Logger;
+  /** lockWatch: how a running restore is looked at for the xtables lock (tests); default the real /proc. */
+  lockWatch?: LockWatchOptions;
 }
 
 /**
@@ -163,6 +179,9 @@ class RealIptables implements IptablesRunner {
   readonly #runCommand: StatusFn;
   readonly #bins: { iptables: string; save: string; restore: string };
   readonly #restoreTimeoutMs: number;
+  readonly #logger: Logger | null;
+  readonly #lockWatch: LockWatchOptions | null;
+  readonly #lockWaits = { acquired: 0, timedOut: 0 };
 
   constructor(opts: RealIptablesOptions, exec: ExecFn, modern: boolean) {
     this.family = opts.family;
@@ -172,13 +191,52 @@ class RealIptables implements IptablesRunner {
     this.#runCommand = opts.run ?? (exec === execFile ? sharedLauncher() : exec);
     this.#bins = iptablesBinaries(opts.family, opts.flavor);
     this.#restoreTimeoutMs = opts.restoreTimeoutMs ?? 120_000;
+    this.#logger = opts.logger ?? null;
+    // iptables-nft takes no xtables lock: nothing to watch for.
+    this.#lockWatch = opts.flavor === 'nft' ? null : (opts.lockWatch ?? {});
+  }
+
+  lockWaits(): XtablesLockWaits {
+    return { ...this.#lockWaits };
   }
 
   async restore(input: string, opts: RestoreOptions = {}): Promise<void> {
     const args = [...WAIT_FLAGS];
     if (opts.noflush ?? true) args.push('--noflush');
     if (opts.counters ?? true) args.push('--counters');
-    const res = await this.#exec(this.#bins.restore, args, { stdin: input, timeoutMs: timeoutForInput(this.#restoreTimeoutMs, input, RESTORE_MS_PER_MIB) });
+    const restore = this.#bins.restore;
+    // Legacy iptables-restore blocks on the xtables lock for up to WAIT_SECONDS: said in the log as it happens.
+    const lock: { watch: ReturnType<typeof watchLockWait> | null; holder: LockHolder | null; since: number } = { watch: null, holder: null, since: 0 };
+    const onSpawn = (pid: number) => {
+      lock.since = performance.now();
+      lock.watch = watchLockWait(
+        pid,
+        (h) => {
+          lock.holder = h;
+          this.#logger?.warn(`${restore} is waiting for the xtables lock, as kube-proxy does (up to ${WAIT_SECONDS} s)`, { lock: xtablesLockPath(), holder: describeHolder(h) });
+        },
+        this.#lockWatch ?? {},
+      );
+    };
+    let res: ExecResult;
+    try {
+      res = await this.#exec(restore, args, { stdin: input, timeoutMs: timeoutForInput(this.#restoreTimeoutMs, input, RESTORE_MS_PER_MIB), ...(this.#lockWatch ? { onSpawn } : {}) });
+    } finally {
+      lock.watch?.stop();
+    }
+    if (LOCK_BUSY.test(res.stderr)) {
+      this.#lockWaits.timedOut++;
+      const holder = lock.holder ?? (await (this.#lockWatch?.holder ?? (() => lockHolder(xtablesLockPath())))());
+      throw new IptablesRestoreError(
+        `${restore} could not take the xtables lock (${xtablesLockPath()}) within ${WAIT_SECONDS} s, ${describeHolder(holder)}: nothing was restored, and the sync is retried`,
+        [],
+        res.stderr,
+      );
+    }
+    if (lock.watch?.waited) {
+      this.#lockWaits.acquired++;
+      this.#logger?.info(`${restore} got the xtables lock`, { lock: xtablesLockPath(), ms: Math.round(performance.now() - lock.since), exit: res.code });
+    }
     if (res.code === 0) return;
     const lines = restoreErrorLines(res.stderr);
     const where = lines.length ? ` at line ${lines.join(', ')}` : '';
@@ -205,6 +263,10 @@ class RealIptables implements IptablesRunner {
   }
 
   #fail(what: string, res: StatusResult): never {
+    if (LOCK_BUSY.test(res.stderr))
+      throw new CommandFailedError(
+        `${this.#bins.iptables} ${what} failed (exit ${res.code}): it could not take the xtables lock (${xtablesLockPath()}) within ${WAIT_SECONDS} s, another program held it`,
+      );
     throw new CommandFailedError(`${this.#bins.iptables} ${what} failed (exit ${res.code}): ${cleanStderr(res.stderr)}`);
   }
 

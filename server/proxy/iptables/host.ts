@@ -84,7 +84,7 @@ export async function createHostIptablesBackend(opts: HostIptablesOptions): Prom
     sysctl = new SimulatedSysctl(seeded);
   } else {
     decision = await resolveIptablesFlavor(opts.flavor, { exec });
-    runner = await createIptablesRunner({ family, flavor: decision.flavor, exec });
+    runner = await createIptablesRunner({ family, flavor: decision.flavor, exec, logger: log });
   }
   log.info('using iptables', { flavor: decision.flavor, why: decision.reason });
   // The nfacct objects are made by the backend's init (prepare below), not here: --once touches

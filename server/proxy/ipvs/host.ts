@@ -109,10 +109,10 @@ export async function createHostIpvsBackends(opts: HostIpvsOptions): Promise<Hos
     decision = await resolveIptablesFlavor(opts.flavor, { exec });
     const flavor = decision.flavor === 'legacy' ? 'legacy' : 'nft';
     const [primary, secondary] = opts.families;
-    iptables.set(primary, await createIptablesRunner({ family: primary, flavor: decision.flavor, exec }));
+    iptables.set(primary, await createIptablesRunner({ family: primary, flavor: decision.flavor, exec, logger: log }));
     if (secondary) {
       unsupported = await iptablesFamilyUnsupported(secondary, flavor, exec);
-      if (unsupported === null) iptables.set(secondary, await createIptablesRunner({ family: secondary, flavor: decision.flavor, exec }));
+      if (unsupported === null) iptables.set(secondary, await createIptablesRunner({ family: secondary, flavor: decision.flavor, exec, logger: log }));
     }
     sysctl = procSysctl();
   }

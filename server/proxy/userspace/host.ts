@@ -87,7 +87,7 @@ export async function createHostUserspaceBackend(opts: HostUserspaceOptions): Pr
     };
   } else {
     decision = await resolveIptablesFlavor(opts.flavor, { exec });
-    iptables = await createIptablesRunner({ family, flavor: decision.flavor, exec });
+    iptables = await createIptablesRunner({ family, flavor: decision.flavor, exec, logger: log });
     sockets = hostSockets();
     await warnOpenFiles(opts.config, log, opts.openFilesLimit ?? openFilesSoftLimit);
   }
