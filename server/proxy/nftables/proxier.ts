@@ -228,9 +228,15 @@ class NftablesProxier implements NftablesBackend {
     const check = new CountCheck();
     if (!got) check.compare(`table ${this.#nftFamily} ${KUBE_PROXY_TABLE}`, 'chains', wanted.chains.size, null);
     else {
-      const owner = new Map<string, string>();
-      for (const [id, e] of this.#cache) for (const c of e.objects?.chains ?? []) owner.set(c.name, id);
-      compareCounts(wanted, ask, got, check, (chain) => owner.get(chain));
+      let owner: Map<string, string> | null = null;
+      const servicePortOf = (chain: string) => {
+        if (!owner) {
+          owner = new Map();
+          for (const [id, e] of this.#cache) for (const c of e.objects?.chains ?? []) owner.set(c.name, id);
+        }
+        return owner.get(chain);
+      };
+      compareCounts(wanted, ask, got, check, servicePortOf);
     }
     return check.result(clock.monotonic() - t0);
   }
