@@ -19,7 +19,8 @@ import { KubeEventRecorder } from './events/kube-event-recorder.ts';
 import { MemoryEventRecorder } from './events/memory-event-recorder.ts';
 import type { Logger } from './log.ts';
 import type { Backend } from './proxy/backend.ts';
-import { registerXtablesLockMetrics } from './proxy/metrics/kernel-writer-metrics.ts';
+import type { NetlinkNftRunner } from './kernel/nft-netlink.ts';
+import { registerNetlinkHelperMetrics, registerXtablesLockMetrics } from './proxy/metrics/kernel-writer-metrics.ts';
 import type { PacketCounters } from './proxy/metrics/kube-proxy-metrics.ts';
 import { createHostIptablesBackends } from './proxy/iptables/host.ts';
 import { createHostIpvsBackends } from './proxy/ipvs/host.ts';
@@ -60,7 +61,7 @@ export interface Assembled {
    * known once the backends' init made them (the daemon's start).
    */
   readonly packetCounters: () => PacketCounters | null;
-  /** attachMetrics registers the backend's own metric families (the userspace relay's, its writers': xtables lock waits); null when it has none. */
+  /** attachMetrics registers the backend's own metric families (the userspace relay's, its writers': xtables lock waits, the netlink helper); null when it has none. */
   readonly attachMetrics: ((metrics: ProxyMetrics) => void) | null;
 }
 
@@ -149,6 +150,9 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
       if (kernel) dryRunKernel = { describe: () => kernel.describe() };
       // One view per family's table; the ip6 kube-proxy table shows as ip6-kube-proxy.
       kernelView = () => new FamilyKernelView(host.backends.map((b) => ({ family: b.family, provider: new NftablesView({ backend: b, simulated: run.dryRun }) })));
+      // The families share one runner: with the netlink writer, one helper program.
+      const writer = host.backends[0]?.runner as Partial<NetlinkNftRunner> | undefined;
+      if (typeof writer?.helperStats === 'function') attachMetrics = (m) => registerNetlinkHelperMetrics(m.registry, () => writer.helperStats!());
       break;
     }
     case 'userspace': {

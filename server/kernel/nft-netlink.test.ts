@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { silentLogger } from '../log.ts';
+import { createLogger, silentLogger } from '../log.ts';
 import { NLMSG_ERROR, parseMessages } from './nfnl.ts';
-import { NfnlPipeError, type NfnlPipe } from './nfnl-pipe.ts';
+import { NfnlPipeError, NfnlPipeGoneError, type NfnlPipe } from './nfnl-pipe.ts';
 import { nftErrorLines, NftTransactionFailure, type NftRunner } from './nft.ts';
 import { encodeTransaction, msgType, NFT_MSG_GETTABLE } from './nft-netlink-encode.ts';
 import { freshLoadPhases } from './nft-netlink-phases.ts';
-import { createNetlinkNftRunner } from './nft-netlink.ts';
+import { createNetlinkNftRunner, RESTART_BACKOFF_MAX_MS, restartDelayMs } from './nft-netlink.ts';
 import { formatTransaction, parseTransaction } from './nft-script.ts';
 import type { NftOp } from './nft-types.ts';
 
@@ -25,7 +25,7 @@ function errorReply(seq: number, errno: number, type = msgType(6)): Buffer {
 
 /** FakePipe answers batches with refusals chosen by the test, and GETTABLE with ENOENT unless told the table exists. */
 class FakePipe implements NfnlPipe {
-  readonly pid = 1;
+  readonly pid: number;
   alive = true;
   foreignDatagrams = 0;
   readonly batches: Buffer[] = [];
@@ -34,7 +34,19 @@ class FakePipe implements NfnlPipe {
   tableExists = false;
   interfaces = new Map<string, number>();
   closed = false;
+  constructor(pid = 1) {
+    this.pid = pid;
+  }
+  dieInBatch = false;
+  /** die makes the helper exit in its next batch, as a SIGKILL mid-run would: that and every later request fail with NfnlPipeGoneError. */
+  die(): void {
+    this.dieInBatch = true;
+  }
   async batch(bytes: Uint8Array): Promise<Buffer[]> {
+    if (this.dieInBatch) {
+      this.alive = false;
+      this.fail = new NfnlPipeGoneError('nfnl-pipe exited (SIGKILL)');
+    }
     if (this.fail) throw this.fail;
     const b = Buffer.from(bytes);
     this.batches.push(b);
@@ -53,6 +65,7 @@ class FakePipe implements NfnlPipe {
   }
   close(): void {
     this.closed = true;
+    this.alive = false;
   }
 }
 
@@ -131,14 +144,15 @@ describe('the netlink runner', () => {
     expect(nft.runs).toEqual(['add rule ip kube-proxy a iif "cbr9" accept\n']);
   });
 
-  it('fails the transaction when the helper dies, and writes with nft from then on', async () => {
+  it('fails the transaction when the helper dies, and writes with nft from then on when it cannot be started again', async () => {
     const { pipe, nft, runner } = setup();
-    pipe.fail = new NfnlPipeError('nfnl-pipe exited (SIGKILL)');
+    pipe.die();
     await expect(runner.run(TEXT)).rejects.toBeInstanceOf(NftTransactionFailure);
     expect(pipe.closed).toBe(true);
     expect(runner.writer).toBe('nft');
     await runner.run(TEXT);
     expect(nft.runs).toEqual([TEXT]);
+    expect(runner.helperStats()).toMatchObject({ failures: 1, restarts: 0 });
   });
 
   it('loads a big table from nothing in phases, and in one batch when the table exists', async () => {
@@ -205,5 +219,144 @@ describe('freshLoadPhases', () => {
     expect(freshLoadPhases(cmds(['add chain ip t c']), 1)).toBeNull();
     expect(freshLoadPhases(cmds(['add table ip t', 'add chain ip u c']), 1)).toBeNull();
     expect(freshLoadPhases(cmds(['add table ip t', 'add chain ip t c']))).toBeNull();
+  });
+});
+
+describe('the netlink helper lost mid-run', () => {
+  /** restarting: a runner whose helper is started again by the test's start(), on a clock the test moves. */
+  function restarting() {
+    const clock = { ms: 0 };
+    const pipes = [new FakePipe(100)];
+    const starts: (() => FakePipe | Error)[] = [];
+    const nft = new RecordingRunner();
+    const lines: string[] = [];
+    const logger = createLogger({ write: (l) => lines.push(l), level: 'debug' });
+    const runner = createNetlinkNftRunner({
+      pipe: pipes[0],
+      fallback: nft,
+      logger,
+      now: () => clock.ms,
+      restart: async () => {
+        const next = starts.shift()?.() ?? new FakePipe(100 + pipes.length);
+        if (next instanceof Error) throw next;
+        pipes.push(next);
+        return next;
+      },
+    });
+    return { clock, pipes, starts, nft, runner, lines };
+  }
+
+  it('fails the transaction in flight, and writes the next one through a helper started again', async () => {
+    const { pipes, nft, runner, lines } = restarting();
+    pipes[0].die();
+    const err = (await runner.run(TEXT).catch((e: unknown) => e)) as NftTransactionFailure;
+    expect(err).toBeInstanceOf(NftTransactionFailure);
+    expect(err.message).toContain('nfnl-pipe exited (SIGKILL)');
+    expect(pipes[0].closed).toBe(true);
+    await runner.run(TEXT);
+    expect(pipes).toHaveLength(2);
+    expect(pipes[1].batches).toHaveLength(1);
+    expect(nft.runs).toEqual([]);
+    expect(runner.writer).toBe('netlink');
+    expect(runner.helperStats()).toEqual({ failures: 1, restarts: 1, restartFailures: 0, foreignDatagrams: 0 });
+    expect(lines.some((l) => /^E .*the netlink helper failed; it is started again for the next transaction .*pid=100 /.test(l))).toBe(true);
+    expect(lines.some((l) => /^I .*started the netlink helper again pid=101 /.test(l))).toBe(true);
+  });
+
+  it('starts a helper that died between transactions before writing, so no sync fails for it', async () => {
+    const { pipes, nft, runner } = restarting();
+    pipes[0].alive = false;
+    await runner.run(TEXT);
+    expect(pipes[1].batches).toHaveLength(1);
+    expect(nft.runs).toEqual([]);
+    expect(runner.helperStats()).toMatchObject({ failures: 1, restarts: 1 });
+  });
+
+  it('backs off while starts fail or new helpers die at once, writing through nft meanwhile, and starts again after a success at once', async () => {
+    const { clock, pipes, starts, nft, runner } = restarting();
+    // Lost (1 in a row): started again at once, but that start fails (2): the next try waits 1 s.
+    pipes[0].die();
+    starts.push(() => new Error('nfnl-pipe exited (code 1): cannot open a netfilter netlink socket'));
+    await expect(runner.run(TEXT)).rejects.toBeInstanceOf(NftTransactionFailure);
+    await runner.run(TEXT);
+    expect(nft.runs).toHaveLength(1);
+    clock.ms = 999;
+    await runner.run(TEXT);
+    expect(nft.runs).toHaveLength(2);
+    // At 1 s: started (pipe 1), and it dies in its first batch (3 in a row): the next try waits 2 s.
+    clock.ms = 1000;
+    starts.push(() => {
+      const p = new FakePipe(101);
+      p.die();
+      return p;
+    });
+    await expect(runner.run(TEXT)).rejects.toBeInstanceOf(NftTransactionFailure);
+    clock.ms = 2999;
+    await runner.run(TEXT);
+    expect(nft.runs).toHaveLength(3);
+    expect(pipes).toHaveLength(2);
+    // At 3 s: a helper that works; its batch ends the row, so its own death is retried at once.
+    clock.ms = 3000;
+    await runner.run(TEXT);
+    expect(pipes).toHaveLength(3);
+    expect(pipes[2].batches).toHaveLength(1);
+    pipes[2].die();
+    await expect(runner.run(TEXT)).rejects.toBeInstanceOf(NftTransactionFailure);
+    await runner.run(TEXT);
+    expect(pipes).toHaveLength(4);
+    expect(pipes[3].batches).toHaveLength(1);
+    expect(nft.runs).toHaveLength(3);
+    expect(runner.helperStats()).toEqual({ failures: 3, restarts: 3, restartFailures: 1, foreignDatagrams: 0 });
+  });
+
+  it('keeps a helper whose send failed with an errno (it still runs): the transaction fails, the next goes through it', async () => {
+    const { pipes, nft, runner } = restarting();
+    pipes[0].fail = new NfnlPipeError('sending the batch failed: ENOBUFS');
+    await expect(runner.run(TEXT)).rejects.toThrow(/ENOBUFS/);
+    pipes[0].fail = null;
+    await runner.run(TEXT);
+    expect(pipes).toHaveLength(1);
+    expect(pipes[0].batches).toHaveLength(1);
+    expect(nft.runs).toEqual([]);
+    expect(runner.helperStats().failures).toBe(0);
+  });
+
+  it('lists through nft -j when the helper is lost during the dumps, and over netlink again with the next helper', async () => {
+    const { pipes, starts, runner } = restarting();
+    pipes[0].requests = async () => {
+      pipes[0].alive = false;
+      throw new NfnlPipeGoneError('nfnl-pipe exited (SIGKILL)');
+    };
+    // The next helper answers the chain dump: no such table.
+    const dumps: number[] = [];
+    starts.push(() => {
+      const p = new FakePipe(101);
+      p.requests = async (bytes) => {
+        const [m] = parseMessages(Buffer.from(bytes));
+        dumps.push(m.type);
+        return [errorReply(m.seq, 2, m.type)];
+      };
+      return p;
+    });
+    expect(await runner.listTableForSync!('ip', 'kube-proxy')).toBeNull();
+    expect(runner.lastList()?.writer).toBe('nft');
+    expect(await runner.listTableForSync!('ip', 'kube-proxy')).toBeNull();
+    expect(runner.lastList()?.writer).toBe('netlink');
+    expect(pipes).toHaveLength(2);
+    expect(dumps).toHaveLength(1);
+  });
+
+  it('counts the foreign datagrams of every helper it ran', async () => {
+    const { pipes, runner } = restarting();
+    pipes[0].foreignDatagrams = 3;
+    pipes[0].die();
+    await runner.run(TEXT).catch(() => {});
+    await runner.run(TEXT);
+    pipes[1].foreignDatagrams = 2;
+    expect(runner.helperStats().foreignDatagrams).toBe(5);
+  });
+
+  it('waits no longer than a minute between two starts', () => {
+    expect([1, 2, 3, 4, 7, 8, 9, 100].map(restartDelayMs)).toEqual([0, 1000, 2000, 4000, 32_000, RESTART_BACKOFF_MAX_MS, RESTART_BACKOFF_MAX_MS, RESTART_BACKOFF_MAX_MS]);
   });
 });

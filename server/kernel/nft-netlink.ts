@@ -1,7 +1,7 @@
 import { constants } from 'node:os';
 import type { Logger } from '../log.ts';
 import { NLMSG_ERROR, parseError, parseMessages, type NlMessage } from './nfnl.ts';
-import { findNfnlPipe, NfnlPipeError, startNfnlPipe, type NfnlPipe } from './nfnl-pipe.ts';
+import { findNfnlPipe, NfnlPipeError, NfnlPipeGoneError, startNfnlPipe, type NfnlPipe } from './nfnl-pipe.ts';
 import { NftTransactionFailure, type NftRunner } from './nft.ts';
 import { encodeTransaction, NftLineError, transactionContext, type EncodedBatch, type EncodeOptions } from './nft-netlink-encode.ts';
 import { listTableNetlink, tableExists } from './nft-netlink-list.ts';
@@ -19,10 +19,11 @@ import { NftParseError, parseTransaction, type ParsedCommand } from './nft-scrip
  *
  * `nft` stays: a transaction the encoder does not understand (anything kproxy
  * does not write), or one naming an interface that does not exist, goes to
- * `nft -f` as before, and so do all transactions once the helper has died;
- * listings are nft's (`nft -j`). The kernel's refusals come back per message
- * and are reported in nft's words, naming the refused lines, so
- * NftTransactionFailure reads as it does from nft.
+ * `nft -f` as before, and so does every transaction while the helper is down
+ * (it is started again for the next transaction after it dies, with a
+ * bounded backoff: see restartDelayMs); listings are nft's (`nft -j`). The
+ * kernel's refusals come back per message and are reported in nft's words,
+ * naming the refused lines, so NftTransactionFailure reads as it does from nft.
  */
 
 /** NftWriter: how a transaction reached the kernel. */
@@ -46,7 +47,37 @@ export interface NetlinkNftRunner extends NftRunner {
   lastRun(): NetlinkRunStats | null;
   /** lastList: how the last listing for a sync was read, and how long it took. */
   lastList(): { writer: NftWriter; ms: number } | null;
+  /** helperStats: what happened to the helper program so far (kproxy's metrics read it). */
+  helperStats(): NetlinkHelperStats;
   close(): void;
+}
+
+/** NetlinkHelperStats: the helper's failures and restarts, and what it dropped, since the daemon started. */
+export interface NetlinkHelperStats {
+  /** failures: times a running helper was lost (it exited, was killed, or broke the protocol and was stopped). */
+  readonly failures: number;
+  /** restarts: helpers started again after one was lost; restartFailures: attempts that did not start. */
+  readonly restarts: number;
+  readonly restartFailures: number;
+  /** foreignDatagrams: datagrams the helpers dropped because the kernel did not send them. */
+  readonly foreignDatagrams: number;
+}
+
+/** RESTART_BACKOFF_MAX_MS: the longest wait between two attempts to start the helper again. */
+export const RESTART_BACKOFF_MAX_MS = 60_000;
+
+/**
+ * restartDelayMs: after the nth failure in a row (the helper lost, or an
+ * attempt to start it that failed; a batch written through a new helper ends
+ * the row), how long the runner waits before it starts the helper again:
+ * not at all after the first (the next transaction goes through a new
+ * helper), then 1 s, doubling, at most RESTART_BACKOFF_MAX_MS. Meanwhile
+ * transactions go through nft -f, so a helper that keeps dying costs nft's
+ * speed, never a sync.
+ */
+export function restartDelayMs(failuresInARow: number): number {
+  if (failuresInARow <= 1) return 0;
+  return Math.min(RESTART_BACKOFF_MAX_MS, 1000 * 2 ** Math.min(failuresInARow - 2, 16));
 }
 
 /** ERRNO_TEXT: libc's words for the errors nf_tables answers with (what nft prints). */
@@ -144,17 +175,77 @@ export interface NetlinkRunnerOptions {
   now?: () => number;
   /** phasedFrom: a table loaded from nothing with at least this many commands goes in phases (default MIN_PHASED_COMMANDS). */
   phasedFrom?: number;
+  /** restart starts a new helper after the one running was lost (none: every transaction goes through nft -f from then on). */
+  restart?: () => Promise<NfnlPipe>;
 }
 
 /** createNetlinkNftRunner wraps a started pipe; see the file's comment. */
 export function createNetlinkNftRunner(opts: NetlinkRunnerOptions): NetlinkNftRunner {
   const { fallback, logger } = opts;
   const now = opts.now ?? (() => performance.now());
-  let pipe: NfnlPipe | null = opts.pipe;
+  let current: NfnlPipe | null = opts.pipe;
+  let closed = false;
   let last: NetlinkRunStats | null = null;
   let lastList: { writer: NftWriter; ms: number } | null = null;
   let listFailed = false;
   const fellBack = new Set<string>();
+  // The helper's life: failures in a row (see restartDelayMs), when the next start may be tried, the totals.
+  let failuresInARow = 0;
+  let nextStartAt = 0;
+  let starting: Promise<NfnlPipe | null> | null = null;
+  let failures = 0;
+  let restarts = 0;
+  let restartFailures = 0;
+  let foreignBefore = 0;
+
+  /** helperLost retires a helper that exited, was killed or broke the protocol (once, whichever family's transaction saw it). */
+  const helperLost = (lost: NfnlPipe, why: string): void => {
+    if (current !== lost) return;
+    current = null;
+    lost.close();
+    foreignBefore += lost.foreignDatagrams;
+    failures++;
+    failuresInARow++;
+    const delay = restartDelayMs(failuresInARow);
+    nextStartAt = now() + delay;
+    if (opts.restart)
+      logger.error('the netlink helper failed; it is started again for the next transaction (nft -f writes until then)', { err: why, pid: lost.pid, restartInMs: delay, failuresInARow });
+    else logger.error('the netlink helper failed; writing with nft -f from now on', { err: why, pid: lost.pid });
+  };
+
+  /**
+   * usablePipe is the running helper, or a new one started in its place when
+   * the last was lost and the backoff allows (one start at a time, for both
+   * families' transactions); null when there is none to use now.
+   */
+  const usablePipe = async (): Promise<NfnlPipe | null> => {
+    if (current && !current.alive) helperLost(current, 'the helper exited between transactions');
+    if (current) return current;
+    if (!opts.restart || closed || now() < nextStartAt) return null;
+    starting ??= (async () => {
+      try {
+        const fresh = await opts.restart!();
+        if (closed) {
+          fresh.close();
+          return null;
+        }
+        restarts++;
+        current = fresh;
+        logger.info('started the netlink helper again', { pid: fresh.pid, failuresInARow });
+        return fresh;
+      } catch (err) {
+        restartFailures++;
+        failuresInARow++;
+        const delay = restartDelayMs(failuresInARow);
+        nextStartAt = now() + delay;
+        logger.warn('the netlink helper did not start again; nft -f writes until the next attempt', { err: err instanceof Error ? err.message : String(err), retryInMs: delay, failuresInARow });
+        return null;
+      } finally {
+        starting = null;
+      }
+    })();
+    return starting;
+  };
 
   const viaNft = async (text: string, why: string): Promise<void> => {
     // Logged once per reason: a transaction of a kind the encoder does not write comes back every sync.
@@ -172,14 +263,17 @@ export function createNetlinkNftRunner(opts: NetlinkRunnerOptions): NetlinkNftRu
 
   return {
     get writer(): NftWriter {
-      return pipe ? 'netlink' : 'nft';
+      return current?.alive ? 'netlink' : 'nft';
     },
     lastRun: () => last,
+    helperStats: () => ({ failures, restarts, restartFailures, foreignDatagrams: foreignBefore + (current?.foreignDatagrams ?? 0) }),
     close() {
-      pipe?.close();
-      pipe = null;
+      closed = true;
+      current?.close();
+      current = null;
     },
     async run(text, given) {
+      const pipe = await usablePipe();
       if (!pipe) return viaNft(text, 'the netlink helper is not running');
       const t0 = now();
       let commands: ParsedCommand[];
@@ -233,12 +327,13 @@ export function createNetlinkNftRunner(opts: NetlinkRunnerOptions): NetlinkNftRu
           } catch (err) {
             if (!(err instanceof NfnlPipeError)) throw err;
             // Whether the kernel took the batch is unknown: the failure makes the next sync a full one, which lists the table.
-            logger.error('the netlink helper failed; writing with nft -f from now on', { err: err.message });
-            pipe?.close();
-            pipe = null;
+            // A helper that is gone is replaced; one that answered an errno (the send failed) is kept.
+            if (err instanceof NfnlPipeGoneError || !pipe.alive) helperLost(pipe, err.message);
             throw new NftTransactionFailure(`netlink: ${err.message}`, [], '', { cause: err });
           }
           phaseMs.push(now() - tp);
+          // The helper works: the next failure starts a new row (and is retried at once).
+          if (pipe === current) failuresInARow = 0;
           const refused = refusals(replies, batch);
           if (refused.length) throw refusalError(refused, text);
         }
@@ -252,17 +347,22 @@ export function createNetlinkNftRunner(opts: NetlinkRunnerOptions): NetlinkNftRu
     },
     listTable: (family, name) => fallback.listTable(family, name),
     async listTableForSync(family, name) {
-      if (pipe && !listFailed) {
+      const p = listFailed ? null : await usablePipe();
+      if (p) {
         const t0 = now();
         try {
-          const p = pipe;
           const table = await listTableNetlink(p, family, name, { ifname: (i) => p.ifname(i) });
           lastList = { writer: 'netlink', ms: now() - t0 };
           return table;
         } catch (err) {
-          // The dumps are a convenience: nft -j lists the same table, slower.
-          listFailed = true;
-          logger.warn('listing the table over netlink failed; listing with nft -j from now on', { err: err instanceof Error ? err.message : String(err) });
+          const why = err instanceof Error ? err.message : String(err);
+          // A helper lost during the dumps is replaced (nft -j lists this time); any other failure of the dumps
+          // (a convenience: nft -j lists the same table, slower) makes nft -j the lister from now on.
+          if (err instanceof NfnlPipeGoneError || !p.alive) helperLost(p, why);
+          else {
+            listFailed = true;
+            logger.warn('listing the table over netlink failed; listing with nft -j from now on', { err: why });
+          }
         }
       }
       const t0 = now();
@@ -298,9 +398,10 @@ export async function chooseNftRunner(opts: ChooseOptions): Promise<NftRunner & 
     opts.logger.warn('the nfnl-pipe program is not built (npm run build makes it with a C compiler): writing nftables with nft -f');
     return asNft;
   }
+  const start = () => startNfnlPipe(path, { logger: opts.logger });
   try {
-    const pipe = await startNfnlPipe(path);
-    return createNetlinkNftRunner({ pipe, fallback: opts.fallback, logger: opts.logger });
+    const pipe = await start();
+    return createNetlinkNftRunner({ pipe, fallback: opts.fallback, logger: opts.logger, restart: start });
   } catch (err) {
     opts.logger.warn('the nfnl-pipe program did not start: writing nftables with nft -f', { path, err: err instanceof Error ? err.message : String(err) });
     return asNft;

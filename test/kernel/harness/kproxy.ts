@@ -69,6 +69,11 @@ export class Kproxy {
     return this.#daemon !== null;
   }
 
+  /** pid: the running daemon's process ID (`ip netns exec` replaced itself with it), or null. */
+  get pid(): number | null {
+    return this.#daemon?.child.pid ?? null;
+  }
+
   /** start launches the daemon and resolves after its first successful sync. */
   async start(o: KproxyOptions): Promise<void> {
     this.launch(o);
