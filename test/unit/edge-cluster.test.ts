@@ -128,6 +128,11 @@ describe('edge cases: valid objects', () => {
     expect(refusedByKproxy(c)).toEqual([]);
   });
 
+  it.each(limitEdgeCases().map((c) => [c.name, c] as const))('limit case %s: the API server would accept every object, and so does kproxy (a mode may still leave a port out)', (_name, c) => {
+    expect(apiProblems(c)).toEqual([]);
+    expect(refusedByKproxy(c)).toEqual([]);
+  });
+
   it('random clusters: the API server would accept every object, and so does kproxy (40 seeds)', () => {
     for (const c of randoms) {
       expect(apiProblems(c), c.name).toEqual([]);

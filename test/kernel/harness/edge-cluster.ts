@@ -480,6 +480,50 @@ export function fixedEdgeCase(name: string): EdgeCase {
   return c;
 }
 
+/**
+ * limitEdgeCases: clusters the API server accepts but a mode's kernel cannot
+ * hold whole, where the mode must leave out one Service port and program the
+ * rest. Not among the fixed cases (every mode programs those exactly):
+ *   ipset-full: a LoadBalancer with 16 ports and 4,096 source ranges (65,536
+ *   entries: IPVS mode's KUBE-LOAD-BALANCER-SOURCE-CIDR is then full, its
+ *   maxelem) sorted before a second one with one port and range, which no
+ *   longer fits, and a ClusterIP Service after them.
+ */
+export function limitEdgeCases(): EdgeCase[] {
+  const node = EDGE_NODE;
+  const families: IPFamily[] = ['IPv4'];
+  const full: ServiceSpec = {
+    namespace: 'edge',
+    name: 'a-full',
+    type: 'LoadBalancer',
+    clusterIPs: [clusterIP('IPv4', 0)],
+    policy: 'SingleStack',
+    ports: Array.from({ length: 16 }, (_, i) => ({ name: `p${i}`, protocol: 'TCP' as const, port: 8000 + i, targetPort: 9000 + i, nodePort: NODE_PORT_BASE + i })),
+    lbIPs: [ipAt(LB_IP_BASE, 'IPv4', 0)],
+    sourceRanges: sourceRanges('IPv4', 4096),
+  };
+  const over: ServiceSpec = {
+    namespace: 'edge',
+    name: 'b-over',
+    type: 'LoadBalancer',
+    clusterIPs: [clusterIP('IPv4', 1)],
+    policy: 'SingleStack',
+    ports: [{ name: 'https', protocol: 'TCP', port: 443, targetPort: 8443, nodePort: NODE_PORT_BASE + 100 }],
+    lbIPs: [ipAt(LB_IP_BASE, 'IPv4', 1)],
+    sourceRanges: ['192.0.2.0/24'],
+  };
+  const plain: ServiceSpec = { namespace: 'edge', name: 'c-plain', type: 'ClusterIP', clusterIPs: [clusterIP('IPv4', 2)], policy: 'SingleStack', ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }] };
+  return [
+    {
+      name: 'ipset-full',
+      description: 'a LoadBalancer with 16 ports x 4,096 source ranges (65,536: a full ipset in IPVS mode), then one more LoadBalancer that no longer fits, then a ClusterIP Service',
+      node,
+      families,
+      objects: [nodeObject({ name: node, families }), ...[full, over, plain].flatMap((s) => serviceWithSlices(s, readyEndpoints({ node }, 2, families)))],
+    },
+  ];
+}
+
 // ------------------------------------------------------------- random cases
 
 const LABEL_CHARS = 'abcdefghijklmnopqrstuvwxyz0123456789-';

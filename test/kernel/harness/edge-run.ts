@@ -13,7 +13,7 @@ import type { IPFamily } from '../../../server/net/ip.ts';
 import type { ServiceNames } from '../../../server/trace/mode.ts';
 import { traceKernel } from '../../../server/trace/tracer.ts';
 import { userspaceConfig } from '../../../server/proxy/userspace/testing.ts';
-import { clusterCIDRs, edgeSeeds, expectations, fixedEdgeCase, nodeIPs, randomEdgeCase, type EdgeCase, type EdgeDestination, type EdgeExpectation } from './edge-cluster.ts';
+import { clusterCIDRs, edgeSeeds, expectations, fixedEdgeCase, limitEdgeCases, nodeIPs, randomEdgeCase, type EdgeCase, type EdgeDestination, type EdgeExpectation } from './edge-cluster.ts';
 import { addNamespace, deleteNamespace, HARNESS_PREFIX } from './netns.ts';
 
 /**
@@ -24,10 +24,15 @@ import { addNamespace, deleteNamespace, HARNESS_PREFIX } from './netns.ts';
  * against a case's expectations with the packet tracer.
  */
 
-/** edgeCaseById rebuilds a case from its id: "fixed:NAME" or "seed:N". */
+/** edgeCaseById rebuilds a case from its id: "fixed:NAME", "seed:N" or "limit:NAME" (limitEdgeCases). */
 export function edgeCaseById(id: string): EdgeCase {
-  const m = /^(fixed|seed):(.+)$/.exec(id);
-  if (!m) throw new Error(`edge case id ${JSON.stringify(id)} is not "fixed:NAME" or "seed:N"`);
+  const m = /^(fixed|seed|limit):(.+)$/.exec(id);
+  if (!m) throw new Error(`edge case id ${JSON.stringify(id)} is not "fixed:NAME", "seed:N" or "limit:NAME"`);
+  if (m[1] === 'limit') {
+    const c = limitEdgeCases().find((x) => x.name === m[2]);
+    if (!c) throw new Error(`no limit edge case ${JSON.stringify(m[2])}`);
+    return c;
+  }
   return m[1] === 'fixed' ? fixedEdgeCase(m[2]) : randomEdgeCase(Number(m[2]));
 }
 
@@ -233,9 +238,10 @@ export function checkTraces(c: EdgeCase, read: KernelTables, exps: readonly Edge
           fail(`${where(e, d, src)}: the tracer failed: ${(err as Error).message}`);
           continue;
         }
-        // Without an endpoint to reach, the port refuses or drops every source alike (no firewall chain then).
+        // Without an endpoint to reach, the port refuses or drops every source alike (no firewall chain
+        // then), or, left out by its mode, takes no packet at all: no source may reach anything.
         const open = (o.expected?.(d, e) ?? d.endpoints).length > 0;
-        const verdicts = open ? (o.deniedVerdicts ?? ['drop']) : ['drop', 'reject'];
+        const verdicts = open ? (o.deniedVerdicts ?? ['drop']) : ['drop', 'reject', 'none'];
         if (!verdicts.includes(r.verdict)) fail(`${where(e, d, src)}: a source outside loadBalancerSourceRanges must be ${verdicts.join(' or ')}, got ${r.verdict}: ${r.reason}`);
       }
     }
