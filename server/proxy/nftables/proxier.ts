@@ -23,6 +23,7 @@ import { AFFINITY_PREFIX, ELEMENT_SETS, isServiceChainName, KUBE_PROXY_TABLE, NO
 import { TxPlan, type HeldChain, type HeldSet } from './plan.ts';
 import { CountCheck, skippedVerification, type SyncVerification } from '../sync-verify.ts';
 import { compareCounts, verifyRequest } from './verify.ts';
+import { blameServicePorts } from './blame.ts';
 
 /**
  * STALE_CHAIN_DELAY_MS: a chain that went stale is flushed at once and deleted
@@ -124,6 +125,8 @@ class NftablesProxier implements NftablesBackend {
   #rules = 0;
   #warned = new Set<string>();
   #lastFailed: FailedTransaction | null = null;
+  /** #refused: service ports whose objects the kernel refused, left out until their inputs change (#leaveOutRefused). */
+  readonly #refused = new Map<string, { readonly sp: ServicePort; readonly eps: readonly Endpoint[] | undefined; readonly reason: string }>();
   readonly #housekeeping: FirstSyncHousekeeping;
 
   constructor(opts: NftablesBackendOptions) {
@@ -252,6 +255,7 @@ class NftablesProxier implements NftablesBackend {
     let ioMs = 0;
     let full = true;
     let text: string | undefined;
+    let written: { ops: readonly NftOp[]; cache: ReadonlyMap<string, CacheEntry> } | undefined;
     let cleanupFailures = 0;
     const io = async <T>(f: () => Promise<T>): Promise<T> => {
       const t = clock.monotonic();
@@ -280,6 +284,7 @@ class NftablesProxier implements NftablesBackend {
       }
       const built = full ? this.#planFull(state, ctx, listing) : this.#planPartial(state, ctx);
       const ops = built.plan.ops();
+      written = { ops, cache: built.cache };
       text = formatTransaction(this.#nftFamily, KUBE_PROXY_TABLE, ops);
       if (text !== '') await io(() => this.runner.run(text!, { family: this.#nftFamily, table: KUBE_PROXY_TABLE, ops }));
 
@@ -314,6 +319,7 @@ class NftablesProxier implements NftablesBackend {
       const error = this.#describeFailure(err, text);
       if (err instanceof NftTransactionFailure && text !== undefined) {
         this.#lastFailed = { transaction: text, error, at: clock.now() };
+        if (written) this.#leaveOutRefused(err, written.ops, written.cache);
       }
       this.#log.error('nftables sync failed; the table keeps its previous state and the next sync is full', { full, code: error.code, err: error.message });
       return {
@@ -378,6 +384,27 @@ class NftablesProxier implements NftablesBackend {
     return 0;
   }
 
+  /**
+   * #leaveOutRefused: when every line the kernel refused belongs to service
+   * ports (blame.ts), those ports are left out of the syncs that follow, each
+   * reported skipped with the kernel's refusal, until their Service or
+   * endpoints change; the next (full) sync then programs every other Service.
+   * A refusal of a fixed object leaves nothing out: the sync fails as a whole.
+   */
+  #leaveOutRefused(err: NftTransactionFailure, ops: readonly NftOp[], cache: ReadonlyMap<string, CacheEntry>): void {
+    const blamed = blameServicePorts(ops, err.lines, cache);
+    if (!blamed) return;
+    const lines = (text: string) => text.split('\n');
+    for (const [id, at] of blamed) {
+      const e = cache.get(id);
+      if (!e) continue;
+      const shown = at.slice(0, 3).map((n) => `line ${n}: ${lines(formatOp(this.#nftFamily, KUBE_PROXY_TABLE, ops[n - 1]))[0]}`);
+      const reason = `the kernel refused its objects (${err.message.replace(/^.*?: /, '')}; ${shown.join('; ')}): left out until its Service or endpoints change`;
+      this.#refused.set(id, { sp: e.sp, eps: e.eps, reason });
+      this.#log.error('service port left out: the kernel refused its objects', { servicePort: id, err: err.message, lines: shown.join('; ') });
+    }
+  }
+
   /** #buildPorts builds every service port, reusing the last build of unchanged ones. */
   #buildPorts(state: StateCheckout, ctx: NftBuildContext, contextSame: boolean): { cache: Map<string, CacheEntry>; rebuilt: Set<string> } {
     const cache = new Map<string, CacheEntry>();
@@ -387,16 +414,32 @@ class NftablesProxier implements NftablesBackend {
       const sp = state.services.get(id)!;
       const eps = state.endpoints.get(id);
       const prev = this.#cache.get(id);
-      if (prev && contextSame && prev.sp === sp && prev.eps === eps && !changed.has(sp.service)) {
+      const refused = this.#refused.get(id);
+      const stillRefused = refused !== undefined && refused.sp === sp && refused.eps === eps;
+      if (!stillRefused && prev && contextSame && prev.sp === sp && prev.eps === eps && !changed.has(sp.service)) {
         cache.set(id, prev);
         continue;
       }
+      if (stillRefused && prev?.objects && contextSame) {
+        // What the kernel took last time stays, as an invalid object keeps its last valid version.
+        cache.set(id, prev);
+        const why = `${refused.reason}; its previous objects stay programmed`;
+        if (this.#skipped.get(id) !== why) this.#log.warn('service port kept as last programmed: the kernel refused its new objects', { servicePort: id });
+        this.#skipped.set(id, why);
+        continue;
+      }
       let entry: CacheEntry;
-      try {
-        entry = { sp, eps, objects: buildServicePortObjects(sp, eps, ctx), error: null };
-      } catch (err) {
-        if (!(err instanceof RuleBuildError)) throw err;
-        entry = { sp, eps, objects: null, error: err.message };
+      if (stillRefused) {
+        entry = { sp, eps, objects: null, error: refused.reason };
+      } else {
+        // A change (or a new Service under the same port) gets another try.
+        if (refused) this.#refused.delete(id);
+        try {
+          entry = { sp, eps, objects: buildServicePortObjects(sp, eps, ctx), error: null };
+        } catch (err) {
+          if (!(err instanceof RuleBuildError)) throw err;
+          entry = { sp, eps, objects: null, error: err.message };
+        }
       }
       cache.set(id, entry);
       rebuilt.add(id);
@@ -406,6 +449,7 @@ class NftablesProxier implements NftablesBackend {
       } else this.#skipped.delete(id);
     }
     for (const id of this.#skipped.keys()) if (!state.services.has(id)) this.#skipped.delete(id);
+    for (const id of this.#refused.keys()) if (!state.services.has(id)) this.#refused.delete(id);
     return { cache, rebuilt };
   }
 
