@@ -14,6 +14,7 @@ import {
   NFT_MSG_NEWSET,
   NFT_MSG_NEWSETELEM,
 } from './nft-netlink-encode.ts';
+import { ofTable } from './nft-netlink-list.ts';
 import type { NftFamily } from './nft-types.ts';
 
 /**
@@ -34,13 +35,14 @@ export async function countTableNetlink(pipe: NfnlPipe, family: NftFamily, table
   const chainUse = new Map<string, number>();
   for (const m of first.bySeq.get(1) ?? []) {
     if (m.type !== msgType(NFT_MSG_NEWCHAIN)) continue;
-    const c = chainNameAndUse(m.body);
+    // The kernel's chain dump holds every chain of the family (iptables-nft's tables too): this table's only.
+    const c = chainOf(m.body, table);
     if (c) chainUse.set(c.name, c.use);
   }
   const setNames = new Set<string>();
   const anonymousSets = new Set<string>();
   for (const m of first.bySeq.get(2) ?? []) {
-    if (m.type !== msgType(NFT_MSG_NEWSET)) continue;
+    if (m.type !== msgType(NFT_MSG_NEWSET) || !ofTable(m, table)) continue;
     const a = parseAttrs(m.body, 4);
     const name = strzOf(a.get(2));
     if (name === undefined) continue;
@@ -132,22 +134,30 @@ function refusedAny(refused: ReadonlyMap<number, number>, what: string): void {
 }
 
 /**
- * chainNameAndUse reads NFTA_CHAIN_NAME and NFTA_CHAIN_USE from a dumped
- * chain's attributes in place (no map of attributes per chain: a dump of
+ * chainOf reads NFTA_CHAIN_NAME and NFTA_CHAIN_USE from a dumped
+ * chain of `table` (null for another table's) in place (no map of attributes per chain: a dump of
  * 10,000 Services x 10 endpoints holds 111,000 chains).
  */
-function chainNameAndUse(body: Buffer): { name: string; use: number } | null {
+function chainOf(body: Buffer, table: string): { name: string; use: number } | null {
   let name: string | null = null;
   let use: number | null = null;
+  let inTable = false;
   for (let off = 4; off + 4 <= body.length;) {
     const len = body.readUInt16LE(off);
     if (len < 4 || off + len > body.length) throw new Error(`malformed chain attribute at byte ${off}`);
     const type = body.readUInt16LE(off + 2) & 0x3fff;
-    if (type === 3) name = body.toString('latin1', off + 4, body.indexOf(0, off + 4) >= 0 && body.indexOf(0, off + 4) < off + len ? body.indexOf(0, off + 4) : off + len);
+    if (type === 1) inTable = strzAt(body, off, len) === table;
+    else if (type === 3) name = strzAt(body, off, len);
     else if (type === 6 && len >= 8) use = body.readUInt32BE(off + 4);
     off += (len + 3) & ~3;
   }
-  return name !== null && use !== null ? { name, use } : null;
+  return inTable && name !== null && use !== null ? { name, use } : null;
+}
+
+/** strzAt: the NUL-terminated string payload of the attribute at `off` (of length `len`). */
+function strzAt(body: Buffer, off: number, len: number): string {
+  const nul = body.indexOf(0, off + 4);
+  return body.toString('latin1', off + 4, nul >= 0 && nul < off + len ? nul : off + len);
 }
 
 /** lookupSets: the sets a dumped rule's lookup expressions name (NFTA_LOOKUP_SET), without decoding the rest. */

@@ -62,6 +62,14 @@ function dumped(datagrams: readonly Buffer[]): Map<number, NlMessage[]> {
 
 const attrsOf = (m: NlMessage) => parseAttrs(m.body, 4);
 
+/**
+ * ofTable: a dumped chain, set or rule belongs to `table` (its first attribute, NFTA_*_TABLE, names it). The
+ * kernel answers a chain dump with every chain of the family, whatever table the request named.
+ */
+export function ofTable(m: NlMessage, table: string): boolean {
+  return strzOf(parseAttrs(m.body, 4).get(1)) === table;
+}
+
 /** setType: the type text of a set key type id ("ipv4_addr . inet_proto . inet_service"), unpacking nft's concatenations. */
 function setType(id: number): { text: string; parts: number[] } {
   const parts: number[] = [];
@@ -198,7 +206,9 @@ export async function listTableNetlink(pipe: NfnlPipe, family: NftFamily, name: 
     if (err instanceof NetlinkListError && /errno 2\b/.test(err.message)) return null;
     throw err;
   }
-  const chainMsgs = (answers.get(1) ?? []).filter((m) => m.type === msgType(NFT_MSG_NEWCHAIN));
+  // The kernel's chain dump ignores the table asked for and gives every chain of the family (iptables-nft's
+  // `nat` and `filter` among them): only this table's are kept. Sets are filtered by the kernel, and here too.
+  const chainMsgs = (answers.get(1) ?? []).filter((m) => m.type === msgType(NFT_MSG_NEWCHAIN) && ofTable(m, name));
   // An empty dump: the table may still exist with nothing in it.
   if (chainMsgs.length === 0 && !(answers.get(2) ?? []).length && !(await tableExists(pipe, family, name))) return null;
   const chains = new Map<string, { name: string; base: NftBaseChain | null; comment: null; rules: string[] }>();
@@ -218,7 +228,7 @@ export async function listTableNetlink(pipe: NfnlPipe, family: NftFamily, name: 
     chains.set(cname, { name: cname, base, comment: null, rules: [] });
   }
   const rawSets: RawSet[] = [];
-  for (const m of answers.get(2) ?? []) {
+  for (const m of (answers.get(2) ?? []).filter((x) => ofTable(x, name))) {
     if (m.type !== msgType(NFT_MSG_NEWSET)) continue;
     const a = attrsOf(m);
     const t = a.get(11);

@@ -4,6 +4,7 @@ import { NLMSG_ERROR, parseError, parseMessages, type NlMessage } from './nfnl.t
 import { findNfnlPipe, NfnlPipeError, NfnlPipeGoneError, startNfnlPipe, type NfnlPipe } from './nfnl-pipe.ts';
 import { NftTransactionFailure, type NftRunner } from './nft.ts';
 import { encodeTransaction, NftLineError, transactionContext, type EncodedBatch, type EncodeOptions } from './nft-netlink-encode.ts';
+import { countTableNetlink } from './nft-netlink-count.ts';
 import { listTableNetlink, tableExists } from './nft-netlink-list.ts';
 import { freshLoadPhases } from './nft-netlink-phases.ts';
 import { tokenize } from './nft-netlink-rules.ts';
@@ -371,6 +372,19 @@ export function createNetlinkNftRunner(opts: NetlinkRunnerOptions): NetlinkNftRu
       return table;
     },
     lastList: () => lastList,
+    async countTable(family, name, ask) {
+      const p = listFailed ? null : await usablePipe();
+      if (!p) {
+        if (!fallback.countTable) throw new Error('counting a table needs the netlink helper or nft');
+        return fallback.countTable(family, name, ask);
+      }
+      try {
+        return await countTableNetlink(p, family, name, ask);
+      } catch (err) {
+        if (err instanceof NfnlPipeGoneError || !p.alive) helperLost(p, err instanceof Error ? err.message : String(err));
+        throw err;
+      }
+    },
     // Deleting the table is nft's too (--cleanup, the dashboard's action, taking over from another mode).
     deleteTable: (family, name) => fallback.deleteTable(family, name),
   };

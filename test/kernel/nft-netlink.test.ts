@@ -7,6 +7,7 @@ import type { IPFamily } from '../../server/net/ip.ts';
 import { FakeNetInterfaces } from '../../server/kernel/netif-fake.ts';
 import { NftTransactionFailure, type NftRunner } from '../../server/kernel/nft.ts';
 import type { NetlinkNftRunner } from '../../server/kernel/nft-netlink.ts';
+import { countsOf, type NftTableCounts } from '../../server/kernel/nft-counts.ts';
 import { silentLogger } from '../../server/log.ts';
 import { createNftablesBackend, type NftablesBackend } from '../../server/proxy/nftables/proxier.ts';
 import { ProxyState } from '../../server/proxy/proxy-state.ts';
@@ -50,6 +51,20 @@ async function cleanup(): Promise<void> {
 
 const GOLDEN = join(import.meta.dirname, '../../server/proxy/nftables/testdata');
 
+/** FOREIGN_TABLES: what iptables-nft keeps in the same family (its chains jump to each other, as kube-proxy's never do). */
+const FOREIGN_TABLES = [
+  'add table ip nat',
+  'add chain ip nat PREROUTING { type nat hook prerouting priority -100 ; }',
+  'add chain ip nat DOCKER',
+  'add rule ip nat PREROUTING fib daddr type local jump DOCKER',
+  'add table ip filter',
+  'add chain ip filter FORWARD { type filter hook forward priority 0 ; }',
+  'add chain ip filter DOCKER-USER',
+  'add rule ip filter FORWARD jump DOCKER-USER',
+  'add set ip filter docker-ips { type ipv4_addr ; }',
+  'add element ip filter docker-ips { 172.17.0.2 }',
+].join('\n');
+
 describe.skipIf(!tiers().kernel.ok)('every golden table written over netlink lists as nft -f of it', () => {
   afterEach(cleanup);
   const cases = readdirSync(GOLDEN).filter((d) => existsSync(join(GOLDEN, d, 'expected.nft')));
@@ -61,6 +76,9 @@ describe.skipIf(!tiers().kernel.ok)('every golden table written over netlink lis
       const text = readFileSync(join(GOLDEN, name, 'expected.nft'), 'utf8');
       const [viaNft, oneBatch, phased] = [await namespace(), await namespace(), await namespace()];
       await nsNft(viaNft).run(text);
+      // Other tables of the family beside it (iptables-nft's, as on a node running Docker): the kernel's chain
+      // dump answers with their chains too, which a listing or a count of kube-proxy's table must leave out.
+      await nsNft(oneBatch).run(FOREIGN_TABLES);
       const one = await netlink(oneBatch);
       await one.run(text);
       expect(one.lastRun()).toMatchObject({ writer: 'netlink' });
@@ -75,6 +93,12 @@ describe.skipIf(!tiers().kernel.ok)('every golden table written over netlink lis
       const listed = tableShape(await nsNft(viaNft).listTable('ip', 'kube-proxy'));
       expect(tableShape(await one.listTableForSync!('ip', 'kube-proxy'))).toEqual(listed);
       expect(tableShape(await inPhases.listTableForSync!('ip', 'kube-proxy'))).toEqual(listed);
+      // A sync's verification reads the kernel's own counters: they must say what the listing says.
+      const table = (await nsNft(viaNft).listTable('ip', 'kube-proxy'))!;
+      const ask = { sets: [...table.sets.keys()], anonymousIn: [...table.chains.keys()] };
+      const plain = (c: NftTableCounts | null) =>
+        c && { chainUse: Object.fromEntries(c.chainUse), setNames: [...c.setNames].sort(), elements: Object.fromEntries(c.elements), anonymous: Object.fromEntries(c.anonymous) };
+      expect(plain(await one.countTable!('ip', 'kube-proxy', ask))).toEqual(plain(countsOf(table, ask)));
     });
   }
 });
