@@ -298,7 +298,7 @@ export function messageAttrs(m: NlMessage): Attrs {
 }
 
 export const strzOf = (b: Buffer | undefined): string | undefined => (b === undefined ? undefined : b.toString('utf8', 0, b.indexOf(0) === -1 ? b.length : b.indexOf(0)));
-export const u32beOf = (b: Buffer | undefined): number | undefined => (b === undefined ? undefined : b.readUInt32BE(0));
+export const u32beOf = (b: Buffer | undefined): number | undefined => (b === undefined || b.length < 4 ? undefined : b.readUInt32BE(0));
 
 /** NlError is an NLMSG_ERROR read back: errno (0: an ack) and the sequence number of the request it answers. */
 export interface NlError {
