@@ -112,7 +112,15 @@ describe.skipIf(!tiers().browser.ok)('dashboard in nftables mode in the browser'
     expect(download.suggestedFilename()).toMatch(/^kproxy-node-a-sync-\d+\.nft$/);
     const text = readFileSync((await download.path())!, 'utf8');
     expect(text).toMatch(/^add table ip6? kube-proxy/);
+    // The first (full) sync of each family was verified against the simulated kernel's counts.
+    const verified = page.getByTestId('sync-verify');
+    await verified.first().waitFor();
+    expect(await verified.first().textContent()).toMatch(/^verified \d+$/);
     await shot('syncs');
+    // Clean verifications raise no alert on the Overview.
+    await page.getByRole('link', { name: 'Overview' }).click();
+    await page.getByTestId('not-ready').or(page.getByText('Last sync')).first().waitFor();
+    expect(await page.getByTestId('verify-mismatch').count()).toBe(0);
   });
 
   it('ran without script errors in the page', () => {
