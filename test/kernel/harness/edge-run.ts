@@ -78,7 +78,9 @@ let seq = 0;
 /**
  * runChildInNamespace runs `node CHILD ...args OUT` inside a fresh network
  * namespace (kpt-<pid>-edge-…), reads the JSON it wrote to OUT, and removes
- * the namespace and the file whatever happens.
+ * the namespace and the file whatever happens. The child is ended after
+ * timeoutMs (default 240 s, within the tests' 300 s), so a hung writer fails
+ * its test without outliving it.
  */
 export async function runChildInNamespace<T>(child: string, args: readonly string[], opts: { timeoutMs?: number; env?: Record<string, string> } = {}): Promise<T> {
   const ns = `${HARNESS_PREFIX}edge-${seq++}`;
@@ -87,7 +89,7 @@ export async function runChildInNamespace<T>(child: string, args: readonly strin
   await addNamespace(ns);
   try {
     const env = Object.entries(opts.env ?? {}).map(([k, v]) => `${k}=${v}`);
-    const r = await execFile('ip', ['netns', 'exec', ns, 'env', ...env, process.execPath, child, ...args, out], { timeoutMs: opts.timeoutMs ?? 600_000 });
+    const r = await execFile('ip', ['netns', 'exec', ns, 'env', ...env, process.execPath, child, ...args, out], { timeoutMs: opts.timeoutMs ?? 240_000 });
     if (r.code !== 0) throw new Error(`${child} ${args.join(' ')} exited ${r.code}: ${(r.stderr || r.stdout).slice(-4000)}`);
     return JSON.parse(readFileSync(out, 'utf8')) as T;
   } finally {
