@@ -271,6 +271,11 @@ function clusterIP(f: IPFamily, i: number): string {
   return ipAt(CLUSTER_IP_BASE, f, i);
 }
 
+/** endpointsEdgeCase: one NodePort Service with n ready endpoints per family (the endpoints-N cases, at any n: for probing past them). */
+export function endpointsEdgeCase(n: number, families: readonly IPFamily[] = ['IPv4']): EdgeCase {
+  return endpointsCase(n, families);
+}
+
 function endpointsCase(n: number, families: readonly IPFamily[]): EdgeCase {
   const node = EDGE_NODE;
   const dual = families.length > 1;

@@ -13,7 +13,7 @@ import type { IPFamily } from '../../../server/net/ip.ts';
 import type { ServiceNames } from '../../../server/trace/mode.ts';
 import { traceKernel } from '../../../server/trace/tracer.ts';
 import { userspaceConfig } from '../../../server/proxy/userspace/testing.ts';
-import { clusterCIDRs, edgeSeeds, expectations, fixedEdgeCase, limitEdgeCases, nodeIPs, randomEdgeCase, type EdgeCase, type EdgeDestination, type EdgeExpectation } from './edge-cluster.ts';
+import { clusterCIDRs, edgeSeeds, endpointsEdgeCase, expectations, fixedEdgeCase, limitEdgeCases, nodeIPs, randomEdgeCase, type EdgeCase, type EdgeDestination, type EdgeExpectation } from './edge-cluster.ts';
 import { addNamespace, deleteNamespace, HARNESS_PREFIX } from './netns.ts';
 
 /**
@@ -24,10 +24,16 @@ import { addNamespace, deleteNamespace, HARNESS_PREFIX } from './netns.ts';
  * against a case's expectations with the packet tracer.
  */
 
-/** edgeCaseById rebuilds a case from its id: "fixed:NAME", "seed:N" or "limit:NAME" (limitEdgeCases). */
+/**
+ * edgeCaseById rebuilds a case from its id: "fixed:NAME", "seed:N",
+ * "limit:NAME" (limitEdgeCases) or "endpoints:N" ("endpoints:N:dual"), one
+ * Service with N endpoints, for probing sizes past the fixed ones.
+ */
 export function edgeCaseById(id: string): EdgeCase {
+  const n = /^endpoints:(\d+)(:dual)?$/.exec(id);
+  if (n) return endpointsEdgeCase(Number(n[1]), n[2] ? ['IPv4', 'IPv6'] : ['IPv4']);
   const m = /^(fixed|seed|limit):(.+)$/.exec(id);
-  if (!m) throw new Error(`edge case id ${JSON.stringify(id)} is not "fixed:NAME", "seed:N" or "limit:NAME"`);
+  if (!m) throw new Error(`edge case id ${JSON.stringify(id)} is not "fixed:NAME", "seed:N", "limit:NAME" or "endpoints:N"`);
   if (m[1] === 'limit') {
     const c = limitEdgeCases().find((x) => x.name === m[2]);
     if (!c) throw new Error(`no limit edge case ${JSON.stringify(m[2])}`);
