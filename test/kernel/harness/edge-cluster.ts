@@ -517,7 +517,14 @@ export function limitEdgeCases(): EdgeCase[] {
     lbIPs: [ipAt(LB_IP_BASE, 'IPv4', 1)],
     sourceRanges: ['192.0.2.0/24'],
   };
-  const plain: ServiceSpec = { namespace: 'edge', name: 'c-plain', type: 'ClusterIP', clusterIPs: [clusterIP('IPv4', 2)], policy: 'SingleStack', ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }] };
+  const plain: ServiceSpec = {
+    namespace: 'edge',
+    name: 'c-plain',
+    type: 'ClusterIP',
+    clusterIPs: [clusterIP('IPv4', 2)],
+    policy: 'SingleStack',
+    ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }],
+  };
   return [
     {
       name: 'ipset-full',

@@ -13,7 +13,19 @@ import type { IPFamily } from '../../../server/net/ip.ts';
 import type { ServiceNames } from '../../../server/trace/mode.ts';
 import { traceKernel } from '../../../server/trace/tracer.ts';
 import { userspaceConfig } from '../../../server/proxy/userspace/testing.ts';
-import { clusterCIDRs, edgeSeeds, endpointsEdgeCase, expectations, fixedEdgeCase, limitEdgeCases, nodeIPs, randomEdgeCase, type EdgeCase, type EdgeDestination, type EdgeExpectation } from './edge-cluster.ts';
+import {
+  clusterCIDRs,
+  edgeSeeds,
+  endpointsEdgeCase,
+  expectations,
+  fixedEdgeCase,
+  limitEdgeCases,
+  nodeIPs,
+  randomEdgeCase,
+  type EdgeCase,
+  type EdgeDestination,
+  type EdgeExpectation,
+} from './edge-cluster.ts';
 import { addNamespace, deleteNamespace, HARNESS_PREFIX } from './netns.ts';
 
 /**
