@@ -101,7 +101,7 @@ export function anonymousElements(rule: string, family: NftFamily): number | nul
 export function countsOf(table: NftTable, ask: NftCountRequest): NftTableCounts {
   const chainUse = new Map<string, number>();
   const bump = (name: string) => chainUse.set(name, (chainUse.get(name) ?? 0) + 1);
-  for (const c of table.chains.values()) chainUse.set(c.name, (chainUse.get(c.name) ?? 0) + c.rules.length);
+  for (const c of table.chains.values()) chainUse.set(c.name, c.rules.length);
   for (const c of table.chains.values()) for (const r of c.rules) forEachVerdictTarget(r, bump);
   for (const s of table.sets.values()) {
     if (!s.map) continue;

@@ -1,4 +1,4 @@
-import { attrList, NlBuilder, NLM_F_DUMP, NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERROR, parseAttrs, parseError, parseMessages, strzOf, u32beOf, type NlMessage } from './nfnl.ts';
+import { attrList, NlBuilder, NLM_F_DUMP, NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERROR, NLMSG_HDRLEN, parseAttrs, parseError, parseMessages, strzOf, u32beOf, type NlMessage } from './nfnl.ts';
 import type { NfnlPipe } from './nfnl-pipe.ts';
 import type { NftCountRequest, NftTableCounts } from './nft-counts.ts';
 import { NFT_SET_ANONYMOUS } from './nft-netlink-expr.ts';
@@ -27,18 +27,13 @@ import type { NftFamily } from './nft-types.ts';
 export async function countTableNetlink(pipe: NfnlPipe, family: NftFamily, table: string, ask: NftCountRequest): Promise<NftTableCounts | null> {
   let b = new NlBuilder(512);
   dumpRequest(b, NFT_MSG_GETCHAIN, family, 1, [[1, table]]);
+  const chainUse = chainUses(await pipe.requests(b.bytes()), table);
+  b = new NlBuilder(512);
   dumpRequest(b, NFT_MSG_GETSET, family, 2, [[1, table]]);
   const first = answers(await pipe.requests(b.bytes()));
-  if (first.refused.get(1) === 2 /* ENOENT */) return null;
-  refusedAny(first.refused, 'listing chains and sets');
+  if (first.refused.get(2) === 2 /* ENOENT */) return null;
+  refusedAny(first.refused, 'listing sets');
 
-  const chainUse = new Map<string, number>();
-  for (const m of first.bySeq.get(1) ?? []) {
-    if (m.type !== msgType(NFT_MSG_NEWCHAIN)) continue;
-    // The kernel's chain dump holds every chain of the family (iptables-nft's tables too): this table's only.
-    const c = chainOf(m.body, table);
-    if (c) chainUse.set(c.name, c.use);
-  }
   const setNames = new Set<string>();
   const anonymousSets = new Set<string>();
   for (const m of first.bySeq.get(2) ?? []) {
@@ -134,11 +129,39 @@ function refusedAny(refused: ReadonlyMap<number, number>, what: string): void {
 }
 
 /**
+ * chainUses reads a chain dump's answer straight from its datagrams (111,000
+ * chains, 16 MB, at 10,000 x 10: no message object per chain): each chain of
+ * `table` with its use count. The kernel's chain dump holds every chain of
+ * the family (iptables-nft's tables too), whatever table was asked for.
+ */
+function chainUses(datagrams: readonly Buffer[], table: string): Map<string, number> {
+  const out = new Map<string, number>();
+  const newChain = msgType(NFT_MSG_NEWCHAIN);
+  const tableName = Buffer.from(`${table}\0`, 'latin1');
+  for (const d of datagrams) {
+    for (let off = 0; off + NLMSG_HDRLEN <= d.length;) {
+      const len = d.readUInt32LE(off);
+      if (len < NLMSG_HDRLEN || off + len > d.length) throw new Error(`malformed netlink message at byte ${off} of a chain dump`);
+      const type = d.readUInt16LE(off + 4);
+      if (type === NLMSG_ERROR) {
+        const errno = -d.readInt32LE(off + NLMSG_HDRLEN);
+        if (errno !== 0) throw new Error(`listing chains: the kernel refused the dump (errno ${errno})`);
+      } else if (type === newChain) {
+        const c = chainOf(d.subarray(off + NLMSG_HDRLEN, off + len), tableName);
+        if (c) out.set(c.name, c.use);
+      }
+      off += (len + 3) & ~3;
+    }
+  }
+  return out;
+}
+
+/**
  * chainOf reads NFTA_CHAIN_NAME and NFTA_CHAIN_USE from a dumped
- * chain of `table` (null for another table's) in place (no map of attributes per chain: a dump of
+ * chain of `table` (its name NUL-terminated; null for another table's) in place (no map of attributes per chain: a dump of
  * 10,000 Services x 10 endpoints holds 111,000 chains).
  */
-function chainOf(body: Buffer, table: string): { name: string; use: number } | null {
+function chainOf(body: Buffer, table: Buffer): { name: string; use: number } | null {
   let name: string | null = null;
   let use: number | null = null;
   let inTable = false;
@@ -146,7 +169,8 @@ function chainOf(body: Buffer, table: string): { name: string; use: number } | n
     const len = body.readUInt16LE(off);
     if (len < 4 || off + len > body.length) throw new Error(`malformed chain attribute at byte ${off}`);
     const type = body.readUInt16LE(off + 2) & 0x3fff;
-    if (type === 1) inTable = strzAt(body, off, len) === table;
+    // NFTA_CHAIN_TABLE, compared as bytes (NUL included): no string made per chain for it.
+    if (type === 1) inTable = len - 4 >= table.length && body.compare(table, 0, table.length, off + 4, off + 4 + table.length) === 0;
     else if (type === 3) name = strzAt(body, off, len);
     else if (type === 6 && len >= 8) use = body.readUInt32BE(off + 4);
     off += (len + 3) & ~3;
