@@ -366,10 +366,10 @@ describe('iptables proxier: big nat rewrites in several commits (nft)', () => {
     const objects = [
       makeService('ns1', 'big', { type: 'NodePort', clusterIP: '10.96.2.1', ports: [{ name: 'http', port: 80, protocol: 'TCP', nodePort: 31000 }] }),
       makeSlice('ns1', 'big', 'big-1', eps(60), tcp('http', 8080)),
-      ...many(3)
-        .checkout()
-        .services.values()
-        .map((sp) => makeService('ns1', sp.serviceName, { type: 'NodePort', clusterIP: sp.clusterIP, ports: [{ name: 'http', port: 80, protocol: 'TCP', nodePort: sp.nodePort }] })),
+      ...[0, 1, 2].flatMap((i) => [
+        makeService('ns1', `s${i}`, { type: 'NodePort', clusterIP: `10.96.1.${i}`, ports: [{ name: 'http', port: 80, protocol: 'TCP', nodePort: 30000 + i }] }),
+        makeSlice('ns1', `s${i}`, `s${i}-1`, [ep(`10.244.${i}.1`), ep(`10.244.${i}.2`)], tcp('http', 8080)),
+      ]),
     ];
     const state = stateFromObjects('node-a', objects);
     const split = harness({ config, rulesPerCommit: 40 });
