@@ -41,8 +41,8 @@ import {
  * every service port: it must reach the proxy socket of that port's traffic
  * policy, whose rotation must be exactly the endpoints kube-proxy would use.
  *
- * The mode has no firewall for loadBalancerSourceRanges (kube-proxy's
- * userspace mode had none either): sources are not checked here.
+ * The mode writes no firewall for loadBalancerSourceRanges (its portals take
+ * every source; server/proxy/userspace/README.md): sources are not checked here.
  *
  * Cost: the portals are a few rules per service port whatever the endpoints,
  * so the endpoint counts above 1,000 (one socket and its rotation) are left to
