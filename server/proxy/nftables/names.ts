@@ -89,7 +89,7 @@ export const NFT_COMMENT_MAX = 128;
 
 /**
  * elementComment is a map element's comment: the service port's name
- * ("ns/name:port", up to 63 + 1 + 63 + 1 + 15 characters), cut to
+ * ("ns/name:port", up to 63 + 1 + 63 + 1 + 63 = 191 characters: a port name is a DNS-1123 label), cut to
  * NFT_COMMENT_MAX as kube-proxy cuts it (kubernetes/kubernetes #139516):
  * before that, one Service with long names failed every sync of the node.
  * Names are ASCII, so characters are bytes.
