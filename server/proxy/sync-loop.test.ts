@@ -254,6 +254,17 @@ describe('SyncLoop: verified programming', () => {
     expect(records[0]).toMatchObject({ ok: true, verify: { skipped: 'boom' } });
   });
 
+  it('does not verify a full sync that wrote nothing (its own read of the kernel found it as wanted)', async () => {
+    const { clock, backend, records, loop } = verifyingSetup();
+    const sync = backend.sync.bind(backend);
+    backend.sync = async (input) => ({ ...(await sync(input)), linesWritten: 0 });
+    loop.start();
+    await clock.advanceAsync(0);
+    expect(records[0]).toMatchObject({ full: true, ok: true });
+    expect(records[0].verify).toBeUndefined();
+    expect(backend.verifications).toBe(0);
+  });
+
   it('does not verify a full sync that failed', async () => {
     const { clock, backend, records, loop } = verifyingSetup();
     backend.failNext = 1;

@@ -307,7 +307,8 @@ export class SyncLoop {
       const error = err instanceof KproxyError ? err : new SyncFailedError(`sync failed unexpectedly: ${errorMessage(err)}`, { cause: err });
       result = { full: forceFull, buildMs: 0, applyMs: 0, linesWritten: 0, bytesWritten: 0, servicesWritten: 0, rulesByTable: {}, error };
     }
-    if (!result.error && result.full && backend.verify) result = await this.#verify(result);
+    // A full sync that wrote nothing has just read the kernel and found it as wanted: there is no write to check.
+    if (!result.error && result.full && result.linesWritten > 0 && backend.verify) result = await this.#verify(result);
     const finishedAt = clock.now();
     const ok = !result.error;
     const triggerTimes = [...this.#carriedTriggerTimes, ...checkout.triggerTimes];

@@ -2,7 +2,8 @@ import { SyncVerifyError, type KproxyError } from '../errors.ts';
 import type { IPFamily } from '../net/ip.ts';
 
 /**
- * Verified programming: after every full sync the sync loop asks the backend
+ * Verified programming: after every full sync that wrote anything (one that
+ * wrote nothing has just read the kernel and found it as wanted) the sync loop asks the backend
  * to check, cheaply, that the kernel holds what the sync wrote (each backend
  * compares counts it can read in one or a few kernel reads: rules per chain,
  * elements per set, real servers per virtual server). A writer that silently
