@@ -1,6 +1,7 @@
 import { recordCall, UNBOUNDED, type CallLogLimits } from './call-log.ts';
 import { CommandFailedError } from '../errors.ts';
 import type { IPFamily } from '../net/ip.ts';
+import { TableCounter, type IptablesCountRequest, type IptablesCounts, type IptablesTableCounts } from './iptables-counts.ts';
 import { IptablesRestoreError, type IptablesFlavor, type IptablesRunner, type RestoreOptions, type SaveOptions } from './iptables.ts';
 import {
   BUILTIN_CHAINS,
@@ -270,6 +271,30 @@ export class SimulatedIptables implements IptablesRunner {
     if (opts.table) this.#table(opts.table);
     // iptables-save is a process of its own on a real node: the --dry-run daemon must not wait on this one in its event loop.
     return formatIptablesSavePaced(this.dump(), { counters: opts.counters, tables: opts.table ? [opts.table] : undefined }, () => new Promise((r) => setImmediate(r)));
+  }
+
+  /**
+   * countChains reads the counts of a verification as the real runner does:
+   * with the nft flavour each chain's nf_tables use count (its rules plus the
+   * rules jumping to it, what the netlink dump reads), with legacy its rules
+   * (what iptables-legacy-save lists, one process).
+   */
+  async countChains<T>(ask: IptablesCountRequest<T>): Promise<IptablesCounts<T>> {
+    const use = this.flavor === 'nft';
+    if (!use) recordCall(this.calls, { program: 'iptables-save', args: [] }, this.#callLog);
+    await ask.ready;
+    const tables = new Map<string, IptablesTableCounts<T>>();
+    for (const name of ask.tables) {
+      const t = this.#tables.get(name);
+      if (!t) continue;
+      const counter = new TableCounter(name, ask.own);
+      for (const c of t.chains.values()) {
+        if (counter.chain(c.name, c.rules.length + (use ? (t.refs.get(c.name) ?? 0) : 0))) continue;
+        for (const r of c.rules) if (r.target !== null && t.chains.has(r.target)) counter.jump(c.name, r.target);
+      }
+      tables.set(name, counter.result());
+    }
+    return { kind: use ? 'use' : 'rules', source: use ? 'netlink (simulated)' : 'iptables-save (simulated)', tables };
   }
 
   /**

@@ -2,6 +2,8 @@ import { CommandFailedError, RestoreFailedError, SaveFailedError } from '../erro
 import type { Logger } from '../log.ts';
 import type { IPFamily } from '../net/ip.ts';
 import { execFile, timeoutForInput, type ExecFn, type ExecResult } from './exec.ts';
+import { countSaveText, type IptablesCountRequest, type IptablesCounts } from './iptables-counts.ts';
+import { countChainsOverNetlink } from './iptables-nft-counts.ts';
 import { sharedLauncher, type StatusFn, type StatusResult } from './launcher.ts';
 import { describeHolder, LOCK_BUSY, lockHolder, watchLockWait, xtablesLockPath, type LockHolder, type LockWatchOptions, type XtablesLockWaits } from './xtables-lock.ts';
 
@@ -53,6 +55,12 @@ export interface IptablesRunner {
   deleteChain(table: string, chain: string): Promise<void>;
   /** lockWaits: restores that found the xtables lock held so far (the real runner; kproxy's metrics read it). */
   lockWaits?(): XtablesLockWaits;
+  /**
+   * countChains reads the counts a sync is verified with (iptables-counts.ts):
+   * nft over netlink (each chain's use count), legacy from iptables-save
+   * (each chain's rules). A runner without it is counted from save().
+   */
+  countChains?<T>(ask: IptablesCountRequest<T>): Promise<IptablesCounts<T>>;
 }
 
 /** IptablesRestoreError is a failed iptables-restore; lines are the 1-based input lines it blamed. */
@@ -241,6 +249,17 @@ class RealIptables implements IptablesRunner {
     const lines = restoreErrorLines(res.stderr);
     const where = lines.length ? ` at line ${lines.join(', ')}` : '';
     throw new IptablesRestoreError(`${this.#bins.restore} failed${where} (exit ${res.code}): ${cleanStderr(res.stderr)}`, lines, res.stderr);
+  }
+
+  async countChains<T>(ask: IptablesCountRequest<T>): Promise<IptablesCounts<T>> {
+    // The netlink dump reads iptables-nft's tables in a second where iptables-nft-save takes ten.
+    if (this.flavor === 'nft') {
+      const counted = await countChainsOverNetlink(this.family, ask);
+      if (counted) return counted;
+    }
+    const text = await this.save();
+    await ask.ready;
+    return countSaveText(text, ask, this.#bins.save);
   }
 
   async save(opts: SaveOptions = {}): Promise<string> {
