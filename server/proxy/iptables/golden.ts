@@ -33,13 +33,15 @@ export interface GoldenOptions {
 
 export interface GoldenRun {
   harness: Harness;
+  /** families: each family's run, in order (the first is this one). */
+  families: GoldenRun[];
   result: BackendSyncResult;
   /** rules: filter and nat as the simulated kernel holds them after the full sync. */
   rules: string;
 }
 
-/** runGoldenCase programs a case's manifests with one full sync per family over simulated kernels. */
-export async function runGoldenCase(inputPath: string): Promise<GoldenRun> {
+/** runGoldenCase programs a case's manifests with one full sync per family over simulated kernels (of the nft flavour unless told). */
+export async function runGoldenCase(inputPath: string, flavor: 'nft' | 'legacy' = 'nft'): Promise<GoldenRun> {
   const text = readFileSync(inputPath, 'utf8');
   let opts: GoldenOptions = {};
   for (const doc of parseAllDocuments(text)) {
@@ -48,15 +50,16 @@ export async function runGoldenCase(inputPath: string): Promise<GoldenRun> {
   }
   const families = opts.families ?? ['IPv4'];
   const runs: GoldenRun[] = [];
-  for (const family of families) runs.push(await runFamily(inputPath, text, opts, family));
+  for (const family of families) runs.push(await runFamily(inputPath, text, opts, family, flavor));
+  for (const r of runs) r.families = runs;
   if (families.length === 1) return runs[0];
   const rules = runs.map((r, i) => `# ${families[i] === 'IPv6' ? 'ip6tables' : 'iptables'}-save\n${r.rules}`).join('');
   return { ...runs[0], rules };
 }
 
-async function runFamily(inputPath: string, text: string, opts: GoldenOptions, family: IPFamily): Promise<GoldenRun> {
+async function runFamily(inputPath: string, text: string, opts: GoldenOptions, family: IPFamily, flavor: 'nft' | 'legacy'): Promise<GoldenRun> {
   const nodeName = opts.nodeName ?? 'node-a';
-  const kernel = new SimulatedIptables({ family, hasRandomFully: opts.randomFully ?? true });
+  const kernel = new SimulatedIptables({ family, flavor, hasRandomFully: opts.randomFully ?? true });
   const h = harness({ config: testConfig((opts.config ?? {}) as Partial<ProxyConfig>), nodeName, kernel, nfacct: opts.nfacct });
   if (opts.hostAddresses) {
     h.netif.list = opts.hostAddresses.map((a): InterfaceAddress => ({
@@ -71,5 +74,5 @@ async function runFamily(inputPath: string, text: string, opts: GoldenOptions, f
   const state = stateFromObjects(nodeName, objectsFromYaml(inputPath, text), undefined, family);
   const result = await h.backend.sync({ state: state.checkout(), forceFull: true });
   if (result.error) throw result.error;
-  return { harness: h, result, rules: formatIptablesSave(kernel.dump(), { tables: ['filter', 'nat'] }) };
+  return { harness: h, families: [], result, rules: formatIptablesSave(kernel.dump(), { tables: ['filter', 'nat'] }) };
 }

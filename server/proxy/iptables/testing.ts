@@ -2,6 +2,7 @@ import type { IPFamily } from '../../net/ip.ts';
 import { testConfig } from '../../config/testing.ts';
 import { FakeClock } from '../../clock-fake.ts';
 import type { ProxyConfig } from '../../config/types.ts';
+import type { IptablesRunner } from '../../kernel/iptables.ts';
 import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
 import { FakeNetInterfaces } from '../../kernel/netif-fake.ts';
 import { SimulatedSysctl } from '../../kernel/sysctl-simulated.ts';
@@ -63,6 +64,8 @@ export function harness(
     nodeName?: string;
     family?: IPFamily;
     kernel?: SimulatedIptables;
+    /** runner: what the backend programs through (default the simulated kernel; tests wrap it). */
+    runner?: IptablesRunner;
     logger?: Logger;
     nfacct?: boolean;
     rulesPerCommit?: number;
@@ -79,7 +82,7 @@ export function harness(
     config: opts.config ?? testConfig(),
     nodeName: opts.nodeName ?? 'node-a',
     family,
-    runner: kernel,
+    runner: opts.runner ?? kernel,
     netif,
     sysctl,
     clock,
@@ -90,4 +93,36 @@ export function harness(
     afterFirstSync: opts.afterFirstSync,
   });
   return { backend, kernel, sysctl, netif, clock };
+}
+
+/** rewriteLines applies `lose` to each line of a text: the line it returns, or none for null. */
+export function rewriteLines(text: string, lose: (line: string) => string | null): string {
+  return text
+    .split('\n')
+    .map(lose)
+    .filter((l): l is string => l !== null)
+    .join('\n');
+}
+
+/**
+ * lossyIptables: the simulated kernel behind a writer that rewrites every
+ * restore input with `lose` first (the way a writer that silently programs
+ * less than it is given would): what verifications must catch.
+ */
+export function lossyIptables(kernel: SimulatedIptables, lose: (line: string) => string | null): IptablesRunner {
+  return {
+    family: kernel.family,
+    flavor: kernel.flavor,
+    hasRandomFully: kernel.hasRandomFully,
+    restore: (text, o) => kernel.restore(rewriteLines(text, lose), o),
+    save: (o) => kernel.save(o),
+    ensureChain: (t, c) => kernel.ensureChain(t, c),
+    chainExists: (t, c) => kernel.chainExists(t, c),
+    checkRule: (t, c, a) => kernel.checkRule(t, c, a),
+    insertRule: (t, c, a) => kernel.insertRule(t, c, a),
+    deleteRule: (t, c, a) => kernel.deleteRule(t, c, a),
+    flushChain: (t, c) => kernel.flushChain(t, c),
+    deleteChain: (t, c) => kernel.deleteChain(t, c),
+    countChains: (ask) => kernel.countChains(ask),
+  };
 }
