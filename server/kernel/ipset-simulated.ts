@@ -16,7 +16,7 @@ export interface SimulatedIpsetOptions {
 export class SimulatedIpset implements IpsetRunner {
   readonly #sets = new Map<string, { spec: IpsetSpec; entries: Set<string>; maxelem: number }>();
   readonly #references: (name: string) => number;
-  readonly calls: { op: 'save' | 'restore'; input?: string }[] = [];
+  readonly calls: { op: 'save' | 'restore' | 'list'; input?: string }[] = [];
   /** callLogLimits bound the call history (default: all; --dry-run daemons keep little). */
   callLogLimits: CallLogLimits = UNBOUNDED;
 
@@ -31,6 +31,12 @@ export class SimulatedIpset implements IpsetRunner {
   async save(): Promise<Map<string, IpsetSet>> {
     recordCall(this.calls, { op: 'save' }, this.callLogLimits);
     return this.sets();
+  }
+
+  /** countEntries: each set's number of entries, as `ipset list -t` says it. */
+  async countEntries(): Promise<Map<string, number>> {
+    recordCall(this.calls, { op: 'list' }, this.callLogLimits);
+    return new Map([...this.#sets].map(([name, s]) => [name, s.entries.size]));
   }
 
   /** sets returns the table without recording a call. */

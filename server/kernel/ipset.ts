@@ -170,10 +170,35 @@ export function parseIpsetSave(text: string): Map<string, IpsetSet> {
   return out;
 }
 
+/**
+ * parseIpsetTerse reads `ipset list -t` (headers only: no entry is printed)
+ * into each set's "Number of entries", keyed by name.
+ */
+export function parseIpsetTerse(text: string): Map<string, number> {
+  const out = new Map<string, number>();
+  let name: string | null = null;
+  for (const raw of text.split('\n')) {
+    const line = raw.trim();
+    if (line.startsWith('Name: ')) name = line.slice(6).trim();
+    else if (line.startsWith('Number of entries: ') && name !== null) {
+      const n = Number(line.slice(19).trim());
+      if (!Number.isInteger(n) || n < 0) throw new IpsetError(`ipset list -t: set ${name} has "${line}"`);
+      out.set(name, n);
+      name = null;
+    }
+  }
+  return out;
+}
+
 /** IpsetRunner is kproxy's boundary to the kernel's IP sets: one process per call. */
 export interface IpsetRunner {
   /** save lists every set and entry (`ipset save`). */
   save(): Promise<Map<string, IpsetSet>>;
+  /**
+   * countEntries reads each set's number of entries without its entries
+   * (`ipset list -t`, headers only): what a sync is verified with.
+   */
+  countEntries?(): Promise<Map<string, number>>;
   /** restore feeds a batch to `ipset restore`; throws IpsetRestoreError naming the refused line. */
   restore(batch: string): Promise<void>;
 }
@@ -201,6 +226,16 @@ export function createIpsetRunner(opts: { exec?: ExecFn; timeoutMs?: number } = 
       }
       if (res.code !== 0) throw new IpsetError(`ipset save failed (exit ${res.code}): ${res.stderr.trim()}`);
       return parseIpsetSave(res.stdout);
+    },
+    async countEntries() {
+      let res;
+      try {
+        res = await exec('ipset', ['list', '-t'], { timeoutMs });
+      } catch (err) {
+        throw new IpsetError(`ipset list -t could not run: ${errorMessage(err)}`, { cause: err });
+      }
+      if (res.code !== 0) throw new IpsetError(`ipset list -t failed (exit ${res.code}): ${res.stderr.trim()}`);
+      return parseIpsetTerse(res.stdout);
     },
     async restore(batch) {
       let res;

@@ -137,7 +137,7 @@ describe.skipIf(!tiers().kernel.ok)('--proxy-mode ipvs on the command line', () 
     expect(res.stdout).toContain('create KUBE-6-CLUSTER-IP hash:ip,port family inet6 hashsize 1024 maxelem 65536\nadd KUBE-6-CLUSTER-IP fd00:10:96::80,tcp:80\n');
     expect(res.stdout).toContain('inet6 fd00:10:96::80/128 scope global kube-ipvs0');
     expect(res.stdout).toMatch(
-      /kproxy: synced ipvs \(scheduler rr, iptables \w+, dual-stack IPv4\+IPv6, simulated kernel\) on node node-a in \d+ ms: IPv4: 11 services \(14 ports\), 29 endpoints, \d+ rules \(virtual-servers \d+, real-servers \d+, ipset-entries \d+, nat \d+, filter \d+\); IPv6: 2 services \(2 ports\), 4 endpoints, \d+ rules \(virtual-servers \d+, real-servers \d+, ipset-entries \d+, nat \d+, filter \d+\)\n$/,
+      /kproxy: synced ipvs \(scheduler rr, iptables \w+, dual-stack IPv4\+IPv6, simulated kernel\) on node node-a in \d+ ms: IPv4: 11 services \(14 ports\), 29 endpoints, \d+ rules \(virtual-servers \d+, real-servers \d+, ipset-entries \d+, nat \d+, filter \d+\), verified \(\d+ objects in \d+ ms\); IPv6: 2 services \(2 ports\), 4 endpoints, \d+ rules \(virtual-servers \d+, real-servers \d+, ipset-entries \d+, nat \d+, filter \d+\), verified \(\d+ objects in \d+ ms\)\n$/,
     );
     // A dry run reads the host but never changes it.
     expect(inNs(ns, 'ipset', ['list', '-n']).stdout).toBe('');

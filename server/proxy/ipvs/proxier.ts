@@ -11,12 +11,15 @@ import type { Netlink } from '../../kernel/netlink.ts';
 import { ensureSysctl, type Sysctl } from '../../kernel/sysctl.ts';
 import type { Logger } from '../../log.ts';
 import type { Backend, BackendSyncInput, BackendSyncResult, CleanupResult } from '../backend.ts';
+import { CountCheck, skippedVerification, type SyncVerification } from '../sync-verify.ts';
 import type { Endpoint } from '../endpoint.ts';
 import { FirstSyncHousekeeping } from '../first-sync-housekeeping.ts';
 import { cidrContains, isLinkLocalIPv6, isLoopbackIP, parseCIDR, type CIDR, type IPFamily } from '../../net/ip.ts';
-import { startCanaryMonitor } from '../iptables/canary-monitor.ts';
+import { CANARY_TABLES, startCanaryMonitor } from '../iptables/canary-monitor.ts';
+import { KUBE_PROXY_CANARY } from '../iptables/chain-names.ts';
 import { ensureJumpRules } from '../iptables/jump-chains.ts';
 import { extractLines } from '../iptables/restore-writer.ts';
+import { compareChains, countRequest, readCounts, writtenChains, type ChainCheck } from '../iptables/verify.ts';
 import { masqueradeMark } from '../iptables/rules.ts';
 import { localDetectorFor } from '../local-detector.ts';
 import { NodePortAddresses } from '../node-port-addresses.ts';
@@ -29,6 +32,7 @@ import { buildIptablesRules, JUMP_RULES, NO_STALE, staleModeChains, type StaleCh
 import { DUMMY_DEVICE, IPSETS, setName, type SetKey } from './names.ts';
 import { planAddresses, planIpsets, planIpvs, type Scope, type Wanted } from './plan.ts';
 import { ipvsSysctls, validateScheduler } from './sysctls.ts';
+import { compareBinds, compareSets, compareVirtualServers } from './verify.ts';
 
 export interface IpvsBackendOptions {
   config: ProxyConfig;
@@ -150,6 +154,8 @@ class IpvsProxier implements IpvsBackend {
   #lastIptables = '';
   #planned: IpvsPlanned | null = null;
   #plannedVersion = 0;
+  /** #verifyPending: the last sync was full and succeeded, and verify() has not looked at it yet (#planned is what it wrote). */
+  #verifyPending = false;
   readonly runners: IpvsRunners;
 
   readonly #housekeeping: FirstSyncHousekeeping;
@@ -204,6 +210,7 @@ class IpvsProxier implements IpvsBackend {
 
   async cleanup(): Promise<CleanupResult> {
     this.#needFull = true;
+    this.#verifyPending = false;
     this.#cache = new Map();
     this.#lastIptables = '';
     // kproxy meant to remove everything: what is left afterwards is drift, not kproxy's.
@@ -260,6 +267,8 @@ class IpvsProxier implements IpvsBackend {
     let full = true;
     let step = 'read';
     const batches: string[] = [];
+    // Whatever this sync does, the kernel no longer holds exactly what an earlier full sync wrote.
+    this.#verifyPending = false;
     const io = async <T>(fn: () => Promise<T>): Promise<T> => {
       const t = clock.monotonic();
       try {
@@ -356,6 +365,7 @@ class IpvsProxier implements IpvsBackend {
         objects: (id) => cache.get(id)?.objects ?? null,
         manages: this.#manages,
       };
+      this.#verifyPending = full;
       const counts = this.#counts(built.wanted, rules.rulesByTable);
       const lines = netlinkBatch.lines + ipsetBatch.lines + ipvsPlan.batch.lines + (writeIptables ? rules.lines : 0);
       return {
@@ -386,6 +396,56 @@ class IpvsProxier implements IpvsBackend {
         ...(batches.length ? { batch: batches.join('') } : {}),
       };
     }
+  }
+
+  /**
+   * verify checks the last full sync against the kernel (verify.ts): the
+   * real servers of every virtual server (ipvsadm -Sn, one listing), the
+   * entries of every set of the family (ipset list -t: the headers only),
+   * the addresses on kube-ipvs0, and the glue chains, their jumps and the
+   * canaries (iptables/verify.ts). The reads run side by side; one that
+   * fails makes the verification skipped.
+   */
+  async verify(): Promise<SyncVerification> {
+    const clock = this.#o.clock;
+    const t0 = clock.monotonic();
+    const planned = this.#planned;
+    if (!this.#verifyPending || !planned) return skippedVerification(0, 'no full sync to verify since the last verification');
+    this.#verifyPending = false;
+    const chains: ChainCheck = {
+      written: writtenChains(
+        planned.iptables,
+        CANARY_TABLES.map((table) => ({ table, chain: KUBE_PROXY_CANARY, rules: 0 })),
+      ),
+      jumps: JUMP_RULES,
+    };
+    const { ipvs, ipset, netlink, iptables } = this.#o;
+    let read;
+    try {
+      read = await Promise.all([
+        ipvs.save(),
+        ipset.countEntries ? ipset.countEntries() : ipset.save().then((sets) => new Map([...sets].map(([n, s]) => [n, s.entries.size]))),
+        netlink.show(),
+        readCounts(iptables, countRequest(chains)),
+      ]);
+    } catch (err) {
+      return skippedVerification(clock.monotonic() - t0, `reading the IPVS table, the sets, kube-ipvs0 or the chains failed: ${errorMessage(err)}`);
+    }
+    const [services, sets, links, counts] = read;
+    const check = new CountCheck();
+    let owners: Map<string, string> | null = null;
+    compareVirtualServers(planned.virtualServers, planned.draining, services, this.#manages, check, (key) => {
+      if (!owners) {
+        owners = new Map();
+        for (const [id, e] of this.#cache) for (const v of e.objects?.virtualServers ?? []) if (!owners.has(v.key)) owners.set(v.key, id);
+      }
+      return owners.get(key);
+    });
+    compareSets(planned.sets, planned.family, sets, check);
+    const bound = links.get(DUMMY_DEVICE);
+    compareBinds(planned.binds, bound ? bound.filter((a) => a.family === planned.family && !/^fe[89ab]/i.test(a.address)).map((a) => a.address) : null, DUMMY_DEVICE, planned.family, check);
+    await compareChains(chains, counts, check);
+    return check.result(clock.monotonic() - t0);
   }
 
   #counts(wanted: Wanted, iptables: { nat: number; filter: number }): Record<string, number> {

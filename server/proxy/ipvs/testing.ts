@@ -1,6 +1,9 @@
 import { FakeClock } from '../../clock-fake.ts';
 import type { ProxyConfig } from '../../config/types.ts';
+import type { IpsetRunner } from '../../kernel/ipset.ts';
 import { SimulatedIpset } from '../../kernel/ipset-simulated.ts';
+import type { IpvsRunner } from '../../kernel/ipvs.ts';
+import type { IptablesRunner } from '../../kernel/iptables.ts';
 import { SimulatedIpvs } from '../../kernel/ipvs-simulated.ts';
 import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
 import { formatIptablesSave } from '../../kernel/iptables-save-parser.ts';
@@ -46,6 +49,8 @@ export interface HarnessOptions {
   logger?: Logger;
   kernelRelease?: string;
   afterFirstSync?: () => Promise<unknown>;
+  /** wrap: what the backend programs through instead of the simulated kernels themselves (tests put lossy writers in front). */
+  wrap?: { ipvs?: (k: SimulatedIpvs) => IpvsRunner; ipset?: (k: SimulatedIpset) => IpsetRunner; iptables?: (k: SimulatedIptables) => IptablesRunner };
 }
 
 /** ipvsHarness builds an IPVS backend over the simulated kernel; its ipset refuses to destroy sets iptables rules match. */
@@ -65,10 +70,10 @@ export function ipvsHarness(opts: HarnessOptions = {}): IpvsHarness {
     config,
     nodeName: opts.nodeName ?? 'node-a',
     family: 'IPv4',
-    ipvs,
-    ipset,
+    ipvs: opts.wrap?.ipvs?.(ipvs) ?? ipvs,
+    ipset: opts.wrap?.ipset?.(ipset) ?? ipset,
     netlink,
-    iptables,
+    iptables: opts.wrap?.iptables?.(iptables) ?? iptables,
     sysctl,
     clock,
     logger,
