@@ -9,9 +9,11 @@ import type { Sockets } from '../../kernel/sockets.ts';
 import type { Logger } from '../../log.ts';
 import { isLoopbackIP, type IPFamily } from '../../net/ip.ts';
 import type { Backend, BackendSyncInput, BackendSyncResult, CleanupResult } from '../backend.ts';
+import { skippedVerification, type SyncVerification } from '../sync-verify.ts';
 import type { Endpoint } from '../endpoint.ts';
 import { startCanaryMonitor } from '../iptables/canary-monitor.ts';
 import { extractLines } from '../iptables/restore-writer.ts';
+import { verifyChains, writtenChains } from '../iptables/verify.ts';
 import { localDetectorFor } from '../local-detector.ts';
 import { NodePortAddresses } from '../node-port-addresses.ts';
 import type { StateCheckout } from '../proxy-state.ts';
@@ -22,7 +24,7 @@ import { PortClaims } from './claims.ts';
 import { FirstSyncHousekeeping } from '../first-sync-housekeeping.ts';
 import { missingJumps, staleChains } from './cleanup.ts';
 import { PortAllocator } from './port-allocator.ts';
-import { buildPortals, portalsRestoreText, type PortalContext, type PortalEntry, type PortalRule, type Portals } from './portals.ts';
+import { buildPortals, PORTAL_JUMPS, portalsRestoreText, type PortalContext, type PortalEntry, type PortalRule, type Portals } from './portals.ts';
 import { ProxySocket, type RelayContext, type RelayLimits } from './proxy-socket.ts';
 import { REFUSED_REASONS, RelayStats, type Pool, type PortStats, type RefusedReason } from './relay-stats.ts';
 
@@ -144,6 +146,8 @@ class UserspaceProxier implements UserspaceBackend {
   #lastText = '';
   #planned: UserspacePlanned | null = null;
   #version = 0;
+  /** #toVerify: the last full sync's restore input (the portal chains, missing jumps, other modes' chains removed), until verify() reads it. */
+  #toVerify: string | null = null;
   #stopped = false;
   readonly #housekeeping: FirstSyncHousekeeping;
 
@@ -220,6 +224,7 @@ class UserspaceProxier implements UserspaceBackend {
   async cleanup(): Promise<CleanupResult> {
     // The sockets stay: the next sync writes the portals back to them.
     this.#needFull = true;
+    this.#toVerify = null;
     this.#lastText = '';
     this.#planned = { version: ++this.#version, text: '', port: () => null, ids: () => [] };
     return this.#o.cleanup();
@@ -234,6 +239,21 @@ class UserspaceProxier implements UserspaceBackend {
     this.#claims.closeAll();
   }
 
+  /**
+   * verify checks the last full sync's portal chains against the kernel
+   * (iptables/verify.ts): each holds the rules the sync wrote, the chains of
+   * other modes it removed are gone, and every jump of PORTAL_JUMPS leads
+   * from its built-in chain.
+   */
+  async verify(): Promise<SyncVerification> {
+    const clock = this.#o.clock;
+    const t0 = clock.monotonic();
+    const text = this.#toVerify;
+    this.#toVerify = null;
+    if (text === null) return skippedVerification(0, 'no full sync to verify since the last verification');
+    return verifyChains(this.runner, clock, t0, { written: writtenChains(text), jumps: PORTAL_JUMPS });
+  }
+
   /** afterSync: after a successful sync was recorded, the first one's removal of the other modes' leftovers. */
   async afterSync(): Promise<void> {
     await this.#housekeeping.afterSuccessfulSync();
@@ -246,6 +266,8 @@ class UserspaceProxier implements UserspaceBackend {
     let step = 'addresses';
     let full = input.forceFull || this.#needFull;
     let batch: string | undefined;
+    // Whatever this sync does, the kernel no longer holds exactly what an earlier full sync wrote.
+    this.#toVerify = null;
     const io = async <T>(fn: () => Promise<T>): Promise<T> => {
       const t = clock.monotonic();
       try {
@@ -299,6 +321,7 @@ class UserspaceProxier implements UserspaceBackend {
       for (const e of this.#entries.values()) for (const p of POOLS) e.sockets[p]?.balancer.sweep();
       this.#lastText = text;
       this.#needFull = false;
+      if (full) this.#toVerify = input2;
       this.#plan(text, portals);
       return {
         full,

@@ -2,6 +2,7 @@ import { FakeClock } from '../../clock-fake.ts';
 import { testConfig } from '../../config/testing.ts';
 import type { ProxyConfig } from '../../config/types.ts';
 import { MemoryEventRecorder } from '../../events/memory-event-recorder.ts';
+import type { IptablesRunner } from '../../kernel/iptables.ts';
 import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
 import { FakeNetInterfaces } from '../../kernel/netif-fake.ts';
 import type { TcpStream } from '../../kernel/sockets.ts';
@@ -28,7 +29,17 @@ export function userspaceConfig(over: Partial<ProxyConfig['userspace']> = {}, re
 }
 
 /** harness builds a userspace backend; random 0 keeps every rotation in sorted order. */
-export function harness(opts: { config?: ProxyConfig; nodeName?: string; logger?: Logger; random?: () => number; afterFirstSync?: () => Promise<unknown> } = {}): UserspaceHarness {
+export function harness(
+  opts: {
+    config?: ProxyConfig;
+    nodeName?: string;
+    logger?: Logger;
+    random?: () => number;
+    afterFirstSync?: () => Promise<unknown>;
+    /** iptables: what the backend programs through instead of the simulated kernel itself (tests put a lossy writer in front). */
+    iptables?: (k: SimulatedIptables) => IptablesRunner;
+  } = {},
+): UserspaceHarness {
   const iptables = new SimulatedIptables();
   const net = new SimulatedSockets({ nodeAddress: '10.0.0.10' });
   const netif = new FakeNetInterfaces();
@@ -38,7 +49,7 @@ export function harness(opts: { config?: ProxyConfig; nodeName?: string; logger?
     config: opts.config ?? userspaceConfig(),
     nodeName: opts.nodeName ?? 'node-a',
     family: 'IPv4',
-    iptables,
+    iptables: opts.iptables?.(iptables) ?? iptables,
     sockets: net,
     netif,
     clock,
