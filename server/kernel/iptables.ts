@@ -3,6 +3,7 @@ import type { Logger } from '../log.ts';
 import type { IPFamily } from '../net/ip.ts';
 import { execFile, timeoutForInput, type ExecFn, type ExecResult } from './exec.ts';
 import { countSaveText, type IptablesCountRequest, type IptablesCounts } from './iptables-counts.ts';
+import { countChainsOverXtables } from './iptables-legacy-counts.ts';
 import { countChainsOverNetlink } from './iptables-nft-counts.ts';
 import { sharedLauncher, type StatusFn, type StatusResult } from './launcher.ts';
 import { describeHolder, LOCK_BUSY, lockHolder, watchLockWait, xtablesLockPath, type LockHolder, type LockWatchOptions, type XtablesLockWaits } from './xtables-lock.ts';
@@ -255,6 +256,11 @@ class RealIptables implements IptablesRunner {
     // The netlink dump reads iptables-nft's tables in a second where iptables-nft-save takes ten.
     if (this.flavor === 'nft') {
       const counted = await countChainsOverNetlink(this.family, ask);
+      if (counted) return counted;
+    }
+    // The legacy tables are counted in the helper from the kernel's own copy, where iptables-legacy-save prints every rule.
+    if (this.flavor === 'legacy') {
+      const counted = await countChainsOverXtables(this.family, ask);
       if (counted) return counted;
     }
     const text = await this.save();

@@ -20,6 +20,12 @@ export interface NfnlPipe {
   ifindex(name: string): Promise<number>;
   /** ifname is the name of an interface index in the namespace (null when there is none). */
   ifname(index: number): Promise<string | null>;
+  /**
+   * xtables reads a legacy (x_tables) table of the namespace in one getsockopt and answers,
+   * per chain in the table's order, "C NAME RULES" then a "J TARGET" line for each of its rules
+   * that jumps or goes to a chain (text, in pieces); null when the kernel has no such table.
+   */
+  xtables(family: 4 | 6, table: string): Promise<Buffer[] | null>;
   /** close ends the child (its stdin closes; it exits). */
   close(): void;
   readonly pid: number;
@@ -284,6 +290,12 @@ export function startNfnlPipe(path: string, opts: StartOptions = {}): Promise<Nf
         b.writeUInt32LE(index >>> 0, 0);
         const r = await request('N', b);
         return r.status === 0 && r.data.length ? r.data[0].toString('utf8') : null;
+      },
+      async xtables(family, table) {
+        const r = await request('X', Buffer.concat([Buffer.of(family), Buffer.from(table, 'latin1')]));
+        if (r.status === -constants.errno.ENOENT) return null;
+        if (r.status < 0) throw new NfnlPipeError(`reading the ${family === 6 ? 'ip6' : 'ip'}tables ${table} table failed: ${errnoName(-r.status)}`);
+        return r.data;
       },
       close() {
         // Requests already sent are still answered: the helper reads its stdin to the end before it exits.

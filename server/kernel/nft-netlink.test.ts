@@ -60,6 +60,9 @@ class FakePipe implements NfnlPipe {
   async ifindex(name: string): Promise<number> {
     return this.interfaces.get(name) ?? -19;
   }
+  async xtables(): Promise<Buffer[] | null> {
+    throw new Error('not used by the netlink runner');
+  }
   async ifname(index: number): Promise<string | null> {
     return [...this.interfaces].find(([, i]) => i === index)?.[0] ?? null;
   }

@@ -29,6 +29,9 @@
  *       index in this namespace (what `nft` resolves `iif NAME` to).
  *   'N' interface name: the payload is an index (u32, little endian); the
  *       answer is one 'D' frame with its name, then 'E' 0.
+ *   'X' x_tables counts: the payload is 4 or 6 (one byte) and a table's
+ *       name; 'D' frames of text count its chains (see xtables() below),
+ *       then 'E' 0, or -ENOENT when the namespace has no such table.
  * Answers on stdout, for each request in order: zero or more 'D' frames (the
  * bytes of one datagram from the kernel each), then one 'E' frame holding an
  * i32 status: 0 (or the index for 'I'), or -errno when the request could not
@@ -44,8 +47,13 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <linux/netlink.h>
+/* glibc's net/if.h and netinet/in.h before the kernel's headers: their definitions then keep linux/if.h and linux/in.h from defining them again. */
 #include <net/if.h>
+#include <netinet/in.h>
+#include <linux/netfilter/x_tables.h>
+#include <linux/netfilter_ipv4/ip_tables.h>
+#include <linux/netfilter_ipv6/ip6_tables.h>
+#include <linux/netlink.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -279,6 +287,232 @@ static void ifindex(const unsigned char *buf, uint32_t len) {
 	end(idx ? (int32_t)idx : -errno);
 }
 
+/*
+ * xtables: a legacy (x_tables) table's chains, counted where iptables-save
+ * would print every rule. The payload is one byte, 4 or 6 (the family), and
+ * the table's name. The kernel hands the whole table over in one getsockopt
+ * (IPT_SO_GET_ENTRIES, as iptables-legacy-save reads it); the entries are
+ * walked here, in place, and the answer is text in 'D' frames of at most
+ * XT_OUT bytes: per chain, in the table's order, "C NAME RULES\n", then
+ * "J TARGET\n" for each of its rules that jumps or goes to a chain. A
+ * built-in chain runs from its hook's entry to its policy (underflow), which
+ * is no rule; a user chain from its ERROR head to the RETURN at its foot,
+ * neither a rule; the last entry (ERROR "ERROR") ends the table. A jump's
+ * verdict is an offset inside the chain it names. Status: 0, -ENOENT for a
+ * table the kernel does not have, -errno otherwise.
+ */
+#define XT_OUT (512 * 1024)
+#define XT_MAX_CHAINS (1u << 22)
+
+struct xt_chain_span {
+	const char *name;
+	unsigned int start, end; /* [start, end): its entries' offsets */
+	int builtin;
+};
+
+static unsigned char xt_out[XT_OUT];
+static size_t xt_used;
+
+static void xt_emit(const char *a, const char *b, unsigned int n, int with_n) {
+	char line[128];
+	int l = with_n ? snprintf(line, sizeof line, "%s %s %u\n", a, b, n) : snprintf(line, sizeof line, "%s %s\n", a, b);
+	if (l < 0 || (size_t)l >= sizeof line) return;
+	if (xt_used + (size_t)l > XT_OUT) {
+		frame('D', xt_out, (uint32_t)xt_used);
+		xt_used = 0;
+	}
+	memcpy(xt_out + xt_used, line, (size_t)l);
+	xt_used += (size_t)l;
+}
+
+static const char *const XT_HOOKS[5] = {"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"};
+
+/* xt_entry_offsets: an entry's target and next offsets (both families' entries differ only in their address part). */
+static void xt_entry_offsets(int v6, const unsigned char *e, unsigned int *target, unsigned int *next) {
+	if (v6) {
+		const struct ip6t_entry *x = (const struct ip6t_entry *)e;
+		*target = x->target_offset;
+		*next = x->next_offset;
+	} else {
+		const struct ipt_entry *x = (const struct ipt_entry *)e;
+		*target = x->target_offset;
+		*next = x->next_offset;
+	}
+}
+
+static int xt_find(const struct xt_chain_span *spans, unsigned int n, unsigned int offset) {
+	unsigned int lo = 0, hi = n;
+	while (lo < hi) {
+		unsigned int mid = lo + (hi - lo) / 2;
+		if (spans[mid].end <= offset) lo = mid + 1;
+		else hi = mid;
+	}
+	return lo < n && spans[lo].start <= offset ? (int)lo : -1;
+}
+
+static void xtables(const unsigned char *buf, uint32_t len) {
+	if (len < 2 || len - 1 >= XT_TABLE_MAXNAMELEN || (buf[0] != 4 && buf[0] != 6)) {
+		end(-EINVAL);
+		return;
+	}
+	int v6 = buf[0] == 6;
+	char table[XT_TABLE_MAXNAMELEN] = {0};
+	memcpy(table, buf + 1, len - 1);
+	/*
+	 * Asking the kernel for a table makes it (x_tables instantiate a table on
+	 * first use): only a table the namespace already has is read, as
+	 * iptables-save reads only those /proc/net/ip_tables_names lists.
+	 */
+	FILE *names = fopen(v6 ? "/proc/net/ip6_tables_names" : "/proc/net/ip_tables_names", "re");
+	int listed = 0;
+	if (names) {
+		char line[XT_TABLE_MAXNAMELEN + 2];
+		while (!listed && fgets(line, sizeof line, names)) {
+			line[strcspn(line, "\n")] = 0;
+			listed = strcmp(line, table) == 0;
+		}
+		fclose(names);
+	}
+	if (!listed) {
+		end(-ENOENT);
+		return;
+	}
+	int fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+	if (fd < 0) {
+		end(-errno);
+		return;
+	}
+	/* ipt_getinfo and ip6t_getinfo are the same structure. */
+	struct ipt_getinfo info;
+	unsigned char *blob = NULL;
+	unsigned int size = 0;
+	for (int attempt = 0;; attempt++) {
+		memset(&info, 0, sizeof info);
+		memcpy(info.name, table, sizeof info.name);
+		socklen_t sl = sizeof info;
+		if (getsockopt(fd, v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IP6T_SO_GET_INFO : IPT_SO_GET_INFO, &info, &sl) < 0) {
+			int err = errno;
+			close(fd);
+			end(-err);
+			return;
+		}
+		size = info.size;
+		free(blob);
+		/* ipt_get_entries and ip6t_get_entries: the name, the size, then the entries. */
+		blob = malloc(sizeof(struct ipt_get_entries) + size);
+		if (!blob) {
+			close(fd);
+			end(-ENOMEM);
+			return;
+		}
+		struct ipt_get_entries *ge = (struct ipt_get_entries *)blob;
+		memset(ge, 0, sizeof *ge);
+		memcpy(ge->name, table, sizeof ge->name);
+		ge->size = size;
+		sl = (socklen_t)(sizeof *ge + size);
+		if (getsockopt(fd, v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IP6T_SO_GET_ENTRIES : IPT_SO_GET_ENTRIES, ge, &sl) == 0) break;
+		/* EAGAIN: the table changed between the two calls (its size with it): read it again. */
+		if (errno != EAGAIN || attempt >= 5) {
+			int err = errno;
+			free(blob);
+			close(fd);
+			end(-err);
+			return;
+		}
+	}
+	close(fd);
+	const unsigned char *entries = blob + sizeof(struct ipt_get_entries);
+	unsigned int heads = 0, cap = 64;
+	struct xt_chain_span *spans = malloc(cap * sizeof *spans);
+	if (!spans) {
+		free(blob);
+		end(-ENOMEM);
+		return;
+	}
+	/* First walk: where each chain starts (a built-in chain at its hook's entry, a user chain at its ERROR head). */
+	int bad = 0;
+	for (unsigned int off = 0; off < size;) {
+		unsigned int to = 0, next = 0;
+		xt_entry_offsets(v6, entries + off, &to, &next);
+		if (next < sizeof(struct xt_entry_target) || off + next > size || to + sizeof(struct xt_entry_target) > next) {
+			bad = 1;
+			break;
+		}
+		const struct xt_entry_target *t = (const struct xt_entry_target *)(entries + off + to);
+		const char *name = NULL;
+		int builtin = 0;
+		for (int h = 0; h < 5; h++)
+			if ((info.valid_hooks & (1u << h)) && info.hook_entry[h] == off) {
+				name = XT_HOOKS[h];
+				builtin = 1;
+			}
+		if (!name && strcmp(t->u.user.name, XT_ERROR_TARGET) == 0 && t->u.target_size > sizeof *t) {
+			const char *chain = (const char *)t->data;
+			/* The table's last entry is an ERROR target named "ERROR" itself. */
+			if (strcmp(chain, XT_ERROR_TARGET) != 0) name = chain;
+		}
+		if (name) {
+			if (heads == cap) {
+				if (cap >= XT_MAX_CHAINS) {
+					bad = 1;
+					break;
+				}
+				cap *= 2;
+				struct xt_chain_span *more = realloc(spans, cap * sizeof *spans);
+				if (!more) {
+					bad = 1;
+					break;
+				}
+				spans = more;
+			}
+			if (heads) spans[heads - 1].end = off;
+			spans[heads++] = (struct xt_chain_span){name, off, size, builtin};
+		} else if (strcmp(t->u.user.name, XT_ERROR_TARGET) == 0 && heads) {
+			spans[heads - 1].end = off;
+		}
+		off += next;
+	}
+	if (bad) {
+		free(spans);
+		free(blob);
+		end(-EPROTO);
+		return;
+	}
+	/* Second walk, chain by chain: its rules (not its policy or its head and RETURN) and the chains they jump to. */
+	xt_used = 0;
+	for (unsigned int c = 0; c < heads; c++) {
+		const struct xt_chain_span *s = &spans[c];
+		unsigned int entries_in = 0;
+		for (unsigned int off = s->start; off < s->end;) {
+			unsigned int to = 0, next = 0;
+			xt_entry_offsets(v6, entries + off, &to, &next);
+			entries_in++;
+			off += next;
+		}
+		unsigned int policy = s->builtin ? 1 : 2;
+		xt_emit("C", s->name, entries_in >= policy ? entries_in - policy : 0, 1);
+		unsigned int n = 0;
+		for (unsigned int off = s->start; off < s->end; n++) {
+			unsigned int to = 0, next = 0;
+			xt_entry_offsets(v6, entries + off, &to, &next);
+			const struct xt_entry_target *t = (const struct xt_entry_target *)(entries + off + to);
+			int rule = s->builtin ? n + 1 < entries_in : n > 0 && n + 1 < entries_in;
+			if (rule && t->u.user.name[0] == 0 && t->u.target_size >= sizeof(struct xt_standard_target)) {
+				int verdict = ((const struct xt_standard_target *)t)->verdict;
+				if (verdict >= 0) {
+					int k = xt_find(spans, heads, (unsigned int)verdict);
+					if (k >= 0) xt_emit("J", spans[k].name, 0, 0);
+				}
+			}
+			off += next;
+		}
+	}
+	if (xt_used) frame('D', xt_out, (uint32_t)xt_used);
+	free(spans);
+	free(blob);
+	end(0);
+}
+
 static void ifname(const unsigned char *buf, uint32_t len) {
 	char name[IF_NAMESIZE];
 	if (len != 4) {
@@ -364,6 +598,9 @@ int main(int argc, char **argv) {
 			break;
 		case 'N':
 			ifname(buf, len);
+			break;
+		case 'X':
+			xtables(buf, len);
 			break;
 		default:
 			end(-EINVAL);
