@@ -58,7 +58,8 @@ const what = (flavor: string) => (flavor === 'nft' ? 'rules and jumps to it' : '
 
 describe.skipIf(!tiers().kernel.ok)('verified programming on the real kernel', () => {
   for (const flavor of ['nft', 'legacy'] as const) {
-    const source = flavor === 'nft' ? 'netlink' : 'iptables-legacy-save';
+    // legacy: the tables counted in the netlink helper from the kernel's getsockopt copy (iptables-legacy-save only without the helper).
+    const source = flavor === 'nft' ? 'netlink' : 'getsockopt';
 
     it(`iptables-${flavor}: verifies clean beside another program's rules, counts as the simulation does, and names what was changed before the verification`, async () => {
       const r = child(await netns(`ipt-${flavor}`), 'iptables', flavor);
