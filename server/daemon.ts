@@ -6,7 +6,7 @@ import { errorMessage, NodeNotFoundError, SourceNotSyncedError } from './errors.
 import { nodeReference, type EventRecorder, type ObjectReference } from './events/event-recorder.ts';
 import type { Logger } from './log.ts';
 import type { IPFamily } from './net/ip.ts';
-import type { Backend, CleanupResult } from './proxy/backend.ts';
+import { mergeCleanup, type Backend, type CleanupResult } from './proxy/backend.ts';
 import { MetaProxier } from './proxy/meta-proxier.ts';
 import { nodeNotFound } from './proxy/node-info.ts';
 import type { ProxyState } from './proxy/proxy-state.ts';
@@ -152,14 +152,10 @@ export class Daemon {
    * cleanup action); the daemon keeps running.
    */
   async cleanup(): Promise<CleanupResult> {
-    const removed: Record<string, number> = {};
-    const errors: CleanupResult['errors'][number][] = [];
-    for (const b of this.backends) {
-      const r = await b.cleanup();
-      for (const [k, v] of Object.entries(r.removed)) removed[k] = (removed[k] ?? 0) + v;
-      errors.push(...r.errors);
-    }
-    return { removed, errors };
+    const results: CleanupResult[] = [];
+    // One family after the other: IPVS mode's families share the sets and kube-ipvs0.
+    for (const b of this.backends) results.push(await b.cleanup());
+    return mergeCleanup(...results);
   }
 
   /** start begins watching and syncing; it resolves once the source is watching. */

@@ -45,6 +45,24 @@ export interface CleanupResult {
   readonly errors: readonly KproxyError[];
 }
 
+/** mergeCleanup adds cleanups' counts and errors, in order. */
+export function mergeCleanup(...results: readonly CleanupResult[]): CleanupResult {
+  const removed: Record<string, number> = {};
+  const errors: KproxyError[] = [];
+  for (const r of results) {
+    for (const [k, v] of Object.entries(r.removed)) removed[k] = (removed[k] ?? 0) + v;
+    errors.push(...r.errors);
+  }
+  return { removed, errors };
+}
+
+/** cleanupSummary renders a CleanupResult as the one-line --cleanup summary. */
+export function cleanupSummary(result: CleanupResult): string {
+  const parts = Object.entries(result.removed).map(([k, v]) => `${k} ${v}`);
+  const what = parts.length ? `removed ${parts.join(', ')}` : 'nothing to remove';
+  return result.errors.length ? `${what}; ${result.errors.length} error(s): ${result.errors.map((e) => e.message).join('; ')}` : what;
+}
+
 /**
  * Backend is one proxy mode: it turns the wanted state into kernel objects.
  * A backend decides how (full or partial, what to diff); the sync loop decides

@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
 import { silentLogger } from '../../log.ts';
 import { ep, makeService, makeSlice } from '../testing.ts';
-import { cleanupIptables, cleanupSummary } from './cleanup.ts';
+import { cleanupSummary } from '../backend.ts';
+import { cleanupIptables } from './cleanup.ts';
 import { harness, stateFromObjects, testConfig } from './testing.ts';
 
 const tcp = (name: string, port: number) => [{ name, port, protocol: 'TCP' }];

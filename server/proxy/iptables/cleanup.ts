@@ -122,10 +122,3 @@ export async function cleanupRunners(exec: ExecFn = execFile, exists?: (p: strin
   }
   return out;
 }
-
-/** cleanupSummary renders a CleanupResult as the one-line --cleanup summary. */
-export function cleanupSummary(result: CleanupResult): string {
-  const parts = Object.entries(result.removed).map(([k, v]) => `${k} ${v}`);
-  const what = parts.length ? `removed ${parts.join(', ')}` : 'nothing to remove';
-  return result.errors.length ? `${what}; ${result.errors.length} error(s): ${result.errors.map((e) => e.message).join('; ')}` : what;
-}

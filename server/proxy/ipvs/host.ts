@@ -18,7 +18,7 @@ import { SimulatedNetlink } from '../../kernel/netlink-simulated.ts';
 import { SimulatedSysctl } from '../../kernel/sysctl-simulated.ts';
 import { procSysctl, type Sysctl } from '../../kernel/sysctl.ts';
 import type { Logger } from '../../log.ts';
-import type { CleanupResult } from '../backend.ts';
+import { mergeCleanup, type CleanupResult } from '../backend.ts';
 import { parseCIDR, type CIDR, type IPFamily } from '../../net/ip.ts';
 import { cleanupIptables } from '../iptables/cleanup.ts';
 import { cleanupNftablesLeftovers, takeOverTables } from '../nftables/cleanup.ts';
@@ -147,13 +147,6 @@ export async function createHostIpvsBackends(opts: HostIpvsOptions): Promise<Hos
 
 function excludeCIDRsOf(config: ProxyConfig, family: IPFamily): CIDR[] {
   return config.ipvs.excludeCIDRs.map((c) => parseCIDR(c.trim())).filter((c): c is CIDR => c !== null && c.family === family);
-}
-
-/** mergeCleanup adds two cleanups' counts and errors. */
-export function mergeCleanup(a: CleanupResult, b: CleanupResult): CleanupResult {
-  const removed: Record<string, number> = { ...a.removed };
-  for (const [k, v] of Object.entries(b.removed)) removed[k] = (removed[k] ?? 0) + v;
-  return { removed, errors: [...a.errors, ...b.errors] };
 }
 
 /** memoize runs fn once, however many callers ask (each family's backend runs init). */

@@ -8,10 +8,10 @@ import { checkNftSupport, createNftRunner, type NftRunner, type NftSupport } fro
 import { chooseNftRunner } from '../../kernel/nft-netlink.ts';
 import { SimulatedNft } from '../../kernel/nft-simulated.ts';
 import type { Logger } from '../../log.ts';
-import type { CleanupResult } from '../backend.ts';
+import { cleanupSummary, mergeCleanup, type CleanupResult } from '../backend.ts';
 import type { IPFamily } from '../../net/ip.ts';
-import { cleanupIptables, cleanupRunners, cleanupSummary } from '../iptables/cleanup.ts';
-import { cleanupIpvsHost, mergeCleanup } from '../ipvs/host.ts';
+import { cleanupIptables, cleanupRunners } from '../iptables/cleanup.ts';
+import { cleanupIpvsHost } from '../ipvs/host.ts';
 import { nftFamilyOf } from './builder.ts';
 import { cleanupNftables } from './cleanup.ts';
 import { createNftablesBackend, type NftablesBackend } from './proxier.ts';
