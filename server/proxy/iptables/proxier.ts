@@ -26,7 +26,8 @@ import { chainLine, extractLines, LineBuffer, ProbabilityCache } from './restore
 import { buildFixedRules } from './fixed-rules.ts';
 import { FixedChainDiff } from './fixed-chain-diff.ts';
 import { applyDiff, countedChains, fullFilterPart, fullNatShared, natTablePart, partialShared, splitEndpointChains, type ChainLengths, type FullSyncPrep } from './restore-text.ts';
-import { buildServicePortRules, contextKey, LARGE_CLUSTER_ENDPOINTS, masqueradeMark, type BuildContext, type ServicePortRules } from './rules.ts';
+import { masqueradeMark } from '../masquerade-mark.ts';
+import { buildServicePortRules, contextKey, LARGE_CLUSTER_ENDPOINTS, type BuildContext, type ServicePortRules } from './rules.ts';
 import { verifyChains, writtenChains } from './verify.ts';
 
 export const SYSCTL_ROUTE_LOCALNET = 'net/ipv4/conf/all/route_localnet';

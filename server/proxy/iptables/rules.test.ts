@@ -5,7 +5,8 @@ import type { ServicePort } from '../service-port.ts';
 import { ChainNames } from './chain-names.ts';
 import { ProbabilityCache } from './restore-writer.ts';
 import { buildFixedRules } from './fixed-rules.ts';
-import { buildServicePortRules, masqueradeMark, type BuildContext } from './rules.ts';
+import { masqueradeMark } from '../masquerade-mark.ts';
+import { buildServicePortRules, type BuildContext } from './rules.ts';
 
 const ctx6: BuildContext = {
   family: 'IPv6',
@@ -61,13 +62,6 @@ const ep6: Endpoint = {
 };
 
 describe('rule builder', () => {
-  it('renders the masquerade mark like Go "%#08x"', () => {
-    expect(masqueradeMark(14)).toBe('0x00004000');
-    expect(masqueradeMark(0)).toBe('0x00000001');
-    expect(masqueradeMark(31)).toBe('0x80000000');
-    expect(() => masqueradeMark(32)).toThrow(/0\.\.31/);
-  });
-
   it('writes IPv6 endpoints as [ip]:port for DNAT and bare for the hairpin match', () => {
     const r = buildServicePortRules(sp6, [ep6], ctx6, new ChainNames(), new ProbabilityCache());
     expect(r.rulesText).toContain(' -s fd00:10:180::1 -j KUBE-MARK-MASQ\n');

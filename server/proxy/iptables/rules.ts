@@ -1,10 +1,12 @@
 import { flatString } from '../flat-string.ts';
 import { RuleBuildError } from '../../errors.ts';
-import { endpointKey, type Endpoint } from '../endpoint.ts';
-import { canonicalIP, cidrContains, parseCIDR, type IPFamily } from '../../net/ip.ts';
+import type { Endpoint } from '../endpoint.ts';
+import { cidrContains, parseCIDR, type IPFamily } from '../../net/ip.ts';
 import type { LocalDetector } from '../local-detector.ts';
-import { externallyAccessible, hasSessionAffinity, PROTOCOLS, usesClusterEndpoints, usesLocalEndpoints, type ServicePort } from '../service-port.ts';
+import { externallyAccessible, hasSessionAffinity, type ServicePort } from '../service-port.ts';
+import { validateEndpoint, validateServicePort } from '../service-port-validation.ts';
 import { categorizeEndpoints } from '../topology.ts';
+import { trafficPolicyChains } from '../traffic-policy.ts';
 import { KUBE_EXTERNAL_SERVICES, KUBE_MARK_MASQ, KUBE_NODEPORTS, KUBE_PROXY_FIREWALL, KUBE_SERVICES, servicePortChains, type ChainNames } from './chain-names.ts';
 import { chainLine, comment, LineBuffer, type ProbabilityCache } from './restore-writer.ts';
 
@@ -42,12 +44,6 @@ export interface BuildContext {
   readonly randomFully: boolean;
   readonly nfacct: { readonly ctStateInvalid: boolean; readonly localhostNodePorts: boolean };
   readonly largeClusterMode: boolean;
-}
-
-/** masqueradeMark renders 1 << bit the way kube-proxy's fmt "%#08x" does ("0x00004000"). */
-export function masqueradeMark(bit: number): string {
-  if (!Number.isInteger(bit) || bit < 0 || bit > 31) throw new RuleBuildError(`masquerade bit ${bit} must be 0..31`);
-  return '0x' + (2 ** bit).toString(16).padStart(8, '0');
 }
 
 /**
@@ -89,59 +85,6 @@ export interface ServicePortRules {
   readonly noLocalExternal: boolean;
 }
 
-const SERVICE_PORT_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?\/[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:[a-z0-9]([-a-z0-9]*[a-z0-9])?)?$/;
-
-/**
- * MAX_SERVICE_PORT_NAME: the longest "namespace/name:port" the API server
- * lets through: three DNS labels of 63 characters (a Service port's name is a
- * DNS-1123 label, not IANA_SVC_NAME's 15). Its longest comment, "other
- * traffic to NAME will be dropped by KUBE-PROXY-FIREWALL", is then 247
- * characters, within xt_comment's 255.
- */
-export const MAX_SERVICE_PORT_NAME = 63 + 1 + 63 + 1 + 63;
-
-function checkPort(n: number, what: string): string {
-  if (!Number.isInteger(n) || n < 1 || n > 65535) throw new RuleBuildError(`${what} ${n} is not a port`);
-  return String(n);
-}
-
-const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
-
-function checkIP(ip: string, family: IPFamily, what: string): string {
-  // Canonical IPv4 (no leading zeros) is one regular expression: this runs once per endpoint.
-  const ok = family === 'IPv4' ? typeof ip === 'string' && IPV4.test(ip) : typeof ip === 'string' && ip.includes(':') && canonicalIP(ip) === ip;
-  if (!ok) throw new RuleBuildError(`${what} ${JSON.stringify(ip)} is not a canonical ${family} address`);
-  return ip;
-}
-
-/**
- * validateServicePort re-checks every value of a service port that reaches
- * restore text. The model validates objects already; this is the second wall,
- * so a bug elsewhere can cost one service, never the whole batch.
- */
-export function validateServicePort(sp: ServicePort, family: IPFamily): void {
-  if (!SERVICE_PORT_NAME.test(sp.name) || sp.name.length > MAX_SERVICE_PORT_NAME) throw new RuleBuildError(`service port name ${JSON.stringify(sp.name)} is not a valid "namespace/name:port"`);
-  if (!PROTOCOLS.includes(sp.protocol)) throw new RuleBuildError(`protocol ${JSON.stringify(sp.protocol)} is not TCP, UDP or SCTP`);
-  checkIP(sp.clusterIP, family, 'cluster IP');
-  checkPort(sp.port, 'port');
-  if (sp.nodePort !== 0) checkPort(sp.nodePort, 'node port');
-  if (sp.healthCheckNodePort !== 0) checkPort(sp.healthCheckNodePort, 'health check node port');
-  for (const ip of sp.externalIPs) checkIP(ip, family, 'external IP');
-  for (const ip of sp.loadBalancerVIPs) checkIP(ip, family, 'load balancer IP');
-  for (const c of sp.loadBalancerSourceRanges) {
-    if (parseCIDR(c)?.text !== c || parseCIDR(c)?.family !== family) throw new RuleBuildError(`source range ${JSON.stringify(c)} is not a canonical ${family} CIDR`);
-  }
-  if (!Number.isInteger(sp.stickyMaxAgeSeconds) || sp.stickyMaxAgeSeconds < 0 || sp.stickyMaxAgeSeconds > 86400) {
-    throw new RuleBuildError(`session affinity timeout ${sp.stickyMaxAgeSeconds} is out of range`);
-  }
-}
-
-function validateEndpoint(ep: Endpoint, family: IPFamily): void {
-  checkIP(ep.ip, family, 'endpoint IP');
-  checkPort(ep.port, 'endpoint port');
-  if (ep.key !== endpointKey(ep.ip, ep.port)) throw new RuleBuildError(`endpoint key ${JSON.stringify(ep.key)} does not match ${ep.ip}:${ep.port}`);
-}
-
 /**
  * buildServicePortRules writes one service port's rules. It throws
  * RuleBuildError when a value cannot be written safely; the caller skips the
@@ -165,21 +108,11 @@ export function buildServicePortRules(
   const { cluster, local, allReachable, hasAny } = categorizeEndpoints(endpoints, sp, ctx.nodeName, ctx.zone);
   const chains = servicePortChains(names, name, protocol);
 
-  const usesClusterPolicyChain = cluster.length > 0 && usesClusterEndpoints(sp);
-  const usesLocalPolicyChain = local.length > 0 && usesLocalEndpoints(sp);
-
-  let internalPolicyChain = chains.cluster;
-  let hasInternalEndpoints = hasAny;
-  if (sp.internalPolicyLocal) {
-    internalPolicyChain = chains.local;
-    if (local.length === 0) hasInternalEndpoints = false;
-  }
-  let externalPolicyChain = chains.cluster;
-  let hasExternalEndpoints = hasAny;
-  if (sp.externalPolicyLocal) {
-    externalPolicyChain = chains.local;
-    if (local.length === 0) hasExternalEndpoints = false;
-  }
+  const { usesClusterPolicyChain, usesLocalPolicyChain, internalPolicyChain, hasInternalEndpoints, externalPolicyChain, hasExternalEndpoints } = trafficPolicyChains(
+    sp,
+    { cluster, local, hasAny },
+    chains,
+  );
   const externalChain = chains.external;
   // The EXT chain is needed whenever there are endpoints anywhere, even without
   // local ones: its short-circuit rules still serve pods and the node itself.

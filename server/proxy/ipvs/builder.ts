@@ -2,8 +2,8 @@ import { RuleBuildError } from '../../errors.ts';
 import { realServerKey, virtualServerKey, type IpvsProtocol, type IpvsRealServer, type IpvsVirtualServer } from '../../kernel/ipvs-batch.ts';
 import type { Endpoint } from '../endpoint.ts';
 import { canonicalIP, cidrContains, parseCIDR, type IPFamily } from '../../net/ip.ts';
-import { validateServicePort } from '../iptables/rules.ts';
 import { hasSessionAffinity, type ServicePort } from '../service-port.ts';
+import { validateServicePort } from '../service-port-validation.ts';
 import { categorizeEndpoints } from '../topology.ts';
 import type { SetKey } from './names.ts';
 

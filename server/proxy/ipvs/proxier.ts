@@ -20,7 +20,7 @@ import { KUBE_PROXY_CANARY } from '../iptables/chain-names.ts';
 import { ensureJumpRules } from '../iptables/jump-chains.ts';
 import { extractLines } from '../iptables/restore-writer.ts';
 import { compareChains, countRequest, readCounts, writtenChains, type ChainCheck } from '../iptables/verify.ts';
-import { masqueradeMark } from '../iptables/rules.ts';
+import { masqueradeMark } from '../masquerade-mark.ts';
 import { localDetectorFor } from '../local-detector.ts';
 import { NodePortAddresses } from '../node-port-addresses.ts';
 import { nodeIPOf } from '../node-info.ts';

@@ -2,10 +2,11 @@ import { RuleBuildError } from '../../errors.ts';
 import type { NftBaseChain, NftFamily, NftSetSpec } from '../../kernel/nft-types.ts';
 import { endpointKey, type Endpoint } from '../endpoint.ts';
 import { cidrContains, isLoopbackIP, parseCIDR, type IPFamily } from '../../net/ip.ts';
-import { validateServicePort } from '../iptables/rules.ts';
 import type { LocalDetector } from '../local-detector.ts';
-import { externallyAccessible, hasSessionAffinity, usesClusterEndpoints, usesLocalEndpoints, type ServicePort } from '../service-port.ts';
+import { externallyAccessible, hasSessionAffinity, type ServicePort } from '../service-port.ts';
+import { validateServicePort } from '../service-port-validation.ts';
 import { categorizeEndpoints } from '../topology.ts';
+import { trafficPolicyChains } from '../traffic-policy.ts';
 import { mergeAddresses } from './intervals.ts';
 import * as N from './names.ts';
 
@@ -223,20 +224,14 @@ export function buildServicePortObjects(sp: ServicePort, endpoints: readonly End
     return b;
   };
 
-  const usesClusterPolicyChain = cluster.length > 0 && usesClusterEndpoints(sp);
-  const usesLocalPolicyChain = local.length > 0 && usesLocalEndpoints(sp);
-  let internalTrafficChain = names.clusterPolicy;
-  let hasInternalEndpoints = hasAny;
-  if (sp.internalPolicyLocal) {
-    internalTrafficChain = names.localPolicy;
-    if (local.length === 0) hasInternalEndpoints = false;
-  }
-  let externalPolicyChain = names.clusterPolicy;
-  let hasExternalEndpoints = hasAny;
-  if (sp.externalPolicyLocal) {
-    externalPolicyChain = names.localPolicy;
-    if (local.length === 0) hasExternalEndpoints = false;
-  }
+  const {
+    usesClusterPolicyChain,
+    usesLocalPolicyChain,
+    internalPolicyChain: internalTrafficChain,
+    hasInternalEndpoints,
+    externalPolicyChain,
+    hasExternalEndpoints,
+  } = trafficPolicyChains(sp, { cluster, local, hasAny }, { cluster: names.clusterPolicy, local: names.localPolicy });
   // The external chain exists whenever there are endpoints anywhere: its short-circuit rules still serve pods and the node.
   const usesExternalTrafficChain = hasAny && externallyAccessible(sp);
   const usesFWChain = sp.loadBalancerVIPs.length > 0 && sp.loadBalancerSourceRanges.length > 0;

@@ -10,7 +10,7 @@ import type { Backend, BackendSyncInput, BackendSyncResult, CleanupResult } from
 import type { Endpoint } from '../endpoint.ts';
 import { FirstSyncHousekeeping } from '../first-sync-housekeeping.ts';
 import type { IPFamily } from '../../net/ip.ts';
-import { masqueradeMark } from '../iptables/rules.ts';
+import { masqueradeMark } from '../masquerade-mark.ts';
 import { localDetectorFor } from '../local-detector.ts';
 import { NODE_PORT_ADDRESSES_PRIMARY } from '../../config/modes.ts';
 import { NodePortAddresses } from '../node-port-addresses.ts';
