@@ -13,7 +13,7 @@ import { MemoryLog } from '../log.ts';
 import type { EndpointSlice, Node, Service } from '../proxy/kube-objects.ts';
 import type { Backend } from '../proxy/backend.ts';
 import { ConntrackCounts, type ConntrackCountsOptions } from '../proxy/conntrack/counts.ts';
-import { harness, objectsFromYaml, testConfig } from '../proxy/iptables/testing.ts';
+import { harness, testConfig } from '../proxy/iptables/testing.ts';
 import type { ChangeHandlers } from '../proxy/proxy-state.ts';
 import type { Source, SourceStatus } from '../sources/source.ts';
 import { DashboardActions } from './actions.ts';
@@ -29,6 +29,7 @@ import { ipvsConfig, ipvsHarness, type IpvsHarness } from '../proxy/ipvs/testing
 import { ActionRateLimiter } from './rate-limiter.ts';
 import type { StreamHubOptions } from './stream-hub.ts';
 import { noYield } from './yield.ts';
+import { objectsFromYaml } from '../proxy/testing.ts';
 
 /** MemorySource hands objects to the state directly, like a source that has listed. */
 export class MemorySource implements Source {

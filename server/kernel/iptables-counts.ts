@@ -1,7 +1,7 @@
 import { ruleTarget, splitArgs } from './iptables-save-parser.ts';
 
 /**
- * Counts for verifying what a sync wrote into iptables (proxy/iptables/verify.ts):
+ * Counts for verifying what a sync wrote into iptables (proxy/xtables/verify.ts):
  * each chain of a few tables with one number, read in one cheap pass, that
  * kproxy can work out from the restore input it sent. Two readers give two
  * kinds of number:

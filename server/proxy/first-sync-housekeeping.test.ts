@@ -3,11 +3,11 @@ import { FakeClock } from '../clock-fake.ts';
 import { MemoryLog, type Logger } from '../log.ts';
 import type { Backend, BackendSyncInput, BackendSyncResult } from './backend.ts';
 import { FirstSyncHousekeeping } from './first-sync-housekeeping.ts';
-import { harness as iptablesHarness, stateFromObjects, testConfig } from './iptables/testing.ts';
+import { harness as iptablesHarness, testConfig } from './iptables/testing.ts';
 import { ipvsConfig, ipvsHarness } from './ipvs/testing.ts';
 import { nftHarness } from './nftables/testing.ts';
 import { harness as userspaceHarness } from './userspace/testing.ts';
-import { ep, makeService, makeSlice } from './testing.ts';
+import { ep, makeService, makeSlice, stateFromObjects } from './testing.ts';
 
 const objects = () => [
   makeService('ns1', 'web', { clusterIP: '10.96.0.1', ports: [{ name: 'http', port: 80, protocol: 'TCP' }] }),

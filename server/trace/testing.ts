@@ -9,11 +9,11 @@ import { parseNftTableJson } from '../kernel/nft-listing.ts';
 import { FakeClock } from '../clock-fake.ts';
 import { IpvsView } from '../dashboard/ipvs/view.ts';
 import { runGoldenCase } from '../proxy/ipvs/golden.ts';
-import { objectsFromYaml, stateFromObjects } from '../proxy/iptables/testing.ts';
 import type { ServiceNames } from './mode.ts';
 import { serviceNames } from './service-index.ts';
 import type { NodeFacts } from './packet.ts';
 import type { TraceRead } from './tracer.ts';
+import { objectsFromYaml, stateFromObjects } from '../proxy/testing.ts';
 
 /**
  * Test helpers: a recorded kernel read (testdata/<case>/) as the tracer's

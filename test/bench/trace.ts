@@ -17,7 +17,7 @@ import { kernelTables, type KernelTables } from '../../server/dashboard/kernel-v
 import { nftKernelTable } from '../../server/dashboard/nftables/tables.ts';
 import type { KernelKind } from '../../server/dashboard/protocol.ts';
 import { testConfig } from '../../server/proxy/iptables/testing.ts';
-import { harness, stateFromObjects } from '../../server/proxy/iptables/testing.ts';
+import { harness } from '../../server/proxy/iptables/testing.ts';
 import { ipvsConfig, ipvsHarness } from '../../server/proxy/ipvs/testing.ts';
 import { nftHarness } from '../../server/proxy/nftables/testing.ts';
 import { parseTraceQuery } from '../../server/trace/packet.ts';
@@ -25,6 +25,7 @@ import { serviceNames } from '../../server/trace/service-index.ts';
 import { traceKernel, type TraceRead } from '../../server/trace/tracer.ts';
 import type { TargetResult } from './results.ts';
 import { generateCluster, ipText, CLUSTER_IP_BASE, NODE_PORT_BASE, POD_CIDR, type SyntheticCluster } from './cluster.ts';
+import { stateFromObjects } from '../../server/proxy/testing.ts';
 
 const NODE = 'node-bench';
 const NODE_IP = '10.250.0.2';

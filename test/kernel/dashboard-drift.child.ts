@@ -21,10 +21,10 @@ import { procSysctl } from '../../server/kernel/sysctl.ts';
 import { createLogger } from '../../server/log.ts';
 import type { BackendSyncResult } from '../../server/proxy/backend.ts';
 import { createIptablesBackend } from '../../server/proxy/iptables/proxier.ts';
-import { objectsFromYaml, stateFromObjects, testConfig } from '../../server/proxy/iptables/testing.ts';
+import { testConfig } from '../../server/proxy/iptables/testing.ts';
 import type { EndpointSlice, Service } from '../../server/proxy/kube-objects.ts';
 import type { SyncRecord } from '../../server/proxy/sync-loop.ts';
-import { ep, makeService, makeSlice } from '../../server/proxy/testing.ts';
+import { ep, makeService, makeSlice, objectsFromYaml, stateFromObjects } from '../../server/proxy/testing.ts';
 
 const flavor = process.argv[2] as IptablesFlavor;
 const examples = join(import.meta.dirname, '../../deploy/examples');

@@ -20,9 +20,10 @@ import { createLogger } from '../../server/log.ts';
 import type { BackendSyncResult } from '../../server/proxy/backend.ts';
 import type { EndpointSlice } from '../../server/proxy/kube-objects.ts';
 import { createNftablesBackend } from '../../server/proxy/nftables/proxier.ts';
-import { objectsFromYaml, stateFromObjects, testConfig } from '../../server/proxy/nftables/testing.ts';
+import { testConfig } from '../../server/proxy/nftables/testing.ts';
 import type { SyncRecord } from '../../server/proxy/sync-loop.ts';
 import { categorizeEndpoints } from '../../server/proxy/topology.ts';
+import { objectsFromYaml, stateFromObjects } from '../../server/proxy/testing.ts';
 
 const examples = join(import.meta.dirname, '../../deploy/examples');
 const objects = readdirSync(examples)

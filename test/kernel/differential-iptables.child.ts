@@ -15,9 +15,10 @@ import { hostInterfaces } from '../../server/kernel/netif.ts';
 import { procSysctl } from '../../server/kernel/sysctl.ts';
 import { createLogger } from '../../server/log.ts';
 import { createIptablesBackend } from '../../server/proxy/iptables/proxier.ts';
-import { stateFromObjects, testConfig } from '../../server/proxy/iptables/testing.ts';
+import { testConfig } from '../../server/proxy/iptables/testing.ts';
 import { clusterCIDRs } from './harness/edge-cluster.ts';
 import { edgeCaseById, type FamilyRun } from './harness/edge-run.ts';
+import { stateFromObjects } from '../../server/proxy/testing.ts';
 
 const [id, flavor, out] = process.argv.slice(2) as [string, IptablesFlavor, string];
 const c = edgeCaseById(id);

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { formatIptablesSave } from '../../server/kernel/iptables-save-parser.ts';
 import { silentLogger } from '../../server/log.ts';
-import { harness, stateFromObjects, testConfig } from '../../server/proxy/iptables/testing.ts';
+import { harness, testConfig } from '../../server/proxy/iptables/testing.ts';
 import type { IPFamily } from '../../server/net/ip.ts';
 import { tiers } from '../tiers.ts';
 import { clusterCIDRs, expectations, fixedEdgeCases, type EdgeCase } from './harness/edge-cluster.ts';
@@ -19,6 +19,7 @@ import {
   runChildInNamespace,
   type FamilyRun,
 } from './harness/edge-run.ts';
+import { stateFromObjects } from '../../server/proxy/testing.ts';
 
 /**
  * iptables mode at the edges (harness/edge-cluster.ts): each fixed edge case

@@ -27,12 +27,12 @@ import { SimulatedIpvs } from '../../server/kernel/ipvs-simulated.ts';
 import { SimulatedNetlink } from '../../server/kernel/netlink-simulated.ts';
 import { SimulatedSysctl } from '../../server/kernel/sysctl-simulated.ts';
 import { createLogger } from '../../server/log.ts';
-import { stateFromObjects } from '../../server/proxy/iptables/testing.ts';
 import { createIpvsBackend } from '../../server/proxy/ipvs/proxier.ts';
 import { ipvsSysctls } from '../../server/proxy/ipvs/sysctls.ts';
 import { ipvsConfig } from '../../server/proxy/ipvs/testing.ts';
 import { clusterCIDRs } from './harness/edge-cluster.ts';
 import { edgeCaseById, edgeLinks, type FamilyRun } from './harness/edge-run.ts';
+import { stateFromObjects } from '../../server/proxy/testing.ts';
 
 const [id, shim, out] = process.argv.slice(2);
 const c = edgeCaseById(id);

@@ -17,7 +17,6 @@ import { SimulatedNetlink } from '../../server/kernel/netlink-simulated.ts';
 import { SimulatedSysctl } from '../../server/kernel/sysctl-simulated.ts';
 import { silentLogger } from '../../server/log.ts';
 import type { IPFamily } from '../../server/net/ip.ts';
-import { stateFromObjects } from '../../server/proxy/iptables/testing.ts';
 import { createIpvsBackend, type IpvsBackend } from '../../server/proxy/ipvs/proxier.ts';
 import { ipvsSysctls } from '../../server/proxy/ipvs/sysctls.ts';
 import { ipvsConfig } from '../../server/proxy/ipvs/testing.ts';
@@ -25,6 +24,7 @@ import { serviceNames } from '../../server/trace/service-index.ts';
 import { tiers } from '../tiers.ts';
 import { clusterCIDRs, expectations, fixedEdgeCases, type EdgeCase, type EdgeDestination, type EdgeExpectation } from './harness/edge-cluster.ts';
 import { checkTraces, edgeCaseById, edgeCaseIds, edgeLinks, EdgeTimings, firstDifference, iptablesShape, replayHint, runChildInNamespace, type FamilyRun } from './harness/edge-run.ts';
+import { stateFromObjects } from '../../server/proxy/testing.ts';
 
 /**
  * IPVS mode at the edges (harness/edge-cluster.ts): each fixed edge case and

@@ -19,10 +19,11 @@ import { createLogger } from '../../server/log.ts';
 import { createNftablesBackend } from '../../server/proxy/nftables/proxier.ts';
 import { KUBE_PROXY_TABLE } from '../../server/proxy/nftables/names.ts';
 import { nftFamilyOf } from '../../server/proxy/nftables/builder.ts';
-import { stateFromObjects, testConfig } from '../../server/proxy/nftables/testing.ts';
+import { testConfig } from '../../server/proxy/nftables/testing.ts';
 import { clusterCIDRs, nodeIPs } from './harness/edge-cluster.ts';
 import { edgeCaseById } from './harness/edge-run.ts';
 import { NFNL_PIPE, type NftFamilyRun } from './harness/nft.ts';
+import { stateFromObjects } from '../../server/proxy/testing.ts';
 
 const [id, writer, out] = process.argv.slice(2) as [string, 'netlink' | 'nft', string];
 const c = edgeCaseById(id);

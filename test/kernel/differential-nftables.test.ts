@@ -12,12 +12,13 @@ import type { IPFamily } from '../../server/net/ip.ts';
 import { nftFamilyOf } from '../../server/proxy/nftables/builder.ts';
 import { KUBE_PROXY_TABLE } from '../../server/proxy/nftables/names.ts';
 import { createNftablesBackend } from '../../server/proxy/nftables/proxier.ts';
-import { stateFromObjects, testConfig } from '../../server/proxy/nftables/testing.ts';
+import { testConfig } from '../../server/proxy/nftables/testing.ts';
 import type { SyncVerification } from '../../server/proxy/sync-verify.ts';
 import { tiers } from '../tiers.ts';
 import { clusterCIDRs, expectations, fixedEdgeCases, nodeIPs, type EdgeCase } from './harness/edge-cluster.ts';
 import { checkTraces, edgeCaseById, edgeCaseIds, EdgeTimings, firstDifference, inTurnOrTogether, replayHint, runChildInNamespace } from './harness/edge-run.ts';
 import { tableLines, type NftFamilyRun } from './harness/nft.ts';
+import { stateFromObjects } from '../../server/proxy/testing.ts';
 
 /**
  * nftables mode at the edges (harness/edge-cluster.ts): each fixed edge case

@@ -16,10 +16,10 @@ import { createIptablesRunner, type IptablesFlavor } from '../../server/kernel/i
 import { hostInterfaces } from '../../server/kernel/netif.ts';
 import { hostSockets } from '../../server/kernel/sockets.ts';
 import { createLogger } from '../../server/log.ts';
-import { stateFromObjects } from '../../server/proxy/iptables/testing.ts';
 import { createUserspaceBackend } from '../../server/proxy/userspace/proxier.ts';
 import { edgeCaseById, userspaceEdgeConfig, type UserspaceRun } from './harness/edge-run.ts';
 import { NODE_IPS } from './harness/edge-cluster.ts';
+import { stateFromObjects } from '../../server/proxy/testing.ts';
 
 const [id, flavor, out] = process.argv.slice(2) as [string, IptablesFlavor, string];
 const c = edgeCaseById(id);

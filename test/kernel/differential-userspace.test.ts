@@ -7,7 +7,6 @@ import { FakeNetInterfaces } from '../../server/kernel/netif-fake.ts';
 import { SimulatedSockets } from '../../server/kernel/sockets-simulated.ts';
 import { silentLogger } from '../../server/log.ts';
 import type { IPFamily } from '../../server/net/ip.ts';
-import { stateFromObjects } from '../../server/proxy/iptables/testing.ts';
 import { createUserspaceBackend } from '../../server/proxy/userspace/proxier.ts';
 import { tiers } from '../tiers.ts';
 import { expectations, fixedEdgeCases, NODE_IPS, type EdgeCase, type EdgeDestination, type EdgeExpectation } from './harness/edge-cluster.ts';
@@ -25,6 +24,7 @@ import {
   userspaceEdgeConfig,
   type UserspaceRun,
 } from './harness/edge-run.ts';
+import { stateFromObjects } from '../../server/proxy/testing.ts';
 
 /**
  * The userspace mode at the edges (harness/edge-cluster.ts): each fixed edge

@@ -13,9 +13,9 @@ import { hostInterfaces } from '../../server/kernel/netif.ts';
 import { procSysctl } from '../../server/kernel/sysctl.ts';
 import { createLogger } from '../../server/log.ts';
 import { createIptablesBackend } from '../../server/proxy/iptables/proxier.ts';
-import { stateFromObjects, testConfig } from '../../server/proxy/iptables/testing.ts';
+import { testConfig } from '../../server/proxy/iptables/testing.ts';
 import type { EndpointSlice, Service } from '../../server/proxy/kube-objects.ts';
-import { ep, makeService, makeSlice } from '../../server/proxy/testing.ts';
+import { ep, makeService, makeSlice, stateFromObjects } from '../../server/proxy/testing.ts';
 
 const flavor = process.argv[2] as IptablesFlavor;
 const save = () => execFileSync(`iptables-${flavor}-save`, [], { encoding: 'utf8' });

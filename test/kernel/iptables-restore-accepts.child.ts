@@ -12,10 +12,11 @@ import { createIptablesRunner, type IptablesFlavor } from '../../server/kernel/i
 import { hostInterfaces } from '../../server/kernel/netif.ts';
 import { procSysctl } from '../../server/kernel/sysctl.ts';
 import { createLogger } from '../../server/log.ts';
-import { cleanupIptables } from '../../server/proxy/iptables/cleanup.ts';
+import { cleanupIptables } from '../../server/proxy/xtables/cleanup.ts';
 import { createIptablesBackend } from '../../server/proxy/iptables/proxier.ts';
-import { objectsFromYaml, stateFromObjects, testConfig } from '../../server/proxy/iptables/testing.ts';
+import { testConfig } from '../../server/proxy/iptables/testing.ts';
 import type { EndpointSlice } from '../../server/proxy/kube-objects.ts';
+import { objectsFromYaml, stateFromObjects } from '../../server/proxy/testing.ts';
 
 const flavor = process.argv[2] as IptablesFlavor;
 // rulesPerCommit (optional): split big nat rewrites into several COMMITs, as kproxy does for nft.

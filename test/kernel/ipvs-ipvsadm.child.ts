@@ -18,12 +18,12 @@ import { SimulatedIptables } from '../../server/kernel/iptables-simulated.ts';
 import { SimulatedNetlink } from '../../server/kernel/netlink-simulated.ts';
 import { SimulatedSysctl } from '../../server/kernel/sysctl-simulated.ts';
 import { createLogger } from '../../server/log.ts';
-import { objectsFromYaml, stateFromObjects } from '../../server/proxy/iptables/testing.ts';
 import { RS_CHECK_INTERVAL_MS } from '../../server/proxy/ipvs/graceful-termination.ts';
 import { createIpvsBackend } from '../../server/proxy/ipvs/proxier.ts';
 import { ipvsSysctls } from '../../server/proxy/ipvs/sysctls.ts';
 import { ipvsConfig, ipvsHarness } from '../../server/proxy/ipvs/testing.ts';
 import type { EndpointSlice, Service } from '../../server/proxy/kube-objects.ts';
+import { objectsFromYaml, stateFromObjects } from '../../server/proxy/testing.ts';
 
 const [shim, stateFile, logFile] = process.argv.slice(2);
 const env = { ...process.env, LD_PRELOAD: shim, KPT_IPVS_SHIM_STATE: stateFile, KPT_IPVS_SHIM_LOG: logFile };

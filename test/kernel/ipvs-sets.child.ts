@@ -16,12 +16,12 @@ import { createIptablesRunner, type IptablesFlavor } from '../../server/kernel/i
 import { SimulatedNetlink } from '../../server/kernel/netlink-simulated.ts';
 import { SimulatedSysctl } from '../../server/kernel/sysctl-simulated.ts';
 import { createLogger } from '../../server/log.ts';
-import { cleanupIptables } from '../../server/proxy/iptables/cleanup.ts';
-import { objectsFromYaml, stateFromObjects } from '../../server/proxy/iptables/testing.ts';
+import { cleanupIptables } from '../../server/proxy/xtables/cleanup.ts';
 import { cleanupIpvs } from '../../server/proxy/ipvs/cleanup.ts';
 import { createIpvsBackend } from '../../server/proxy/ipvs/proxier.ts';
 import { ipvsConfig, ipvsHarness } from '../../server/proxy/ipvs/testing.ts';
 import type { EndpointSlice, Service } from '../../server/proxy/kube-objects.ts';
+import { objectsFromYaml, stateFromObjects } from '../../server/proxy/testing.ts';
 
 const flavor = process.argv[2] as IptablesFlavor;
 const root = join(import.meta.dirname, '../..');

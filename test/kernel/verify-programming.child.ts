@@ -23,12 +23,12 @@ import { SimulatedSysctl } from '../../server/kernel/sysctl-simulated.ts';
 import { silentLogger } from '../../server/log.ts';
 import type { Backend } from '../../server/proxy/backend.ts';
 import { createIptablesBackend } from '../../server/proxy/iptables/proxier.ts';
-import { stateFromObjects, testConfig } from '../../server/proxy/iptables/testing.ts';
+import { testConfig } from '../../server/proxy/iptables/testing.ts';
 import { createIpvsBackend } from '../../server/proxy/ipvs/proxier.ts';
 import { ipvsConfig } from '../../server/proxy/ipvs/testing.ts';
 import type { EndpointSlice, Service } from '../../server/proxy/kube-objects.ts';
 import type { SyncVerification } from '../../server/proxy/sync-verify.ts';
-import { ep, makeService, makeSlice } from '../../server/proxy/testing.ts';
+import { ep, makeService, makeSlice, stateFromObjects } from '../../server/proxy/testing.ts';
 import { createUserspaceBackend } from '../../server/proxy/userspace/proxier.ts';
 import { userspaceConfig } from '../../server/proxy/userspace/testing.ts';
 

@@ -4,9 +4,9 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { canonicalIP, ipToBigInt, parseCIDR, type IPFamily } from '../../server/net/ip.ts';
 import type { EndpointSlice, Node, Service } from '../../server/proxy/kube-objects.ts';
-import { stateFromObjects } from '../../server/proxy/iptables/testing.ts';
 import { parseManifest } from '../../server/sources/file/manifest.ts';
 import { CI_SEEDS, edgeSeeds, ENDPOINT_COUNTS, expectations, fixedEdgeCases, limitEdgeCases, randomEdgeCase, sourceRanges, writeEdgeCase, type EdgeCase } from '../kernel/harness/edge-cluster.ts';
+import { stateFromObjects } from '../../server/proxy/testing.ts';
 
 /**
  * The edge-case generator (test/kernel/harness/edge-cluster.ts): every object

@@ -1,10 +1,10 @@
 import { describe, expect, it, vi } from 'vitest';
 import type { BackendSyncResult } from '../../proxy/backend.ts';
-import { KUBE_NODEPORTS, KUBE_SERVICES } from '../../proxy/iptables/chain-names.ts';
-import { harness, stateFromObjects, testConfig } from '../../proxy/iptables/testing.ts';
+import { KUBE_NODEPORTS, KUBE_SERVICES } from '../../proxy/xtables/chain-names.ts';
+import { harness, testConfig } from '../../proxy/iptables/testing.ts';
 import type { EndpointSlice, Service } from '../../proxy/kube-objects.ts';
 import type { SyncRecord } from '../../proxy/sync-loop.ts';
-import { ep, makeService, makeSlice } from '../../proxy/testing.ts';
+import { ep, makeService, makeSlice, stateFromObjects } from '../../proxy/testing.ts';
 import { findDrift } from '../drift.ts';
 import type { KernelTables } from '../kernel-view.ts';
 import { noYield } from '../yield.ts';

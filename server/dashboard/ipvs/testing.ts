@@ -1,8 +1,7 @@
 import type { ProxyConfig } from '../../config/types.ts';
-import { stateFromObjects } from '../../proxy/iptables/testing.ts';
 import { ipvsHarness, type IpvsHarness } from '../../proxy/ipvs/testing.ts';
 import type { ProxyState } from '../../proxy/proxy-state.ts';
-import { ep, makeService, makeSlice } from '../../proxy/testing.ts';
+import { ep, makeService, makeSlice, stateFromObjects } from '../../proxy/testing.ts';
 import { noYield } from '../yield.ts';
 import { IpvsView } from './view.ts';
 

@@ -3,7 +3,7 @@ import { findDrift } from '../drift.ts';
 import type { KernelChain, KernelTables } from '../kernel-view.ts';
 import { noYield } from '../yield.ts';
 import { silentLogger } from '../../log.ts';
-import { cleanupIptables } from '../../proxy/iptables/cleanup.ts';
+import { cleanupIptables } from '../../proxy/xtables/cleanup.ts';
 import { ipvsConfig } from '../../proxy/ipvs/testing.ts';
 import { ipvsCluster, ipvsViewHarness } from './testing.ts';
 

@@ -3,7 +3,7 @@ import type { Clock } from '../../clock.ts';
 import { DUMMY_DEVICE, FILTER_CHAINS, IPSETS, NAT_CHAINS, setName } from '../../proxy/ipvs/names.ts';
 import { JUMP_RULES } from '../../proxy/ipvs/iptables-rules.ts';
 import type { IpvsPlanned, IpvsRunners } from '../../proxy/ipvs/proxier.ts';
-import { isServiceChainName, KUBE_EXTERNAL_SERVICES, KUBE_NODEPORTS, KUBE_SERVICES } from '../../proxy/iptables/chain-names.ts';
+import { isServiceChainName, KUBE_EXTERNAL_SERVICES, KUBE_NODEPORTS, KUBE_SERVICES } from '../../proxy/xtables/chain-names.ts';
 import type { BackendSyncResult } from '../../proxy/backend.ts';
 import type { Endpoint } from '../../proxy/endpoint.ts';
 import type { ServicePort } from '../../proxy/service-port.ts';

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { BackendSyncResult } from '../../proxy/backend.ts';
-import { nftHarness, stateFromObjects, testConfig } from '../../proxy/nftables/testing.ts';
+import { nftHarness, testConfig } from '../../proxy/nftables/testing.ts';
 import type { SyncRecord } from '../../proxy/sync-loop.ts';
-import { ep, makeService, makeSlice } from '../../proxy/testing.ts';
+import { ep, makeService, makeSlice, stateFromObjects } from '../../proxy/testing.ts';
 import { categorizeEndpoints } from '../../proxy/topology.ts';
 import { findDrift } from '../drift.ts';
 import type { KernelChain, KernelTables } from '../kernel-view.ts';

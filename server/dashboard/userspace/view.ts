@@ -5,7 +5,7 @@ import { silentLogger, type Logger } from '../../log.ts';
 import { ruleComment, splitArgs } from '../../kernel/iptables-save-parser.ts';
 import type { BackendSyncResult } from '../../proxy/backend.ts';
 import type { Endpoint } from '../../proxy/endpoint.ts';
-import { isServiceChainName } from '../../proxy/iptables/chain-names.ts';
+import { isServiceChainName } from '../../proxy/xtables/chain-names.ts';
 import type { ServicePort } from '../../proxy/service-port.ts';
 import type { SyncRecord } from '../../proxy/sync-loop.ts';
 import type { CategorizedEndpoints } from '../../proxy/topology.ts';

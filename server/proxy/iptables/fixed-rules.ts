@@ -1,6 +1,6 @@
-import { KUBE_EXTERNAL_SERVICES, KUBE_FIREWALL, KUBE_FORWARD, KUBE_MARK_MASQ, KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_PROXY_FIREWALL, KUBE_SERVICES } from './chain-names.ts';
+import { KUBE_EXTERNAL_SERVICES, KUBE_FIREWALL, KUBE_FORWARD, KUBE_MARK_MASQ, KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_PROXY_FIREWALL, KUBE_SERVICES } from '../xtables/chain-names.ts';
 import { isLoopbackIP } from '../../net/ip.ts';
-import { comment, LineBuffer } from './restore-writer.ts';
+import { comment, LineBuffer } from '../xtables/restore-writer.ts';
 import { NFACCT_CT_STATE_INVALID, type BuildContext } from './rules.ts';
 
 /**

@@ -6,7 +6,8 @@ import { formatIptablesSave } from '../../kernel/iptables-save-parser.ts';
 import type { InterfaceAddress } from '../../kernel/netif.ts';
 import type { BackendSyncResult } from '../backend.ts';
 import { isLoopbackIP, type IPFamily } from '../../net/ip.ts';
-import { harness, objectsFromYaml, stateFromObjects, testConfig, type Harness } from './testing.ts';
+import { harness, testConfig, type Harness } from './testing.ts';
+import { objectsFromYaml, stateFromObjects } from '../testing.ts';
 
 /**
  * GoldenOptions is the optional `kind: GoldenOptions` document of a golden

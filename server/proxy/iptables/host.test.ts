@@ -3,11 +3,11 @@ import { FakeClock } from '../../clock-fake.ts';
 import { CommandNotFoundError } from '../../errors.ts';
 import type { ExecFn } from '../../kernel/exec.ts';
 import { silentLogger } from '../../log.ts';
-import { ep, makeService, makeSlice } from '../testing.ts';
+import { ep, makeService, makeSlice, stateFromObjects } from '../testing.ts';
 import { FakeNfacct } from '../../kernel/nfacct-fake.ts';
 import { SimulatedSysctl } from '../../kernel/sysctl-simulated.ts';
 import { cleanupIptablesHost, createHostIptablesBackend, createHostIptablesBackends } from './host.ts';
-import { stateFromObjects, testConfig } from './testing.ts';
+import { testConfig } from './testing.ts';
 
 describe('host wiring', () => {
   it('--dry-run programs the simulated kernel and runs no iptables binary', async () => {

@@ -16,7 +16,8 @@ import { mergeCleanup, type CleanupResult } from '../backend.ts';
 import type { IPFamily } from '../../net/ip.ts';
 import type { PacketCounters } from '../metrics/kube-proxy-metrics.ts';
 import { cleanupNftablesLeftovers, takeOverTables } from '../nftables/cleanup.ts';
-import { cleanupIptables, cleanupRunners } from './cleanup.ts';
+import { cleanupIptables, cleanupRunners } from '../xtables/cleanup.ts';
+import { iptablesFamilyUnsupported } from '../xtables/family-support.ts';
 import { NO_NFACCT, setupNfacctCounters, type NfacctCounters } from './nfacct.ts';
 import { createIptablesBackend, SYSCTL_ROUTE_LOCALNET, SYSCTL_TCP_BE_LIBERAL, type IptablesBackend } from './proxier.ts';
 
@@ -168,20 +169,6 @@ export async function requirePrimaryFamily(family: IPFamily, config: Pick<ProxyC
   const why = await iptablesFamilyUnsupported(family, 'nft', exec);
   if (why !== null && (await iptablesFamilyUnsupported(family, 'legacy', exec)) !== null) {
     throw new ConfigInvalidError(`bindAddress: Invalid value: ${JSON.stringify(config.bindAddress)}: makes ${family} the primary IP family, but this host cannot proxy ${family} (${why})`);
-  }
-}
-
-/**
- * iptablesFamilyUnsupported says why a family's iptables cannot be used here
- * (the binary is missing, or it cannot list the nat table: no IPv6 in this
- * kernel), or null when it can, as kube-proxy's iptables Present() check.
- */
-export async function iptablesFamilyUnsupported(family: IPFamily, flavor: 'legacy' | 'nft', exec: ExecFn = execFile): Promise<string | null> {
-  try {
-    const runner = await createIptablesRunner({ family, flavor, exec });
-    return (await runner.chainExists('nat', 'POSTROUTING')) ? null : `${runner.family} iptables has no nat POSTROUTING chain`;
-  } catch (err) {
-    return errorMessage(err);
   }
 }
 

@@ -3,9 +3,9 @@ import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
 import { parseIptablesScript } from '../../kernel/iptables-save-parser.ts';
 import type { EndpointSlice, Service } from '../kube-objects.ts';
 import type { ProxyState } from '../proxy-state.ts';
-import { ep, makeService, makeSlice } from '../testing.ts';
-import { KUBE_EXTERNAL_SERVICES, KUBE_NODEPORTS, KUBE_PROXY_FIREWALL, KUBE_SERVICES } from './chain-names.ts';
-import { harness, stateFromObjects, testConfig } from './testing.ts';
+import { ep, makeService, makeSlice, stateFromObjects } from '../testing.ts';
+import { KUBE_EXTERNAL_SERVICES, KUBE_NODEPORTS, KUBE_PROXY_FIREWALL, KUBE_SERVICES } from '../xtables/chain-names.ts';
+import { harness, testConfig } from './testing.ts';
 
 /**
  * Partial syncs leave unchanged shared chains (KUBE-SERVICES...) alone, edit

@@ -5,10 +5,10 @@ import { MemoryLog } from '../../log.ts';
 import type { Endpoint } from '../endpoint.ts';
 import type { StateCheckout } from '../proxy-state.ts';
 import type { ServicePort } from '../service-port.ts';
-import { ep, makeService, makeSlice } from '../testing.ts';
-import { JUMP_RULES } from './jump-chains.ts';
+import { ep, makeService, makeSlice, stateFromObjects } from '../testing.ts';
+import { JUMP_RULES } from '../xtables/jump-chains.ts';
 import { SYSCTL_ROUTE_LOCALNET } from './proxier.ts';
-import { harness, stateFromObjects, testConfig } from './testing.ts';
+import { harness, testConfig } from './testing.ts';
 
 const tcp = (name: string, port: number) => [{ name, port, protocol: 'TCP' }];
 
@@ -169,6 +169,25 @@ describe('iptables proxier: full and partial syncs', () => {
     const noLoopback = harness({ config: testConfig({ nodePortAddresses: ['10.0.0.0/8'] }) });
     await noLoopback.backend.init!();
     expect(noLoopback.sysctl.writes).toEqual([]);
+  });
+});
+
+describe('iptables proxier: cleanup', () => {
+  it("removes every chain it wrote and every jump into them (the dashboard's cleanup action), and leaves other programs' rules", async () => {
+    const kernel = new SimulatedIptables();
+    await kernel.restore('*nat\n:DOCKER - [0:0]\n-A DOCKER -j RETURN\n-A PREROUTING -j DOCKER\nCOMMIT\n');
+    const h = harness({ kernel, config: testConfig({ clusterCIDRs: ['10.244.0.0/16'] }) });
+    expect((await h.backend.sync({ state: cluster().checkout(), forceFull: true })).error).toBeUndefined();
+    expect(kernel.chains('nat').filter((c) => c.startsWith('KUBE-SEP-'))).toHaveLength(3);
+    const result = await h.backend.cleanup();
+    expect(result.errors).toEqual([]);
+    for (const t of ['filter', 'nat', 'mangle']) {
+      expect(kernel.chains(t).filter((c) => c.startsWith('KUBE-'))).toEqual([]);
+      for (const c of kernel.chains(t)) for (const r of kernel.rules(t, c)) expect(r).not.toContain('KUBE-');
+    }
+    expect(kernel.rules('nat', 'PREROUTING')).toEqual(['-j DOCKER']);
+    expect(Object.keys(result.removed).sort()).toEqual(['filter', 'mangle', 'nat']);
+    expect(await h.backend.cleanup()).toEqual({ removed: {}, errors: [] });
   });
 });
 

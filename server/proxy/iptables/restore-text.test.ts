@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { FixedChainDiff } from './fixed-chain-diff.ts';
 import type { FixedRules } from './fixed-rules.ts';
 import { applyDiff, countedChains, countLines, fullFilterPart, fullNatShared, natTablePart, partialShared } from './restore-text.ts';
-import { LineBuffer } from './restore-writer.ts';
+import { LineBuffer } from '../xtables/restore-writer.ts';
 import type { ServicePortRules } from './rules.ts';
 
 function buf(...lines: string[]): LineBuffer {

@@ -1,8 +1,8 @@
-import { KUBE_MARK_MASQ, KUBE_PROXY_CANARY, KUBE_SERVICES } from './chain-names.ts';
+import { KUBE_MARK_MASQ, KUBE_PROXY_CANARY, KUBE_SERVICES } from '../xtables/chain-names.ts';
 import { countChainLines, editLines, linesOfChain, planChains, type FixedChainDiff } from './fixed-chain-diff.ts';
 import type { FixedRules } from './fixed-rules.ts';
-import { jumpRuleLines, type JumpRule } from './jump-chains.ts';
-import { chainLine, LineBuffer } from './restore-writer.ts';
+import { jumpRuleLines, type JumpRule } from '../xtables/jump-chains.ts';
+import { chainLine, LineBuffer } from '../xtables/restore-writer.ts';
 import type { ServicePortRules } from './rules.ts';
 
 /**

@@ -7,8 +7,8 @@ import { externallyAccessible, hasSessionAffinity, type ServicePort } from '../s
 import { validateEndpoint, validateServicePort } from '../service-port-validation.ts';
 import { categorizeEndpoints } from '../topology.ts';
 import { trafficPolicyChains } from '../traffic-policy.ts';
-import { KUBE_EXTERNAL_SERVICES, KUBE_MARK_MASQ, KUBE_NODEPORTS, KUBE_PROXY_FIREWALL, KUBE_SERVICES, servicePortChains, type ChainNames } from './chain-names.ts';
-import { chainLine, comment, LineBuffer, type ProbabilityCache } from './restore-writer.ts';
+import { KUBE_EXTERNAL_SERVICES, KUBE_MARK_MASQ, KUBE_NODEPORTS, KUBE_PROXY_FIREWALL, KUBE_SERVICES, servicePortChains, type ChainNames } from '../xtables/chain-names.ts';
+import { chainLine, comment, LineBuffer, type ProbabilityCache } from '../xtables/restore-writer.ts';
 
 /**
  * The pure half of the iptables backend: service ports and endpoints in,

@@ -7,47 +7,15 @@ import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
 import { FakeNetInterfaces } from '../../kernel/netif-fake.ts';
 import { SimulatedSysctl } from '../../kernel/sysctl-simulated.ts';
 import { silentLogger, type Logger } from '../../log.ts';
-import { parseManifest } from '../../sources/file/manifest.ts';
-import type { EndpointSlice, Node, Service } from '../kube-objects.ts';
-import { ProxyState } from '../proxy-state.ts';
 import { createIptablesBackend, SYSCTL_ROUTE_LOCALNET, SYSCTL_TCP_BE_LIBERAL, type IptablesBackend } from './proxier.ts';
 
 /**
  * Test helpers for the iptables backend: a complete ProxyConfig with
- * kube-proxy's defaults, manifests turned into a ProxyState, and a backend
- * wired to the simulated kernel.
+ * kube-proxy's defaults and a backend wired to the simulated kernel
+ * (manifests become a ProxyState with ../testing.ts's stateFromObjects).
  */
 
 export { testConfig };
-
-/** stateFromObjects feeds objects to a fresh ProxyState and marks the sources synced. */
-export function stateFromObjects(nodeName: string, objects: readonly (Service | EndpointSlice | Node)[], clock = new FakeClock(), family: IPFamily = 'IPv4'): ProxyState {
-  const state = new ProxyState({ family, nodeName, clock });
-  for (const o of objects) {
-    if (o.kind === 'Service') state.onService(null, o as Service);
-    else if (o.kind === 'EndpointSlice') state.onEndpointSlice(null, o as EndpointSlice);
-    else if (o.kind === 'Node') state.onNode(null, o as Node);
-  }
-  state.onSynced('Service');
-  state.onSynced('EndpointSlice');
-  state.onSynced('Node');
-  return state;
-}
-
-/**
- * objectsFromYaml reads multi-document manifests: a golden case's input.yaml,
- * whose `kind: GoldenOptions` document (the case's settings, no Kubernetes
- * object) is read as a comment, so the file source's rules apply to the rest.
- */
-export function objectsFromYaml(file: string, text: string): (Service | EndpointSlice | Node)[] {
-  return parseManifest(file, withoutGoldenOptions(text)).objects.map((o) => o.object as Service | EndpointSlice | Node);
-}
-
-/** withoutGoldenOptions turns the lines of `kind: GoldenOptions` documents into comments, every other line kept where it was. */
-function withoutGoldenOptions(text: string): string {
-  const docs = text.split(/^(?=---[ \t]*(?:#.*)?$)/m);
-  return docs.map((d) => (/^kind: GoldenOptions[ \t]*$/m.test(d) ? d.replace(/^(?!---)/gm, '# ') : d)).join('');
-}
 
 export interface Harness {
   backend: IptablesBackend;
@@ -93,36 +61,4 @@ export function harness(
     afterFirstSync: opts.afterFirstSync,
   });
   return { backend, kernel, sysctl, netif, clock };
-}
-
-/** rewriteLines applies `lose` to each line of a text: the line it returns, or none for null. */
-export function rewriteLines(text: string, lose: (line: string) => string | null): string {
-  return text
-    .split('\n')
-    .map(lose)
-    .filter((l): l is string => l !== null)
-    .join('\n');
-}
-
-/**
- * lossyIptables: the simulated kernel behind a writer that rewrites every
- * restore input with `lose` first (the way a writer that silently programs
- * less than it is given would): what verifications must catch.
- */
-export function lossyIptables(kernel: SimulatedIptables, lose: (line: string) => string | null): IptablesRunner {
-  return {
-    family: kernel.family,
-    flavor: kernel.flavor,
-    hasRandomFully: kernel.hasRandomFully,
-    restore: (text, o) => kernel.restore(rewriteLines(text, lose), o),
-    save: (o) => kernel.save(o),
-    ensureChain: (t, c) => kernel.ensureChain(t, c),
-    chainExists: (t, c) => kernel.chainExists(t, c),
-    checkRule: (t, c, a) => kernel.checkRule(t, c, a),
-    insertRule: (t, c, a) => kernel.insertRule(t, c, a),
-    deleteRule: (t, c, a) => kernel.deleteRule(t, c, a),
-    flushChain: (t, c) => kernel.flushChain(t, c),
-    deleteChain: (t, c) => kernel.deleteChain(t, c),
-    countChains: (ask) => kernel.countChains(ask),
-  };
 }

@@ -3,9 +3,9 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseIptablesScript } from '../../kernel/iptables-save-parser.ts';
 import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
-import { ep, makeService, makeSlice } from '../testing.ts';
+import { ep, makeService, makeSlice, stateFromObjects } from '../testing.ts';
 import { runGoldenCase } from './golden.ts';
-import { harness, stateFromObjects, testConfig } from './testing.ts';
+import { harness, testConfig } from './testing.ts';
 
 /**
  * Cross-checks against kube-proxy's own expectations (pkg/proxy/iptables/

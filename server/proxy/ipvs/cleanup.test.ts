@@ -5,9 +5,8 @@ import { SimulatedIpvs } from '../../kernel/ipvs-simulated.ts';
 import { SimulatedNetlink } from '../../kernel/netlink-simulated.ts';
 import { MemoryLog, silentLogger } from '../../log.ts';
 import { parseCIDR } from '../../net/ip.ts';
-import { cleanupIptables } from '../iptables/cleanup.ts';
-import { stateFromObjects } from '../iptables/testing.ts';
-import { ep, makeService, makeSlice } from '../testing.ts';
+import { cleanupIptables } from '../xtables/cleanup.ts';
+import { ep, makeService, makeSlice, stateFromObjects } from '../testing.ts';
 import { cleanupIpvs } from './cleanup.ts';
 import { ipvsHarness } from './testing.ts';
 

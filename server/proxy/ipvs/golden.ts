@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs';
 import { parseAllDocuments } from 'yaml';
 import type { ProxyConfig } from '../../config/types.ts';
 import type { BackendSyncResult } from '../backend.ts';
-import { objectsFromYaml, stateFromObjects } from '../iptables/testing.ts';
 import { ipvsConfig, ipvsHarness, type IpvsHarness } from './testing.ts';
+import { objectsFromYaml, stateFromObjects } from '../testing.ts';
 
 /**
  * GoldenOptions is the optional `kind: GoldenOptions` document of a golden

@@ -1,8 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { FakeClock } from '../../clock-fake.ts';
 import type { IpvsService } from '../../kernel/ipvs-batch.ts';
-import { stateFromObjects } from '../iptables/testing.ts';
-import { ep, makeService, makeSlice } from '../testing.ts';
+import { ep, makeService, makeSlice, stateFromObjects } from '../testing.ts';
 import { GracefulTermination, RS_CHECK_INTERVAL_MS, RS_GRACEFUL_TIMEOUT_MS } from './graceful-termination.ts';
 import { ipvsHarness } from './testing.ts';
 

@@ -3,8 +3,7 @@ import { FakeClock } from '../../clock-fake.ts';
 import { KernelModuleMissingError } from '../../errors.ts';
 import type { ExecFn, ExecResult } from '../../kernel/exec.ts';
 import { silentLogger } from '../../log.ts';
-import { stateFromObjects } from '../iptables/testing.ts';
-import { ep, makeService, makeSlice } from '../testing.ts';
+import { ep, makeService, makeSlice, stateFromObjects } from '../testing.ts';
 import { cleanupIpvsHost, createHostIpvsBackends } from './host.ts';
 import { ipvsConfig } from './testing.ts';
 

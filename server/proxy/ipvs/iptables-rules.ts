@@ -1,9 +1,9 @@
 import type { IptablesDump } from '../../kernel/iptables-save-parser.ts';
 import type { IPFamily } from '../../net/ip.ts';
-import { KUBE_EXTERNAL_SERVICES, KUBE_NODEPORTS, isServiceChainName } from '../iptables/chain-names.ts';
-import type { JumpRule } from '../iptables/jump-chains.ts';
+import { KUBE_EXTERNAL_SERVICES, KUBE_NODEPORTS, isServiceChainName } from '../xtables/chain-names.ts';
+import type { JumpRule } from '../xtables/jump-chains.ts';
 import type { LocalDetector } from '../local-detector.ts';
-import { chainLine, comment, LineBuffer } from '../iptables/restore-writer.ts';
+import { chainLine, comment, LineBuffer } from '../xtables/restore-writer.ts';
 import type { OutFilterEntry } from './builder.ts';
 import {
   FILTER_CHAINS,

@@ -1,9 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../../log.ts';
-import { stateFromObjects } from '../iptables/testing.ts';
 import { ProxyMetrics } from '../metrics/metrics.ts';
 import { SyncLoop } from '../sync-loop.ts';
-import { ep, makeService, makeSlice } from '../testing.ts';
+import { ep, makeService, makeSlice, stateFromObjects } from '../testing.ts';
 import { ipvsHarness } from './testing.ts';
 
 /** The metrics kube-proxy publishes in IPVS mode, fed by syncs of the IPVS backend through the sync loop. */

@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { stateFromObjects } from '../iptables/testing.ts';
-import { ep, makeService, makeSlice } from '../testing.ts';
+import { ep, makeService, makeSlice, stateFromObjects } from '../testing.ts';
 import { ipvsConfig, ipvsHarness } from './testing.ts';
 
 const tcp = (port: number) => [{ name: 'http', port, protocol: 'TCP' }];

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MemoryLog } from '../../log.ts';
-import { stateFromObjects } from '../iptables/testing.ts';
-import { ep, makeService, makeSlice } from '../testing.ts';
+import { ep, makeService, makeSlice, stateFromObjects } from '../testing.ts';
 import { ipvsConfig, ipvsHarness } from './testing.ts';
 
 const tcp = (name: string, port: number) => [{ name, port, protocol: 'TCP' }];

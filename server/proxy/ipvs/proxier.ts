@@ -15,11 +15,11 @@ import { CountCheck, skippedVerification, type SyncVerification } from '../sync-
 import type { Endpoint } from '../endpoint.ts';
 import { FirstSyncHousekeeping } from '../first-sync-housekeeping.ts';
 import { cidrContains, isLinkLocalIPv6, isLoopbackIP, parseCIDR, type CIDR, type IPFamily } from '../../net/ip.ts';
-import { CANARY_TABLES, startCanaryMonitor } from '../iptables/canary-monitor.ts';
-import { KUBE_PROXY_CANARY } from '../iptables/chain-names.ts';
-import { ensureJumpRules } from '../iptables/jump-chains.ts';
-import { extractLines } from '../iptables/restore-writer.ts';
-import { compareChains, countRequest, readCounts, writtenChains, type ChainCheck } from '../iptables/verify.ts';
+import { CANARY_TABLES, startCanaryMonitor } from '../xtables/canary-monitor.ts';
+import { KUBE_PROXY_CANARY } from '../xtables/chain-names.ts';
+import { ensureJumpRules } from '../xtables/jump-chains.ts';
+import { extractLines } from '../xtables/restore-writer.ts';
+import { compareChains, countRequest, readCounts, writtenChains, type ChainCheck } from '../xtables/verify.ts';
 import { masqueradeMark } from '../masquerade-mark.ts';
 import { localDetectorFor } from '../local-detector.ts';
 import { NodePortAddresses } from '../node-port-addresses.ts';
@@ -403,7 +403,7 @@ class IpvsProxier implements IpvsBackend {
    * real servers of every virtual server (ipvsadm -Sn, one listing), the
    * entries of every set of the family (ipset list -t: the headers only),
    * the addresses on kube-ipvs0, and the glue chains, their jumps and the
-   * canaries (iptables/verify.ts). The reads run side by side; one that
+   * canaries (xtables/verify.ts). The reads run side by side; one that
    * fails makes the verification skipped.
    */
   async verify(): Promise<SyncVerification> {

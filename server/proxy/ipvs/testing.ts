@@ -1,4 +1,5 @@
 import { FakeClock } from '../../clock-fake.ts';
+import { testConfig } from '../../config/testing.ts';
 import type { ProxyConfig } from '../../config/types.ts';
 import type { IpsetRunner } from '../../kernel/ipset.ts';
 import { SimulatedIpset } from '../../kernel/ipset-simulated.ts';
@@ -11,7 +12,6 @@ import { SimulatedNetlink } from '../../kernel/netlink-simulated.ts';
 import { SimulatedSysctl } from '../../kernel/sysctl-simulated.ts';
 import { silentLogger, type Logger } from '../../log.ts';
 import type { EndpointSlice, Node, Service } from '../kube-objects.ts';
-import { testConfig as iptablesTestConfig } from '../iptables/testing.ts';
 import type { ProxyState } from '../proxy-state.ts';
 import { cleanupIpvs } from './cleanup.ts';
 import { DUMMY_DEVICE } from './names.ts';
@@ -24,7 +24,7 @@ type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? (T[K] extends unk
 
 /** ipvsConfig returns kube-proxy's defaults in IPVS mode, with overrides. */
 export function ipvsConfig(over: DeepPartial<ProxyConfig> = {}): ProxyConfig {
-  return iptablesTestConfig({ ...over, mode: 'ipvs', ipvs: { scheduler: 'rr', ...(over.ipvs ?? {}) } });
+  return testConfig({ ...over, mode: 'ipvs', ipvs: { scheduler: 'rr', ...(over.ipvs ?? {}) } });
 }
 
 export interface IpvsHarness {

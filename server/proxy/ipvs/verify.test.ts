@@ -5,10 +5,10 @@ import type { IpsetRunner } from '../../kernel/ipset.ts';
 import type { SimulatedIpset } from '../../kernel/ipset-simulated.ts';
 import type { IpvsRunner } from '../../kernel/ipvs.ts';
 import type { SimulatedIpvs } from '../../kernel/ipvs-simulated.ts';
-import { lossyIptables, rewriteLines, stateFromObjects } from '../iptables/testing.ts';
-import { ep, makeService, makeSlice } from '../testing.ts';
+import { ep, makeService, makeSlice, stateFromObjects } from '../testing.ts';
 import { runGoldenCase } from './golden.ts';
 import { ipvsConfig, ipvsHarness, type HarnessOptions } from './testing.ts';
+import { lossyIptables, rewriteLines } from '../xtables/testing.ts';
 
 /**
  * Verified programming in IPVS mode: after a full sync every virtual server

@@ -7,7 +7,7 @@ import { IPSETS, setName, type SetKey } from './names.ts';
 
 /**
  * What a full sync's verification compares in IPVS mode besides the glue
- * chains (iptables/verify.ts): every virtual server the sync wanted, with
+ * chains (xtables/verify.ts): every virtual server the sync wanted, with
  * its real servers (the wanted ones plus those draining at weight 0), every
  * other virtual server kproxy manages gone; each of the family's ipsets with
  * as many entries as the sync wanted (`ipset list -t`: the headers only);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { ep, makeService, makeSlice } from '../testing.ts';
+import { ep, makeService, makeSlice, stateFromObjects } from '../testing.ts';
 import { KUBE_PROXY_TABLE } from './names.ts';
-import { nftHarness, stateFromObjects, testConfig } from './testing.ts';
+import { nftHarness, testConfig } from './testing.ts';
 
 /**
  * A Service whose objects the kernel refuses is left out, alone: the next

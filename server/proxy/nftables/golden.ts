@@ -4,7 +4,8 @@ import type { ProxyConfig } from '../../config/types.ts';
 import { formatTableDump } from '../../kernel/nft-script.ts';
 import type { BackendSyncResult } from '../backend.ts';
 import { KUBE_PROXY_TABLE, TABLE_COMMENT } from './names.ts';
-import { nftHarness, objectsFromYaml, stateFromObjects, testConfig, type NftHarness } from './testing.ts';
+import { nftHarness, testConfig, type NftHarness } from './testing.ts';
+import { objectsFromYaml, stateFromObjects } from '../testing.ts';
 
 /**
  * GoldenOptions is the optional `kind: GoldenOptions` document of a golden

@@ -10,7 +10,7 @@ import { SimulatedNft } from '../../kernel/nft-simulated.ts';
 import type { Logger } from '../../log.ts';
 import { cleanupSummary, mergeCleanup, type CleanupResult } from '../backend.ts';
 import type { IPFamily } from '../../net/ip.ts';
-import { cleanupIptables, cleanupRunners } from '../iptables/cleanup.ts';
+import { cleanupIptables, cleanupRunners } from '../xtables/cleanup.ts';
 import { cleanupIpvsHost } from '../ipvs/host.ts';
 import { nftFamilyOf } from './builder.ts';
 import { cleanupNftables } from './cleanup.ts';

@@ -2,10 +2,10 @@ import { describe, expect, it } from 'vitest';
 import type { NftTable } from '../../kernel/nft-types.ts';
 import type { EndpointSlice, Service } from '../kube-objects.ts';
 import type { ProxyState } from '../proxy-state.ts';
-import { ep, makeService, makeSlice } from '../testing.ts';
+import { ep, makeService, makeSlice, stateFromObjects } from '../testing.ts';
 import { KUBE_PROXY_TABLE } from './names.ts';
 import { STALE_CHAIN_DELAY_MS } from './proxier.ts';
-import { nftHarness, staleChains, stateFromObjects, testConfig } from './testing.ts';
+import { nftHarness, staleChains, testConfig } from './testing.ts';
 
 /**
  * The property partial syncs rest on: whatever sequence of changes arrives,

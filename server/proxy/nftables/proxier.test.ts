@@ -3,10 +3,10 @@ import { NftListError } from '../../errors.ts';
 import { SimulatedNft } from '../../kernel/nft-simulated.ts';
 import { formatTableDump } from '../../kernel/nft-script.ts';
 import { silentLogger, type Logger } from '../../log.ts';
-import { ep, makeService, makeSlice } from '../testing.ts';
+import { ep, makeService, makeSlice, stateFromObjects } from '../testing.ts';
 import { KUBE_PROXY_TABLE } from './names.ts';
 import { STALE_CHAIN_DELAY_MS } from './proxier.ts';
-import { nftHarness, staleChains, stateFromObjects, testConfig } from './testing.ts';
+import { nftHarness, staleChains, testConfig } from './testing.ts';
 
 const config = testConfig({ mode: 'nftables', clusterCIDRs: ['10.244.0.0/16'] });
 const tcp = (port: number) => [{ name: 'http', port, protocol: 'TCP' }];

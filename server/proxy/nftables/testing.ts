@@ -12,10 +12,9 @@ import { createNftablesBackend, type NftablesBackend } from './proxier.ts';
 /**
  * Test helpers for the nftables backend: a backend over the simulated nft
  * kernel with a fake clock and host addresses. Manifests become a ProxyState
- * with the iptables helpers (stateFromObjects, objectsFromYaml).
+ * with ../testing.ts's stateFromObjects and objectsFromYaml.
  */
 
-export { objectsFromYaml, stateFromObjects } from '../iptables/testing.ts';
 export { testConfig };
 
 export interface NftHarness {

@@ -4,11 +4,11 @@ import { describe, expect, it } from 'vitest';
 import { parseTransaction } from '../../kernel/nft-script.ts';
 import type { NftTable } from '../../kernel/nft-types.ts';
 import type { EndpointSlice, Service } from '../kube-objects.ts';
-import { ep, makeService, makeSlice } from '../testing.ts';
+import { ep, makeService, makeSlice, stateFromObjects } from '../testing.ts';
 import { runNftGoldenCase } from './golden.ts';
 import { KUBE_PROXY_TABLE } from './names.ts';
 import { STALE_CHAIN_DELAY_MS } from './proxier.ts';
-import { nftHarness, staleChains, stateFromObjects, testConfig } from './testing.ts';
+import { nftHarness, staleChains, testConfig } from './testing.ts';
 
 /**
  * Cross-checks against kube-proxy's own expectations

@@ -3,9 +3,9 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { NftRunner } from '../../kernel/nft.ts';
 import { SimulatedNft } from '../../kernel/nft-simulated.ts';
-import { ep, makeService, makeSlice } from '../testing.ts';
+import { ep, makeService, makeSlice, stateFromObjects } from '../testing.ts';
 import { runNftGoldenCase } from './golden.ts';
-import { nftHarness, stateFromObjects, testConfig } from './testing.ts';
+import { nftHarness, testConfig } from './testing.ts';
 
 /**
  * Verified programming in nftables mode: after a full sync, the counts of the

@@ -1,15 +1,15 @@
 import type { IptablesDump } from '../../kernel/iptables-save-parser.ts';
 import { KUBELET_HINT_CHAINS } from '../../kernel/iptables-flavor.ts';
-import { KUBE_PROXY_CANARY } from '../iptables/chain-names.ts';
-import { planCleanup } from '../iptables/cleanup.ts';
-import { chainLine } from '../iptables/restore-writer.ts';
+import { KUBE_PROXY_CANARY } from '../xtables/chain-names.ts';
+import { planCleanup } from '../xtables/cleanup.ts';
+import { chainLine } from '../xtables/restore-writer.ts';
 import { PORTAL_CHAINS, PORTAL_JUMPS, type PortalJump } from './portals.ts';
 
 /**
  * What the userspace mode keeps in order besides its portal chains: the jumps
  * into them, and the chains other modes left behind. `--cleanup` needs nothing
  * of its own: it removes every KUBE- chain and the rules jumping into them in
- * every table, flavour and family (../iptables/cleanup.ts), the portal chains
+ * every table, flavour and family (../xtables/cleanup.ts), the portal chains
  * included.
  */
 

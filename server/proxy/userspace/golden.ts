@@ -5,9 +5,9 @@ import { formatIptablesSave } from '../../kernel/iptables-save-parser.ts';
 import type { InterfaceAddress } from '../../kernel/netif.ts';
 import { isLoopbackIP } from '../../net/ip.ts';
 import type { BackendSyncResult } from '../backend.ts';
-import { objectsFromYaml, stateFromObjects } from '../iptables/testing.ts';
 import { describeProxySockets } from './describe.ts';
 import { harness, userspaceConfig, type UserspaceHarness } from './testing.ts';
+import { objectsFromYaml, stateFromObjects } from '../testing.ts';
 
 /**
  * GoldenOptions is the optional `kind: GoldenOptions` document of a golden

@@ -15,7 +15,7 @@ import { SimulatedSockets } from '../../kernel/sockets-simulated.ts';
 import type { Logger } from '../../log.ts';
 import type { IPFamily } from '../../net/ip.ts';
 import { cleanupSummary, mergeCleanup, type CleanupResult } from '../backend.ts';
-import { cleanupIptables } from '../iptables/cleanup.ts';
+import { cleanupIptables } from '../xtables/cleanup.ts';
 import { cleanupIpvsHost } from '../ipvs/host.ts';
 import { cleanupNftablesLeftovers, takeOverTables } from '../nftables/cleanup.ts';
 import { createNftRunner } from '../../kernel/nft.ts';

@@ -1,5 +1,5 @@
 import type { IPFamily } from '../../net/ip.ts';
-import { chainLine, comment } from '../iptables/restore-writer.ts';
+import { chainLine, comment } from '../xtables/restore-writer.ts';
 import type { LocalDetector } from '../local-detector.ts';
 import type { ServicePort } from '../service-port.ts';
 import type { Pool } from './relay-stats.ts';

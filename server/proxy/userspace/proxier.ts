@@ -11,9 +11,9 @@ import { isLoopbackIP, type IPFamily } from '../../net/ip.ts';
 import type { Backend, BackendSyncInput, BackendSyncResult, CleanupResult } from '../backend.ts';
 import { skippedVerification, type SyncVerification } from '../sync-verify.ts';
 import type { Endpoint } from '../endpoint.ts';
-import { startCanaryMonitor } from '../iptables/canary-monitor.ts';
-import { extractLines } from '../iptables/restore-writer.ts';
-import { verifyChains, writtenChains } from '../iptables/verify.ts';
+import { startCanaryMonitor } from '../xtables/canary-monitor.ts';
+import { extractLines } from '../xtables/restore-writer.ts';
+import { verifyChains, writtenChains } from '../xtables/verify.ts';
 import { localDetectorFor } from '../local-detector.ts';
 import { NodePortAddresses } from '../node-port-addresses.ts';
 import type { StateCheckout } from '../proxy-state.ts';
@@ -241,7 +241,7 @@ class UserspaceProxier implements UserspaceBackend {
 
   /**
    * verify checks the last full sync's portal chains against the kernel
-   * (iptables/verify.ts): each holds the rules the sync wrote, the chains of
+   * (xtables/verify.ts): each holds the rules the sync wrote, the chains of
    * other modes it removed are gone, and every jump of PORTAL_JUMPS leads
    * from its built-in chain.
    */

@@ -8,7 +8,7 @@ import { FakeNetInterfaces } from '../../kernel/netif-fake.ts';
 import type { TcpStream } from '../../kernel/sockets.ts';
 import { SimulatedSockets } from '../../kernel/sockets-simulated.ts';
 import { silentLogger, type Logger } from '../../log.ts';
-import { cleanupIptables } from '../iptables/cleanup.ts';
+import { cleanupIptables } from '../xtables/cleanup.ts';
 import { createUserspaceBackend, type UserspaceBackend } from './proxier.ts';
 
 /** Test helpers for the userspace backend: the proxier over a simulated iptables and an in-memory network. */

@@ -1,10 +1,10 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { lossyIptables, stateFromObjects } from '../iptables/testing.ts';
-import { ep, makeService, makeSlice } from '../testing.ts';
+import { ep, makeService, makeSlice, stateFromObjects } from '../testing.ts';
 import { runGoldenCase } from './golden.ts';
 import { harness } from './testing.ts';
+import { lossyIptables } from '../xtables/testing.ts';
 
 /**
  * Verified programming in the userspace mode: after a full sync each portal

@@ -1,22 +1,16 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
 import { silentLogger } from '../../log.ts';
-import { ep, makeService, makeSlice } from '../testing.ts';
 import { cleanupSummary } from '../backend.ts';
 import { cleanupIptables } from './cleanup.ts';
-import { harness, stateFromObjects, testConfig } from './testing.ts';
 
-const tcp = (name: string, port: number) => [{ name, port, protocol: 'TCP' }];
+/** IPTABLES_MODE_NODE: what the iptables mode leaves on a node (its fixed and service chains, jumps and canaries), as iptables-save prints it. */
+const IPTABLES_MODE_NODE = readFileSync(join(import.meta.dirname, 'testdata', 'iptables-mode-node.rules'), 'utf8');
 
 async function programmed(kernel = new SimulatedIptables()): Promise<SimulatedIptables> {
-  const h = harness({ kernel, config: testConfig({ clusterCIDRs: ['10.244.0.0/16'] }) });
-  const state = stateFromObjects('node-a', [
-    makeService('ns1', 'web', { type: 'NodePort', clusterIP: '10.96.0.1', ports: [{ name: 'http', port: 80, protocol: 'TCP', nodePort: 30080 }] }),
-    makeService('ns1', 'none', { clusterIP: '10.96.0.2', ports: tcp('http', 80) }),
-    makeSlice('ns1', 'web', 'web-1', [ep('10.244.0.1'), ep('10.244.1.1')], tcp('http', 8080)),
-  ]);
-  const r = await h.backend.sync({ state: state.checkout(), forceFull: true });
-  if (r.error) throw r.error;
+  await kernel.restore(IPTABLES_MODE_NODE);
   return kernel;
 }
 
