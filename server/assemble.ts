@@ -27,6 +27,7 @@ import { createHostIpvsBackends } from './proxy/ipvs/host.ts';
 import { createHostNftablesBackends } from './proxy/nftables/host.ts';
 import type { ProxyMetrics } from './proxy/metrics/metrics.ts';
 import { createHostUserspaceBackend } from './proxy/userspace/host.ts';
+import { otherModesCleanup } from './platform-cleanup.ts';
 import { registerUserspaceMetrics } from './proxy/userspace/metrics.ts';
 import { UserspaceView } from './dashboard/userspace/view.ts';
 import { ConntrackSetup } from './proxy/conntrack/setup.ts';
@@ -95,9 +96,11 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
   const families = [primary, otherFamily(primary)] as const;
   const stack = (n: number) => (n === 2 ? `dual-stack ${families.join('+')}` : `single-stack ${primary}`);
   let attachMetrics: Assembled['attachMetrics'] = null;
+  // What the other modes left goes after each backend's first successful sync (never with --dry-run).
+  const afterFirstSync = otherModesCleanup(config.mode, { config, logger });
   switch (config.mode) {
     case 'iptables': {
-      const host = await createHostIptablesBackends({ config, nodeName, families, flavor: run.iptablesFlavor, dryRun: run.dryRun, clock, logger });
+      const host = await createHostIptablesBackends({ config, nodeName, families, flavor: run.iptablesFlavor, dryRun: run.dryRun, clock, logger, afterFirstSync });
       if (host.unsupported) logger.info(`no ${families[1]} support on this host: proxying ${primary} only`, { why: host.unsupported });
       backends = host.hosts.map((h) => h.backend);
       backendDescription = `iptables (${host.decision.flavor}, ${stack(backends.length)}${run.dryRun ? ', simulated kernel' : ''})`;
@@ -120,7 +123,7 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
     }
     case 'ipvs': {
       // Checks ip_vs, the dummy link type and the scheduler first: a kernel without them fails here, before anything is programmed.
-      const host = await createHostIpvsBackends({ config, nodeName, families, flavor: run.iptablesFlavor, dryRun: run.dryRun, clock, logger });
+      const host = await createHostIpvsBackends({ config, nodeName, families, flavor: run.iptablesFlavor, dryRun: run.dryRun, clock, logger, afterFirstSync });
       if (host.unsupported) logger.info(`no ${families[1]} support on this host: proxying ${primary} only`, { why: host.unsupported });
       backends = [...host.backends];
       backendDescription = `ipvs (scheduler ${config.ipvs.scheduler || 'rr'}, iptables ${host.decision.flavor}, ${stack(backends.length)}${run.dryRun ? ', simulated kernel' : ''})`;
@@ -141,7 +144,7 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
     }
     case 'nftables': {
       // Checks nft and nf_tables first: a host without them fails here, before anything is programmed.
-      const host = await createHostNftablesBackends({ config, nodeName, families, dryRun: run.dryRun, backend: run.nftablesBackend, clock, logger });
+      const host = await createHostNftablesBackends({ config, nodeName, families, dryRun: run.dryRun, backend: run.nftablesBackend, clock, logger, afterFirstSync });
       if (host.unsupported) logger.info(`no ${families[1]} support on this host: proxying ${primary} only`, { why: host.unsupported });
       backends = host.backends;
       const tables = backends.map((b) => `${b.family === 'IPv6' ? 'ip6' : 'ip'} kube-proxy`).join(', ');
@@ -157,7 +160,7 @@ export async function assembleDaemon(loaded: LoadedConfiguration, logger: Logger
     }
     case 'userspace': {
       // One family, the primary one, as kube-proxy's userspace proxier (it had no dual-stack).
-      const host = await createHostUserspaceBackend({ config, nodeName, family: primary, flavor: run.iptablesFlavor, dryRun: run.dryRun, clock, logger, events });
+      const host = await createHostUserspaceBackend({ config, nodeName, family: primary, flavor: run.iptablesFlavor, dryRun: run.dryRun, clock, logger, events, afterFirstSync });
       backends = [host.backend];
       logger.info(`userspace mode proxies the primary IP family only: ${primary}`);
       backendDescription = `userspace (relay on ${config.bindAddress}, iptables ${host.decision.flavor}${run.dryRun ? ', simulated kernel and sockets' : ''})`;

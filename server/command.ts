@@ -10,9 +10,8 @@ import { flushWithin, recordCleanup } from './events/cleanup-event.ts';
 import { startNodeServers, type NodeServers } from './http/node-servers.ts';
 import { nodeHealth, setupDashboard, type DashboardSetup } from './dashboard/setup.ts';
 import { createLogger, type Logger } from './log.ts';
-import { cleanupIptablesHost } from './proxy/iptables/host.ts';
-import { cleanupSummary, mergeCleanup } from './proxy/backend.ts';
-import { cleanupIpvsHost } from './proxy/ipvs/host.ts';
+import { cleanupAllModes } from './platform-cleanup.ts';
+import { cleanupSummary } from './proxy/backend.ts';
 import type { SyncRecord } from './proxy/sync-loop.ts';
 import { createSyncObservers } from './proxy/sync-observers.ts';
 import { loadKubeConfig } from './sources/k8s/kubeconfig.ts';
@@ -60,9 +59,7 @@ async function main(argv: readonly string[]): Promise<number> {
 }
 
 async function cleanup(logger: Logger, loaded: LoadedConfiguration): Promise<number> {
-  const { config } = loaded;
-  // iptables first: IPVS mode's ipsets cannot be destroyed while its rules still match them.
-  const result = mergeCleanup(await cleanupIptablesHost({ logger }), await cleanupIpvsHost({ config, logger }));
+  const result = await cleanupAllModes({ config: loaded.config, logger });
   const line = cleanupSummary(result);
   process.stdout.write(line + '\n');
   for (const e of result.errors) logger.error(e.message, { code: e.code });

@@ -6,7 +6,7 @@ import { silentLogger } from '../../log.ts';
 import { ep, makeService, makeSlice, stateFromObjects } from '../testing.ts';
 import { FakeNfacct } from '../../kernel/nfacct-fake.ts';
 import { SimulatedSysctl } from '../../kernel/sysctl-simulated.ts';
-import { cleanupIptablesHost, createHostIptablesBackend, createHostIptablesBackends } from './host.ts';
+import { createHostIptablesBackend, createHostIptablesBackends } from './host.ts';
 import { testConfig } from './testing.ts';
 
 describe('host wiring', () => {
@@ -32,35 +32,6 @@ describe('host wiring', () => {
     expect(r.error).toBeUndefined();
     expect(await kernel!.save({ table: 'nat' })).toContain('-A KUBE-SERVICES -m comment --comment "ns/a:p80 cluster IP"');
     expect(ran.filter((c) => c.includes('iptables'))).toEqual([]);
-  });
-
-  it('--cleanup sweeps every flavour and family that exists, and the nftables tables', async () => {
-    const restored: string[] = [];
-    const nftDeleted: string[] = [];
-    const exec: ExecFn = async (file, args, opts) => {
-      if (file.startsWith('ip6tables')) throw new CommandNotFoundError(`${file} is not installed`);
-      if (args[0] === '--version') return { code: 0, stdout: `${file} v1.8.9 (nf_tables)`, stderr: '' };
-      if (file === 'iptables-nft-save') return { code: 0, stdout: '*nat\n:PREROUTING ACCEPT [0:0]\n:KUBE-SERVICES - [0:0]\n-A PREROUTING -j KUBE-SERVICES\nCOMMIT\n', stderr: '' };
-      if (file === 'iptables-nft-restore') {
-        restored.push(String(opts?.stdin));
-        return { code: 0, stdout: '', stderr: '' };
-      }
-      if (file === 'nft' && args[0] === 'delete') {
-        // The host has ip kube-proxy (and someone else's ip filter), no ip6 kube-proxy.
-        nftDeleted.push(args.join(' '));
-        return args.join(' ') === 'delete table ip kube-proxy'
-          ? { code: 0, stdout: '', stderr: '' }
-          : { code: 1, stdout: '', stderr: `Error: Could not process rule: No such file or directory\n${args.join(' ')}\n` };
-      }
-      return { code: 1, stdout: '', stderr: `unexpected ${file}` };
-    };
-    const result = await cleanupIptablesHost({ logger: silentLogger, exec, exists: () => false });
-    expect(result.errors).toEqual([]);
-    // One chain and the one rule jumping to it.
-    expect(result.removed).toEqual({ nat: 2, nftables: 1 });
-    expect(restored).toEqual(['*nat\n:KUBE-SERVICES - [0:0]\n-D PREROUTING -j KUBE-SERVICES\n-X KUBE-SERVICES\nCOMMIT\n']);
-    // Through nftables mode's own cleanup: kube-proxy's tables by name only, so someone else's stays.
-    expect(nftDeleted).toEqual(['delete table ip kube-proxy', 'delete table ip6 kube-proxy']);
   });
 
   /** hostExec answers like a host with iptables-nft, and with or without working ip6tables. */
@@ -101,6 +72,29 @@ describe('host wiring', () => {
     expect(nfacct.calls).toEqual(['ensure ct_state_invalid_dropped_pkts', 'ensure localhost_nps_accepted_pkts']);
     expect(host.hosts[0].packetCounters()).not.toBeNull();
     expect(sysctl.writes).toEqual([{ name: 'net/ipv4/conf/all/route_localnet', value: '1' }]);
+  });
+
+  it("hands each family's backend the other modes' cleanup, run after its first successful sync with every family proxied, and none with --dry-run", async () => {
+    const { exec } = hostExec(true);
+    const ran: string[] = [];
+    const afterFirstSync = async (family: string, proxied: readonly string[]) => ran.push(`${family} of ${proxied.join('+')}`);
+    const sysctl = new SimulatedSysctl({ 'net/ipv4/conf/all/route_localnet': '0', 'net/netfilter/nf_conntrack_tcp_be_liberal': '0' });
+    const host = await createHostIptablesBackends({ ...opts, config: testConfig(), families: ['IPv4', 'IPv6'], exec, nfacct: new FakeNfacct(), sysctl, afterFirstSync });
+    for (const h of host.hosts) {
+      const state = stateFromObjects('node-a', [], new FakeClock(), h.family);
+      expect((await h.backend.sync({ state: state.checkout(), forceFull: true })).error).toBeUndefined();
+      await h.backend.afterSync!();
+      await h.backend.afterSync!();
+    }
+    expect(ran).toEqual(['IPv4 of IPv4+IPv6', 'IPv6 of IPv4+IPv6']);
+
+    ran.length = 0;
+    const dry = await createHostIptablesBackends({ ...opts, dryRun: true, config: testConfig(), families: ['IPv4', 'IPv6'], exec, afterFirstSync });
+    for (const h of dry.hosts) {
+      expect((await h.backend.sync({ state: stateFromObjects('node-a', [], new FakeClock(), h.family).checkout(), forceFull: true })).error).toBeUndefined();
+      await h.backend.afterSync?.();
+    }
+    expect(ran).toEqual([]);
   });
 
   it('runs single-stack, saying why, when the host has no ip6tables', async () => {

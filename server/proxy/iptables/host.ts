@@ -8,15 +8,12 @@ import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
 import { resolveIptablesFlavor, type FlavorChoice, type FlavorDecision } from '../../kernel/iptables-flavor.ts';
 import { hostInterfaces } from '../../kernel/netif.ts';
 import { createNfacctRunner, type NfacctRunner } from '../../kernel/nfacct.ts';
-import { createNftRunner } from '../../kernel/nft.ts';
 import { SimulatedSysctl } from '../../kernel/sysctl-simulated.ts';
 import { procSysctl, type Sysctl } from '../../kernel/sysctl.ts';
 import type { Logger } from '../../log.ts';
-import { mergeCleanup, type CleanupResult } from '../backend.ts';
 import type { IPFamily } from '../../net/ip.ts';
 import type { PacketCounters } from '../metrics/kube-proxy-metrics.ts';
-import { cleanupNftablesLeftovers, takeOverTables } from '../nftables/cleanup.ts';
-import { cleanupIptables, cleanupRunners } from '../xtables/cleanup.ts';
+import { cleanupIptables } from '../xtables/cleanup.ts';
 import { iptablesFamilyUnsupported } from '../xtables/family-support.ts';
 import { NO_NFACCT, setupNfacctCounters, type NfacctCounters } from './nfacct.ts';
 import { createIptablesBackend, SYSCTL_ROUTE_LOCALNET, SYSCTL_TCP_BE_LIBERAL, type IptablesBackend } from './proxier.ts';
@@ -38,8 +35,14 @@ export interface HostIptablesOptions {
   nfacct?: NfacctRunner | null;
   /** nfacctSetup: the nfacct counters' one-time creation shared by the families' backends (default: this backend's own). */
   nfacctSetup?: () => Promise<NfacctCounters>;
-  /** proxiedFamilies: every family this process proxies, read at the first sync (which nftables tables to take over; default: this family only). */
+  /** proxiedFamilies: every family this process proxies, read at the first sync (given to afterFirstSync; default: this family only). */
   proxiedFamilies?: () => readonly IPFamily[];
+  /**
+   * afterFirstSync: what this family's backend removes of the other modes once
+   * its first sync has succeeded (the composition's platform cleanup: nftables
+   * mode's tables); none by default, and never with --dry-run.
+   */
+  afterFirstSync?: (family: IPFamily, proxiedFamilies: readonly IPFamily[]) => Promise<unknown>;
 }
 
 export interface HostIptables {
@@ -63,6 +66,7 @@ export async function createHostIptablesBackend(opts: HostIptablesOptions): Prom
   const exec = opts.exec ?? execFile;
   const family = opts.family ?? 'IPv4';
   const log = opts.logger.child('iptables');
+  const afterFirstSync = opts.afterFirstSync;
   let runner: IptablesRunner;
   let decision: FlavorDecision;
   let kernel: SimulatedIptables | null = null;
@@ -107,10 +111,8 @@ export async function createHostIptablesBackend(opts: HostIptablesOptions): Prom
       nfacct = await setupNfacct();
     },
     nfacct: () => nfacct.rules,
-    // Taking over from kube-proxy's (or kproxy's) nftables mode: its table goes once this family's rules serve.
-    ...(opts.dryRun
-      ? {}
-      : { afterFirstSync: () => cleanupNftablesLeftovers({ runner: createNftRunner({ exec }), logger: log, families: takeOverTables(family, opts.proxiedFamilies?.() ?? [family]) }) }),
+    // Taking over from another mode: its leftovers go once this family's rules serve (--dry-run touches nothing on the host).
+    ...(afterFirstSync && !opts.dryRun ? { afterFirstSync: () => afterFirstSync(family, opts.proxiedFamilies?.() ?? [family]) } : {}),
   });
   return { backend, family, decision, kernel, packetCounters: () => nfacct.read };
 }
@@ -170,17 +172,4 @@ export async function requirePrimaryFamily(family: IPFamily, config: Pick<ProxyC
   if (why !== null && (await iptablesFamilyUnsupported(family, 'legacy', exec)) !== null) {
     throw new ConfigInvalidError(`bindAddress: Invalid value: ${JSON.stringify(config.bindAddress)}: makes ${family} the primary IP family, but this host cannot proxy ${family} (${why})`);
   }
-}
-
-/**
- * cleanupIptablesHost is --cleanup for iptables: every KUBE- chain and jump
- * rule in every table, in both flavours (legacy only where its tables exist)
- * and both families, plus kube-proxy's nftables tables (nftables mode's own
- * cleanup, as the iptables mode runs it after its first sync). Idempotent.
- */
-export async function cleanupIptablesHost(opts: { logger: Logger; exec?: ExecFn; exists?: (path: string) => boolean }): Promise<CleanupResult> {
-  const exec = opts.exec ?? execFile;
-  const logger = opts.logger.child('cleanup');
-  const iptables = await cleanupIptables({ runners: await cleanupRunners(exec, opts.exists), logger });
-  return mergeCleanup(iptables, await cleanupNftablesLeftovers({ runner: createNftRunner({ exec }), logger }));
 }

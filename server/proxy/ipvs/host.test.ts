@@ -99,7 +99,8 @@ describe('IPVS mode on the host', () => {
 
   it('runs a dry run on simulated kernels, showing node ports on the host addresses it read', async () => {
     const { exec, calls } = scripted([['ip -j addr show', ok(LINKS)]]);
-    const host = await createHostIpvsBackends({ ...base, config: ipvsConfig(), dryRun: true, exec });
+    const cleanedUp: string[] = [];
+    const host = await createHostIpvsBackends({ ...base, config: ipvsConfig(), dryRun: true, exec, afterFirstSync: async (family) => cleanedUp.push(family) });
     expect(host.kernel).not.toBeNull();
     await host.backends[0].init!();
     const state = stateFromObjects('node-a', [
@@ -113,7 +114,9 @@ describe('IPVS mode on the host', () => {
     expect(text).toContain('# ipset save\ncreate KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536\nadd KUBE-CLUSTER-IP 10.96.0.1,tcp:80\n');
     expect(text).toContain('# ip addr show kube-ipvs0\ninet 10.96.0.1/32 scope global kube-ipvs0\n');
     expect(text).toContain('-A KUBE-IPVS-FILTER -m conntrack --ctstate NEW -m set --match-set KUBE-IPVS-IPS dst -j REJECT');
-    // The dry run only read the host.
+    // The dry run only read the host: no other mode's leftovers were removed after its first sync either.
+    await host.backends[0].afterSync?.();
+    expect(cleanedUp).toEqual([]);
     expect(calls).toEqual(['ip -j addr show']);
   });
 });

@@ -13,7 +13,6 @@ import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
 import { formatIptablesSave } from '../../kernel/iptables-save-parser.ts';
 import { resolveIptablesFlavor, type FlavorChoice, type FlavorDecision } from '../../kernel/iptables-flavor.ts';
 import { createNetlink, NetlinkBatch, type Netlink } from '../../kernel/netlink.ts';
-import { createNftRunner } from '../../kernel/nft.ts';
 import { SimulatedNetlink } from '../../kernel/netlink-simulated.ts';
 import { SimulatedSysctl } from '../../kernel/sysctl-simulated.ts';
 import { procSysctl, type Sysctl } from '../../kernel/sysctl.ts';
@@ -21,7 +20,6 @@ import type { Logger } from '../../log.ts';
 import { mergeCleanup, type CleanupResult } from '../backend.ts';
 import { parseCIDR, type CIDR, type IPFamily } from '../../net/ip.ts';
 import { cleanupIptables } from '../xtables/cleanup.ts';
-import { cleanupNftablesLeftovers, takeOverTables } from '../nftables/cleanup.ts';
 import { iptablesFamilyUnsupported } from '../xtables/family-support.ts';
 import { cleanupIpvs } from './cleanup.ts';
 import { DUMMY_DEVICE } from './names.ts';
@@ -40,6 +38,13 @@ export interface HostIpvsOptions {
   logger: Logger;
   exec?: ExecFn;
   exists?: (path: string) => boolean;
+  /**
+   * afterFirstSync: what a family's backend removes of the other modes once
+   * its first sync has succeeded, given the families proxied (the
+   * composition's platform cleanup: nftables mode's tables); none by default,
+   * and never with --dry-run.
+   */
+  afterFirstSync?: (family: IPFamily, proxiedFamilies: readonly IPFamily[]) => Promise<unknown>;
 }
 
 /** DryRunIpvsKernel is the simulated kernel of --dry-run: what would be programmed. */
@@ -117,6 +122,7 @@ export async function createHostIpvsBackends(opts: HostIpvsOptions): Promise<Hos
     sysctl = procSysctl();
   }
   log.info('using IPVS', { scheduler, iptables: decision.flavor, families: [...iptables.keys()].join(','), why: decision.reason });
+  const afterFirstSync = opts.afterFirstSync;
   const backends = [...iptables].map(([family, runner]) => {
     const excludeCIDRs = excludeCIDRsOf(opts.config, family);
     return createIpvsBackend({
@@ -138,8 +144,8 @@ export async function createHostIpvsBackends(opts: HostIpvsOptions): Promise<Hos
         const b = await cleanupIpvs({ ipvs, ipset, netlink, logger: log, excludeCIDRs });
         return mergeCleanup(a, b);
       },
-      // Taking over from kube-proxy's (or kproxy's) nftables mode: its table goes once this family's objects serve.
-      ...(opts.dryRun ? {} : { afterFirstSync: () => cleanupNftablesLeftovers({ runner: createNftRunner({ exec }), logger: log, families: takeOverTables(family, [...iptables.keys()]) }) }),
+      // Taking over from another mode: its leftovers go once this family's objects serve (--dry-run touches nothing on the host).
+      ...(afterFirstSync && !opts.dryRun ? { afterFirstSync: () => afterFirstSync(family, [...iptables.keys()]) } : {}),
     });
   });
   return { backends, decision, kernel, unsupported };

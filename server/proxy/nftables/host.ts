@@ -8,10 +8,7 @@ import { checkNftSupport, createNftRunner, type NftRunner, type NftSupport } fro
 import { chooseNftRunner } from '../../kernel/nft-netlink.ts';
 import { SimulatedNft } from '../../kernel/nft-simulated.ts';
 import type { Logger } from '../../log.ts';
-import { cleanupSummary, mergeCleanup, type CleanupResult } from '../backend.ts';
 import type { IPFamily } from '../../net/ip.ts';
-import { cleanupIptables, cleanupRunners } from '../xtables/cleanup.ts';
-import { cleanupIpvsHost } from '../ipvs/host.ts';
 import { nftFamilyOf } from './builder.ts';
 import { cleanupNftables } from './cleanup.ts';
 import { createNftablesBackend, type NftablesBackend } from './proxier.ts';
@@ -29,7 +26,15 @@ export interface HostNftablesOptions {
   clock: Clock;
   logger: Logger;
   exec?: ExecFn;
-  exists?: (path: string) => boolean;
+  /** proxiedFamilies: every family this process proxies, read at the first sync (given to afterFirstSync; default: this family only). */
+  proxiedFamilies?: () => readonly IPFamily[];
+  /**
+   * afterFirstSync: what the backend removes of the other modes once its
+   * first sync has succeeded (the composition's platform cleanup: the iptables
+   * and IPVS modes' objects); none by default, and never with --dry-run. Only
+   * the primary family's backend runs it.
+   */
+  afterFirstSync?: (family: IPFamily, proxiedFamilies: readonly IPFamily[]) => Promise<unknown>;
 }
 
 export interface HostNftables {
@@ -45,14 +50,16 @@ export interface HostNftables {
  * first checks, before anything is programmed, that nft and the kernel can run
  * it (checkNftSupport: nft 1.0.1+, Linux 5.13+, nf_tables); a failure throws
  * NftUnsupportedError and kproxy exits 1. After its first successful sync the
- * backend removes what the iptables and IPVS modes (kproxy's or kube-proxy's)
- * left on the node, as kube-proxy does when it starts in nftables mode: after,
- * not before, so new connections are served throughout a switch of modes.
+ * backend runs afterFirstSync: the composition's removal of what the iptables
+ * and IPVS modes (kproxy's or kube-proxy's) left on the node, as kube-proxy
+ * does when it starts in nftables mode: after, not before, so new connections
+ * are served throughout a switch of modes.
  */
 export async function createHostNftablesBackend(opts: HostNftablesOptions): Promise<HostNftables> {
   const exec = opts.exec ?? execFile;
   const family = opts.family ?? 'IPv4';
   const log = opts.logger.child('nftables');
+  const afterFirstSync = opts.afterFirstSync;
   let kernel: SimulatedNft | null = null;
   let support: NftSupport | null = null;
   let runner;
@@ -77,7 +84,8 @@ export async function createHostNftablesBackend(opts: HostNftablesOptions): Prom
     clock: opts.clock,
     logger: opts.logger,
     cleanup: () => cleanupNftables({ runner, families: [nftFamilyOf(family)], logger: log }),
-    ...(opts.dryRun ? {} : { afterFirstSync: () => cleanupOtherModes({ config: opts.config, logger: log, exec, exists: opts.exists }) }),
+    // --dry-run touches nothing on the host: no other mode's leftovers are removed.
+    ...(afterFirstSync && !opts.dryRun ? { afterFirstSync: () => afterFirstSync(family, opts.proxiedFamilies?.() ?? [family]) } : {}),
   });
   return { backend, kernel, support };
 }
@@ -100,8 +108,9 @@ export interface HostNftablesFamilies {
 export async function createHostNftablesBackends(opts: Omit<HostNftablesOptions, 'family'> & { families: readonly IPFamily[] }): Promise<HostNftablesFamilies> {
   const exec = opts.exec ?? execFile;
   const [primary, secondary] = opts.families;
-  const first = await createHostNftablesBackend({ ...opts, family: primary });
-  const backends = [first.backend];
+  const backends: NftablesBackend[] = [];
+  const first = await createHostNftablesBackend({ ...opts, family: primary, proxiedFamilies: () => backends.map((b) => b.family) });
+  backends.push(first.backend);
   let unsupported: string | null = null;
   if (secondary) {
     if (!opts.dryRun) {
@@ -130,20 +139,4 @@ export async function createHostNftablesBackends(opts: Omit<HostNftablesOptions,
     }
   }
   return { backends, kernel: first.kernel, support: first.support, unsupported };
-}
-
-/**
- * cleanupOtherModes removes the iptables chains (every flavour and family)
- * and the IPVS objects of the other modes. It never fails the daemon: what
- * cannot be removed is logged (kube-proxy also carries on).
- */
-export async function cleanupOtherModes(opts: { config: ProxyConfig; logger: Logger; exec?: ExecFn; exists?: (p: string) => boolean }): Promise<CleanupResult> {
-  const exec = opts.exec ?? execFile;
-  // iptables first: IPVS mode's ipsets cannot be destroyed while its rules still match them.
-  const iptables = await cleanupIptables({ runners: await cleanupRunners(exec, opts.exists), logger: opts.logger });
-  const ipvs = await cleanupIpvsHost({ config: opts.config, logger: opts.logger, exec, exists: opts.exists });
-  const result = mergeCleanup(iptables, ipvs);
-  if (Object.keys(result.removed).length) opts.logger.info('removed what the iptables and IPVS modes left on this node', { summary: cleanupSummary(result) });
-  for (const e of result.errors) opts.logger.warn(`leftovers of another mode could not be removed: ${errorMessage(e)}`, { code: e.code });
-  return result;
 }

@@ -14,11 +14,7 @@ import { hostSockets } from '../../kernel/sockets.ts';
 import { SimulatedSockets } from '../../kernel/sockets-simulated.ts';
 import type { Logger } from '../../log.ts';
 import type { IPFamily } from '../../net/ip.ts';
-import { cleanupSummary, mergeCleanup, type CleanupResult } from '../backend.ts';
 import { cleanupIptables } from '../xtables/cleanup.ts';
-import { cleanupIpvsHost } from '../ipvs/host.ts';
-import { cleanupNftablesLeftovers, takeOverTables } from '../nftables/cleanup.ts';
-import { createNftRunner } from '../../kernel/nft.ts';
 import { describeProxySockets } from './describe.ts';
 import { createUserspaceBackend, type UserspaceBackend } from './proxier.ts';
 
@@ -35,6 +31,14 @@ export interface HostUserspaceOptions {
   exec?: ExecFn;
   /** openFilesLimit: RLIMIT_NOFILE's soft limit (default: read from /proc/self/limits). */
   openFilesLimit?: () => Promise<number | null>;
+  /**
+   * afterFirstSync: what the backend removes of the other modes once its
+   * first sync has succeeded and the portals serve (the composition's platform
+   * cleanup: nftables mode's tables and IPVS mode's objects; the other modes'
+   * chains are the full sync's own work); none by default, and never with
+   * --dry-run.
+   */
+  afterFirstSync?: (family: IPFamily, proxiedFamilies: readonly IPFamily[]) => Promise<unknown>;
 }
 
 /** DryRunUserspaceKernel is --dry-run's simulated kernel and network: what would be programmed and opened. */
@@ -62,6 +66,7 @@ export async function createHostUserspaceBackend(opts: HostUserspaceOptions): Pr
   const exec = opts.exec ?? execFile;
   const family = opts.family ?? 'IPv4';
   const log = opts.logger.child('userspace');
+  const afterFirstSync = opts.afterFirstSync;
   let iptables: IptablesRunner;
   let decision: FlavorDecision;
   let kernel: DryRunUserspaceKernel | null = null;
@@ -105,29 +110,10 @@ export async function createHostUserspaceBackend(opts: HostUserspaceOptions): Pr
     events: opts.events,
     // The dashboard's cleanup action removes the portals in the flavour in use; --cleanup sweeps every flavour.
     cleanup: () => cleanupIptables({ runners: [iptables], logger: log }),
-    // Taking over from another mode (kube-proxy's or kproxy's): its leftovers go once the portals serve.
-    ...(opts.dryRun ? {} : { afterFirstSync: () => cleanupNonIptablesModes({ config: opts.config, family, logger: log, exec }) }),
+    // Taking over from another mode (kube-proxy's or kproxy's): its leftovers go once the portals serve (--dry-run touches nothing on the host).
+    ...(afterFirstSync && !opts.dryRun ? { afterFirstSync: () => afterFirstSync(family, [family]) } : {}),
   });
   return { backend, decision, kernel };
-}
-
-/**
- * cleanupNonIptablesModes removes what the nftables and IPVS modes left on the
- * node, as kube-proxy 1.25's userspace mode ran the IPVS cleanup at start and
- * kube-proxy's iptables-based modes run the nftables one: kube-proxy's
- * nftables tables (both families: this mode proxies one), then IPVS mode's
- * virtual servers, ipsets and kube-ipvs0 (after the first full sync removed
- * its iptables chains, which match the sets). Other modes' iptables chains
- * are the sync's own work (staleChains in cleanup.ts). Each table is logged by
- * name, and a summary says what went; it never fails the daemon.
- */
-export async function cleanupNonIptablesModes(opts: { config: ProxyConfig; family: IPFamily; logger: Logger; exec: ExecFn; exists?: (p: string) => boolean }): Promise<CleanupResult> {
-  const nftables = await cleanupNftablesLeftovers({ runner: createNftRunner({ exec: opts.exec }), logger: opts.logger, families: takeOverTables(opts.family, [opts.family]) });
-  const ipvs = await cleanupIpvsHost({ config: opts.config, logger: opts.logger, exec: opts.exec, exists: opts.exists });
-  const result = mergeCleanup(nftables, ipvs);
-  if (Object.keys(result.removed).length) opts.logger.info('removed what the nftables and IPVS modes left on this node', { summary: cleanupSummary(result) });
-  for (const e of result.errors) opts.logger.warn(`leftovers of another mode could not be removed: ${errorMessage(e)}`, { code: e.code });
-  return result;
 }
 
 /** openFilesSoftLimit reads RLIMIT_NOFILE's soft limit of this process (null when unknown or unlimited). */
