@@ -36,6 +36,16 @@ export const LAYERS = {
   composition: { may: null },
 };
 
+/**
+ * MODE_FOLDERS are the proxy modes' folders in server/proxy/. A mode imports
+ * the shared proxy code (server/proxy/, and xtables/, the iptables language of
+ * the modes that write iptables), never another mode: what two modes share
+ * moves out of both (docs/architecture.md, "Layers"). The shared code imports
+ * no mode, except in its tests (which may run every mode); what needs every
+ * mode (assemble.ts, platform-cleanup.ts) is the composition.
+ */
+export const MODE_FOLDERS = ['iptables', 'ipvs', 'nftables', 'userspace'];
+
 const BASE_FILES = new Set(['errors.ts', 'log.ts', 'clock.ts', 'clock-fake.ts', 'version.ts']);
 const COMPOSITION_FILES = new Set(['assemble.ts', 'daemon.ts', 'command.ts', 'cli.ts', 'trace/command.ts']);
 const SERVER = path.join(import.meta.dirname, 'server');
@@ -53,6 +63,12 @@ export function layerOf(rel) {
   return slash < 0 ? 'composition' : file.slice(0, slash);
 }
 
+/** modeOf names the mode folder of a path relative to server/ (null: not inside one). */
+export function modeOf(rel) {
+  const parts = rel.split(path.sep);
+  return parts[0] === 'proxy' && parts.length > 2 && MODE_FOLDERS.includes(parts[1]) ? parts[1] : null;
+}
+
 const layerName = (layer) => (layer === 'base' ? 'the bottom files' : layer === 'composition' ? 'the composition' : `server/${layer}`);
 
 /** layersRule reports an import (static, dynamic, re-export or import type) of a layer the importing file's layer may not use. */
@@ -66,10 +82,19 @@ const layersRule = {
     const isTest = /\.test\.ts$/.test(from) || path.basename(from) === 'testing.ts';
     const allowed = new Set([layer, ...rules.may, ...(isTest ? (rules.testsMay ?? []) : [])]);
     const typesAllowed = new Set(rules.typesMay ?? []);
+    const mode = modeOf(from);
     const check = (node, source, typesOnly = false) => {
       const spec = source?.value;
       if (typeof spec !== 'string' || !spec.startsWith('.')) return;
-      const target = layerOf(path.relative(SERVER, path.resolve(path.dirname(context.filename), spec)));
+      const rel = path.relative(SERVER, path.resolve(path.dirname(context.filename), spec));
+      const target = layerOf(rel);
+      const targetMode = target === 'proxy' && layer === 'proxy' ? modeOf(rel) : null;
+      if (targetMode !== null && targetMode !== mode && (mode !== null || !isTest)) {
+        const who = mode ? `server/proxy/${mode}` : 'the shared proxy code';
+        const why = mode ? 'a mode imports no other mode: what two modes share lives in server/proxy/ or server/proxy/xtables/' : 'it imports no mode: what needs every mode is the composition';
+        context.report({ node, message: `${who} may not import server/proxy/${targetMode} ('${spec}'): ${why} (docs/architecture.md, "Layers").` });
+        return;
+      }
       if (target === null || allowed.has(target) || (typesOnly && typesAllowed.has(target))) return;
       const types = typesAllowed.size ? ` (and the types of ${[...typesAllowed].map(layerName).join(', ')})` : '';
       const may = rules.may.length ? `only ${rules.may.map(layerName).join(', ')}${types}` : 'nothing of kproxy';

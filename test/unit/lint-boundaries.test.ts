@@ -56,6 +56,34 @@ describe('lint: layers point down', { timeout: 60_000 }, () => {
     expect(await refused('server/http/example.ts', "export type B = import('../proxy/backend.ts').Backend;\n")).toHaveLength(1);
   });
 
+  it('refuses one mode folder importing another, however it is written, in its tests too', async () => {
+    expect(await refused('server/proxy/ipvs/host.ts', "import { iptablesFamilyUnsupported } from '../iptables/host.ts';\nexport const f = iptablesFamilyUnsupported;\n")).toEqual([
+      `server/proxy/ipvs may not import server/proxy/iptables ('../iptables/host.ts'): a mode imports no other mode: what two modes share lives in server/proxy/ or server/proxy/xtables/ (docs/architecture.md, "Layers").`,
+    ]);
+    expect(await refused('server/proxy/nftables/example.ts', "import type { IpvsBackend } from '../ipvs/proxier.ts';\nexport type B = IpvsBackend;\n")).toHaveLength(1);
+    expect(await refused('server/proxy/userspace/example.ts', "export const load = () => import('../nftables/cleanup.ts');\n")).toHaveLength(1);
+    expect(await refused('server/proxy/iptables/example.ts', "export { cleanupIpvs } from '../ipvs/cleanup.ts';\n")).toHaveLength(1);
+    expect(await refused('server/proxy/ipvs/example.test.ts', "import { harness } from '../iptables/testing.ts';\nexport const h = harness;\n")).toHaveLength(1);
+    expect(await refused('server/proxy/userspace/testing.ts', "import { harness } from '../iptables/testing.ts';\nexport const h = harness;\n")).toHaveLength(1);
+  });
+
+  it('lets a mode import its own folder, the shared proxy code and the iptables language (xtables/)', async () => {
+    expect(await refused('server/proxy/ipvs/example.ts', "import { startCanaryMonitor } from '../xtables/canary-monitor.ts';\nexport const s = startCanaryMonitor;\n")).toEqual([]);
+    expect(await refused('server/proxy/userspace/example.ts', "import { validateServicePort } from '../service-port-validation.ts';\nexport const v = validateServicePort;\n")).toEqual([]);
+    expect(await refused('server/proxy/nftables/example.ts', "import { cleanupNftables } from './cleanup.ts';\nexport const c = cleanupNftables;\n")).toEqual([]);
+  });
+
+  it('keeps the shared proxy code free of the modes, but in its tests; the composition imports every mode', async () => {
+    expect(await refused('server/proxy/xtables/example.ts', "import { JUMP_RULES } from '../iptables/rules.ts';\nexport const j = JUMP_RULES;\n")).toEqual([
+      `the shared proxy code may not import server/proxy/iptables ('../iptables/rules.ts'): it imports no mode: what needs every mode is the composition (docs/architecture.md, "Layers").`,
+    ]);
+    expect(await refused('server/proxy/example.ts', "import type { IpvsBackend } from './ipvs/proxier.ts';\nexport type B = IpvsBackend;\n")).toHaveLength(1);
+    expect(await refused('server/proxy/metrics/example.ts', "import { registerUserspaceMetrics } from '../userspace/metrics.ts';\nexport const r = registerUserspaceMetrics;\n")).toHaveLength(1);
+    // Tests of the shared code may run every mode (first-sync-housekeeping.test.ts does).
+    expect(await refused('server/proxy/example.test.ts', "import { nftHarness } from './nftables/testing.ts';\nexport const n = nftHarness;\n")).toEqual([]);
+    expect(await refused('server/platform-cleanup.ts', "import { cleanupIpvsHost } from './proxy/ipvs/host.ts';\nexport const c = cleanupIpvsHost;\n")).toEqual([]);
+  });
+
   it("lets proxy import a source's types, not its code", async () => {
     expect(await refused('server/proxy/example.ts', "import type { Source } from '../sources/source.ts';\nexport type S = Source;\n")).toEqual([]);
     expect(await refused('server/proxy/example.ts', "import { parseManifest } from '../sources/file/manifest.ts';\nexport const p = parseManifest;\n")).toEqual([
