@@ -14,10 +14,11 @@ import ts from 'typescript-eslint';
  * server/. "base" is the bottom files (the error catalogue, the logger, the
  * clock, the version); "composition" (assemble.ts, daemon.ts, command.ts,
  * cli.ts, and `kproxy trace`'s trace/command.ts) may import everything. A test
- * belongs to the layer of the file it tests (x.test.ts is x.ts's). typesMay
- * lists layers a layer may import types from (`import type`: nothing at run
- * time), testsMay what its tests and test helpers (testing.ts) may import
- * besides. The value imports (`may`) form no cycle (test/unit/lint-boundaries.test.ts).
+ * belongs to the layer of the file it tests (x.test.ts is x.ts's). testsMay
+ * lists what its tests and test helpers (testing.ts) may import besides.
+ * There is no exception for types: a contract sits with the layer that
+ * consumes it (proxy's Source, which sources implement). The imports (`may`)
+ * form no cycle (test/unit/lint-boundaries.test.ts).
  */
 export const LAYERS = {
   net: { may: [] },
@@ -27,9 +28,9 @@ export const LAYERS = {
   events: { may: ['net', 'base'] },
   // The listeners: they serve what the domain hands them, and import none of it.
   http: { may: ['net', 'base', 'config'], testsMay: ['kernel', 'proxy', 'sources'] },
-  // Sources implement proxy's change handlers; proxy reads a source's status through its types only.
+  // Sources implement proxy's Source and call its change handlers.
   sources: { may: ['net', 'base', 'config', 'proxy'] },
-  proxy: { may: ['net', 'base', 'kernel', 'config', 'events', 'http'], typesMay: ['sources'], testsMay: ['sources'] },
+  proxy: { may: ['net', 'base', 'kernel', 'config', 'events', 'http'], testsMay: ['sources'] },
   dashboard: { may: ['net', 'base', 'kernel', 'config', 'events', 'http', 'sources', 'proxy'], testsMay: ['composition'] },
   // The packet tracer walks the dashboard's kernel views; the dashboard never imports it.
   trace: { may: ['net', 'base', 'kernel', 'config', 'events', 'http', 'sources', 'proxy', 'dashboard'] },
@@ -81,9 +82,8 @@ const layersRule = {
     if (!rules || rules.may === null) return {};
     const isTest = /\.test\.ts$/.test(from) || path.basename(from) === 'testing.ts';
     const allowed = new Set([layer, ...rules.may, ...(isTest ? (rules.testsMay ?? []) : [])]);
-    const typesAllowed = new Set(rules.typesMay ?? []);
     const mode = modeOf(from);
-    const check = (node, source, typesOnly = false) => {
+    const check = (node, source) => {
       const spec = source?.value;
       if (typeof spec !== 'string' || !spec.startsWith('.')) return;
       const rel = path.relative(SERVER, path.resolve(path.dirname(context.filename), spec));
@@ -95,17 +95,16 @@ const layersRule = {
         context.report({ node, message: `${who} may not import server/proxy/${targetMode} ('${spec}'): ${why} (docs/architecture.md, "Layers").` });
         return;
       }
-      if (target === null || allowed.has(target) || (typesOnly && typesAllowed.has(target))) return;
-      const types = typesAllowed.size ? ` (and the types of ${[...typesAllowed].map(layerName).join(', ')})` : '';
-      const may = rules.may.length ? `only ${rules.may.map(layerName).join(', ')}${types}` : 'nothing of kproxy';
+      if (target === null || allowed.has(target)) return;
+      const may = rules.may.length ? `only ${rules.may.map(layerName).join(', ')}` : 'nothing of kproxy';
       context.report({ node, message: `${layerName(layer)} may not import ${layerName(target)} ('${spec}'): it imports ${may} (docs/architecture.md, "Layers").` });
     };
     return {
-      ImportDeclaration: (node) => check(node, node.source, node.importKind === 'type' || (node.specifiers.length > 0 && node.specifiers.every((sp) => sp.importKind === 'type'))),
-      ExportNamedDeclaration: (node) => check(node, node.source, node.exportKind === 'type'),
-      ExportAllDeclaration: (node) => check(node, node.source, node.exportKind === 'type'),
+      ImportDeclaration: (node) => check(node, node.source),
+      ExportNamedDeclaration: (node) => check(node, node.source),
+      ExportAllDeclaration: (node) => check(node, node.source),
       ImportExpression: (node) => check(node, node.source),
-      TSImportType: (node) => check(node, node.source ?? node.argument?.literal, true),
+      TSImportType: (node) => check(node, node.source ?? node.argument?.literal),
     };
   },
 };

@@ -34,7 +34,7 @@ import { ConntrackSetup } from './proxy/conntrack/setup.ts';
 import { FileSource } from './sources/file/file-source.ts';
 import { KubeSource } from './sources/k8s/kube-source.ts';
 import { loadKubeConfig } from './sources/k8s/kubeconfig.ts';
-import type { Source } from './sources/source.ts';
+import type { Source } from './proxy/source.ts';
 import { dashboardTracer } from './trace/dashboard-trace.ts';
 
 /** Assembled is a daemon with the parts the CLI and the dashboard reach into. */

@@ -11,7 +11,7 @@ import { harness, testConfig } from './proxy/iptables/testing.ts';
 import { makeService, makeSlice, ep } from './proxy/testing.ts';
 import type { ChangeHandlers } from './proxy/proxy-state.ts';
 import { FileSource } from './sources/file/file-source.ts';
-import type { Source, SourceStatus } from './sources/source.ts';
+import type { Source, SourceStatus } from './proxy/source.ts';
 
 const run: RunOptions = {
   configFile: null,

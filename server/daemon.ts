@@ -11,7 +11,7 @@ import { MetaProxier } from './proxy/meta-proxier.ts';
 import { nodeNotFound } from './proxy/node-info.ts';
 import type { ProxyState } from './proxy/proxy-state.ts';
 import type { SyncObserver, SyncRecord } from './proxy/sync-loop.ts';
-import type { Source } from './sources/source.ts';
+import type { Source } from './proxy/source.ts';
 
 /** DaemonParts are the pieces a daemon is assembled from; tests pass fakes. */
 export interface DaemonParts {

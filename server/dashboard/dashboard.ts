@@ -9,7 +9,7 @@ import type { ProxyState } from '../proxy/proxy-state.ts';
 import { v8Collect, type Collect } from '../proxy/memory-release.ts';
 import type { ServiceHealthEntry } from '../proxy/healthcheck/service-health-server.ts';
 import type { SyncObserver, SyncRecord, SyncTrigger } from '../proxy/sync-loop.ts';
-import type { SourceStatus } from '../sources/source.ts';
+import type { SourceStatus } from '../proxy/source.ts';
 import { KPROXY_VERSION } from '../version.ts';
 import type { DashboardAuth } from './auth/auth.ts';
 import { HeavyReads } from './heavy-reads.ts';

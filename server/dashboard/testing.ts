@@ -15,7 +15,7 @@ import type { Backend } from '../proxy/backend.ts';
 import { ConntrackCounts, type ConntrackCountsOptions } from '../proxy/conntrack/counts.ts';
 import { harness, testConfig } from '../proxy/iptables/testing.ts';
 import type { ChangeHandlers } from '../proxy/proxy-state.ts';
-import type { Source, SourceStatus } from '../sources/source.ts';
+import type { Source, SourceStatus } from '../proxy/source.ts';
 import { DashboardActions } from './actions.ts';
 import type { AccessReviewer } from './auth/access-review.ts';
 import { DashboardAuth } from './auth/auth.ts';

@@ -15,7 +15,7 @@ import type { ChangeHandlers } from '../proxy/proxy-state.ts';
 import { MetaProxier } from '../proxy/meta-proxier.ts';
 import { createSyncObservers } from '../proxy/sync-observers.ts';
 import { ep, makeService, makeSlice } from '../proxy/testing.ts';
-import type { Source, SourceStatus } from '../sources/source.ts';
+import type { Source, SourceStatus } from '../proxy/source.ts';
 import { LISTEN_BACKLOG } from '../net/listen.ts';
 import { startNodeServers, type DashboardListener, type NodeServers } from './node-servers.ts';
 import { testProxyConfig } from './testing.ts';

@@ -5,7 +5,7 @@ import type { ProxyConfig } from '../config/types.ts';
 import { errorMessage } from '../errors.ts';
 import { hostInterfaces, type NetInterfaces } from '../kernel/netif.ts';
 import type { Logger } from '../log.ts';
-import type { Source } from '../sources/source.ts';
+import type { Source } from './source.ts';
 import { healthCheckBindAddresses } from './healthcheck/node-addresses.ts';
 import { ProxyHealth } from './healthcheck/proxy-health.ts';
 import { buildProxyHealthApp } from './healthcheck/proxy-health-server.ts';

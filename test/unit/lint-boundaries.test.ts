@@ -84,11 +84,13 @@ describe('lint: layers point down', { timeout: 60_000 }, () => {
     expect(await refused('server/platform-cleanup.ts', "import { cleanupIpvsHost } from './proxy/ipvs/host.ts';\nexport const c = cleanupIpvsHost;\n")).toEqual([]);
   });
 
-  it("lets proxy import a source's types, not its code", async () => {
-    expect(await refused('server/proxy/example.ts', "import type { Source } from '../sources/source.ts';\nexport type S = Source;\n")).toEqual([]);
-    expect(await refused('server/proxy/example.ts', "import { parseManifest } from '../sources/file/manifest.ts';\nexport const p = parseManifest;\n")).toEqual([
-      expect.stringContaining('server/proxy may not import server/sources'),
+  it('makes no exception for types: proxy imports nothing of the sources, which implement its Source', async () => {
+    expect(await refused('server/proxy/example.ts', "import type { FileSource } from '../sources/file/file-source.ts';\nexport type F = FileSource;\n")).toEqual([
+      `server/proxy may not import server/sources ('../sources/file/file-source.ts'): it imports only server/net, the bottom files, server/kernel, server/config, server/events, server/http (docs/architecture.md, "Layers").`,
     ]);
+    expect(await refused('server/proxy/example.ts', "import { parseManifest } from '../sources/file/manifest.ts';\nexport const p = parseManifest;\n")).toHaveLength(1);
+    expect(await refused('server/proxy/metrics/example.ts', "export type K = import('../../sources/k8s/kube-source.ts').KubeSource;\n")).toHaveLength(1);
+    expect(await refused('server/sources/example.ts', "import type { Source } from '../proxy/source.ts';\nexport type S = Source;\n")).toEqual([]);
   });
 
   it('lets the upper layers import downward, and the composition import everything', async () => {

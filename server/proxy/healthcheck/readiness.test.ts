@@ -7,7 +7,7 @@ import { MetaProxier } from '../meta-proxier.ts';
 import { createSyncObservers } from '../sync-observers.ts';
 import { ep, makeService, makeSlice } from '../testing.ts';
 import type { IPFamily } from '../../net/ip.ts';
-import type { SourceStatus } from '../../sources/source.ts';
+import type { SourceStatus } from '../source.ts';
 import { unknownNode, type NodeInfo } from '../node-info.ts';
 import type { SyncRecord } from '../sync-loop.ts';
 import { buildProxyHealthApp, type HealthProbe } from './proxy-health-server.ts';

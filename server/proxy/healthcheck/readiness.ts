@@ -1,5 +1,5 @@
 import type { IPFamily } from '../../net/ip.ts';
-import type { SourceStatus } from '../../sources/source.ts';
+import type { SourceStatus } from '../source.ts';
 import { nodeNotFound, type NodeInfo } from '../node-info.ts';
 import type { SyncRecord } from '../sync-loop.ts';
 import type { ProxyHealth } from './proxy-health.ts';

@@ -1,5 +1,5 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { SourceStatus } from '../../sources/source.ts';
+import type { SourceStatus } from '../source.ts';
 import type { ObjectKind, StateCheckout } from '../proxy-state.ts';
 import type { IPFamily } from '../../net/ip.ts';
 import { SYNC_TRIGGERS, type SyncRecord } from '../sync-loop.ts';

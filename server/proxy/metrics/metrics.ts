@@ -2,7 +2,7 @@ import { collectDefaultMetrics, Registry } from 'prom-client';
 import type { Clock } from '../../clock.ts';
 import { errorMessage } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
-import type { SourceStatus } from '../../sources/source.ts';
+import type { SourceStatus } from '../source.ts';
 import { KPROXY_VERSION } from '../../version.ts';
 import type { ProxyMode } from '../../config/modes.ts';
 import type { IPFamily } from '../../net/ip.ts';

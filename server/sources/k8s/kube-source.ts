@@ -5,7 +5,7 @@ import type { Logger } from '../../log.ts';
 import type { EndpointSlice, Node, Service, ServiceCIDR } from '../../proxy/kube-objects.ts';
 import type { ChangeHandlers } from '../../proxy/proxy-state.ts';
 import { keptFields, type KeptKind } from '../kept-fields.ts';
-import type { Source, SourceStatus } from '../source.ts';
+import type { Source, SourceStatus } from '../../proxy/source.ts';
 import { ApiStatusError, KubeApi } from './api-request.ts';
 import { loadClientNode } from './client-node.ts';
 import type { InformerCounters, InformerKind, InformerStatus, InformerTuning, WatchClient } from './informer-types.ts';

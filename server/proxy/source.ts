@@ -1,4 +1,4 @@
-import type { ChangeHandlers } from '../proxy/proxy-state.ts';
+import type { ChangeHandlers } from './proxy-state.ts';
 
 /** SourceStatus is a source's state for logs, metrics and the dashboard. */
 export interface SourceStatus {
@@ -21,7 +21,9 @@ export interface SourceStatus {
 
 /**
  * Source delivers Service, EndpointSlice and Node events for this node to the
- * change handlers. start() resolves once watching has begun (not necessarily
+ * change handlers. It is the proxy's contract, declared here where the proxy
+ * consumes it (the sync observers, health, metrics); server/sources implements
+ * it (informers, manifest files). start() resolves once watching has begun (not necessarily
  * after the initial list; handlers.onSynced says that). A source is synced
  * only once everything it was pointed at has been read completely at least
  * once; before that kproxy programs nothing.
