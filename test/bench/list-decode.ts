@@ -11,7 +11,7 @@
  */
 import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
 import { LIST_PAGE } from '../../server/sources/k8s/api-request.ts';
-import { keptFields } from '../../server/sources/kept-fields.ts';
+import { keptFields } from '../../server/proxy/kept-fields.ts';
 import type { KubeObject } from '../../server/proxy/kube-objects.ts';
 import { generateCluster } from './cluster.ts';
 import type { ListDecode } from './results.ts';

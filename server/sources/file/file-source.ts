@@ -7,7 +7,7 @@ import { errorMessage, SourceNotSyncedError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 import { LABEL_HEADLESS, LABEL_SERVICE_PROXY_NAME, type EndpointSlice, type KubeObject, type Node, type Service, type ServiceCIDR } from '../../proxy/kube-objects.ts';
 import type { ChangeHandlers } from '../../proxy/proxy-state.ts';
-import { keptFields } from '../kept-fields.ts';
+import { keptFields } from '../../proxy/kept-fields.ts';
 import type { Source, SourceStatus } from '../../proxy/source.ts';
 import { parseManifest, type ManifestObject } from './manifest.ts';
 

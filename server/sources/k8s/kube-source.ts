@@ -4,7 +4,7 @@ import { errorMessage, KubeconfigError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 import type { EndpointSlice, Node, Service, ServiceCIDR } from '../../proxy/kube-objects.ts';
 import type { ChangeHandlers } from '../../proxy/proxy-state.ts';
-import { keptFields, type KeptKind } from '../kept-fields.ts';
+import { keptFields, type KeptKind } from '../../proxy/kept-fields.ts';
 import type { Source, SourceStatus } from '../../proxy/source.ts';
 import { ApiStatusError, KubeApi } from './api-request.ts';
 import { loadClientNode } from './client-node.ts';

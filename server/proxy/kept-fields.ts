@@ -1,4 +1,4 @@
-import { ANNOTATION_LAST_CHANGE_TRIGGER_TIME, LABEL_HEADLESS, LABEL_SERVICE_NAME, LABEL_SERVICE_PROXY_NAME, type KubeObject } from '../proxy/kube-objects.ts';
+import { ANNOTATION_LAST_CHANGE_TRIGGER_TIME, LABEL_HEADLESS, LABEL_SERVICE_NAME, LABEL_SERVICE_PROXY_NAME, type KubeObject } from './kube-objects.ts';
 
 /** KeptKind: the kinds the sources deliver. */
 export type KeptKind = 'Service' | 'EndpointSlice' | 'Node' | 'ServiceCIDR';
@@ -12,7 +12,9 @@ export type KeptKind = 'Service' | 'EndpointSlice' | 'Node' | 'ServiceCIDR';
  * name a bad field exactly as they would in the whole object. Anything that
  * is not an object where one belongs is kept whole, for the same reason.
  * Repeated strings (namespaces, node names, zones, port names, protocols)
- * are shared, as are the common endpoint conditions.
+ * are shared, as are the common endpoint conditions. It sits beside the
+ * trackers that read those fields, and the sources call it: when a tracker
+ * reads a field this does not keep, kept-fields.test.ts fails and names it.
  */
 export function keptFields(kind: KeptKind, obj: unknown): KubeObject {
   if (!isObject(obj)) return obj as KubeObject;
