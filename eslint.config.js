@@ -12,8 +12,9 @@ import ts from 'typescript-eslint';
  * The layers of server/ and what each may import (docs/architecture.md,
  * "Layers"): a layer imports itself and the layers it lists, nothing else of
  * server/. "base" is the bottom files (the error catalogue, the logger, the
- * clock, the version); "composition" (assemble.ts, daemon.ts, command.ts,
- * cli.ts, and `kproxy trace`'s trace/command.ts) may import everything. A test
+ * clock, the version); "composition", every other file at the top of
+ * server/ (assemble.ts, daemon.ts, the commands, platform-cleanup.ts), may
+ * import everything: nothing in a layer's folder is composition. A test
  * belongs to the layer of the file it tests (x.test.ts is x.ts's). testsMay
  * lists what its tests and test helpers (testing.ts) may import besides.
  * There is no exception for types: a contract sits with the layer that
@@ -48,7 +49,6 @@ export const LAYERS = {
 export const MODE_FOLDERS = ['iptables', 'ipvs', 'nftables', 'userspace'];
 
 const BASE_FILES = new Set(['errors.ts', 'log.ts', 'clock.ts', 'clock-fake.ts', 'version.ts']);
-const COMPOSITION_FILES = new Set(['assemble.ts', 'daemon.ts', 'command.ts', 'cli.ts', 'trace/command.ts']);
 const SERVER = path.join(import.meta.dirname, 'server');
 
 /** layerOf names the layer of a path relative to server/ (null: outside server/). */
@@ -58,7 +58,6 @@ export function layerOf(rel) {
     .split(path.sep)
     .join('/')
     .replace(/\.test\.ts$/, '.ts');
-  if (COMPOSITION_FILES.has(file)) return 'composition';
   if (BASE_FILES.has(file)) return 'base';
   const slash = file.indexOf('/');
   return slash < 0 ? 'composition' : file.slice(0, slash);

@@ -43,7 +43,7 @@ if (Number(process.versions.node.split('.')[0]) < REQUIRED_NODE_MAJOR) {
 }
 if (process.argv[2] === 'trace') {
   // `kproxy trace` loads the tracer alone (not the daemon's Kubernetes client and servers): quick to start on a node.
-  const { runTrace } = await import('./trace/command.ts');
+  const { runTrace } = await import('./trace-command.ts');
   const code = await runTrace(process.argv.slice(3), { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t) }).catch((err: unknown) => {
     process.stderr.write(`kproxy trace: unexpected failure: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
     return 2;

@@ -20,7 +20,7 @@ import { versionLine } from './version.ts';
 /**
  * The kproxy command. Exit codes: 0 success, 1 bad configuration or a failed
  * --once/--cleanup (nothing is touched when the configuration is bad), 2 an
- * unexpected crash. `kproxy trace` is a command of its own (server/trace/command.ts,
+ * unexpected crash. `kproxy trace` is a command of its own (server/trace-command.ts,
  * reached from cli.ts without loading this module): exit 0 traced, 1 bad input.
  */
 async function main(argv: readonly string[]): Promise<number> {

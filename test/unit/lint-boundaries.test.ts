@@ -47,6 +47,10 @@ describe('lint: layers point down', { timeout: 60_000 }, () => {
     expect(await refused('server/dashboard/example.ts', "import type { Assembled } from '../assemble.ts';\nexport type A = Assembled;\n")).toEqual([
       expect.stringContaining('server/dashboard may not import the composition'),
     ]);
+    // kproxy trace's command loads the daemon for --dry-run: it is the composition's, at the top of server/, not the tracer's.
+    expect(await refused('server/trace/command.ts', "export const load = () => import('../assemble.ts');\n")).toEqual([
+      `server/trace may not import the composition ('../assemble.ts'): it imports only server/net, the bottom files, server/kernel, server/config, server/events, server/http, server/sources, server/proxy, server/dashboard (docs/architecture.md, "Layers").`,
+    ]);
   });
 
   it('catches a dynamic import(), a re-export and an import() type as well', async () => {
@@ -99,7 +103,7 @@ describe('lint: layers point down', { timeout: 60_000 }, () => {
     expect(await refused('server/proxy/healthcheck/example.ts', "import { HEALTH_LIMITS } from '../../http/limits.ts';\nexport const h = HEALTH_LIMITS;\n")).toEqual([]);
     expect(await refused('server/dashboard/example.ts', "import type { ProxyState } from '../proxy/proxy-state.ts';\nexport type P = ProxyState;\n")).toEqual([]);
     expect(await refused('server/assemble.ts', "import { dashboardTracer } from './trace/dashboard-trace.ts';\nexport const d = dashboardTracer;\n")).toEqual([]);
-    expect(await refused('server/trace/command.ts', "export const load = () => import('../assemble.ts');\n")).toEqual([]);
+    expect(await refused('server/trace-command.ts', "export const load = () => import('./assemble.ts');\n")).toEqual([]);
   });
 
   it('allows no cycle: following what each layer may import never leads back to it', async () => {

@@ -1,14 +1,14 @@
-import { loadConfiguration } from '../config/load.ts';
-import { findDrift } from '../dashboard/drift.ts';
-import type { KernelKind, TraceDrift, TraceResult, TraceStep } from '../dashboard/protocol.ts';
-import { yieldToEventLoop } from '../dashboard/yield.ts';
-import { errorMessage, isKproxyError, TraceInputError } from '../errors.ts';
-import { hostInterfaces } from '../kernel/netif.ts';
-import { createLogger } from '../log.ts';
-import { readHost, readRecentList } from './host.ts';
-import { parseTraceQuery, type RawTraceQuery } from './packet.ts';
-import { serviceNames } from './service-index.ts';
-import { traceKernel, traceWithRecent } from './tracer.ts';
+import { loadConfiguration } from './config/load.ts';
+import { findDrift } from './dashboard/drift.ts';
+import type { KernelKind, TraceDrift, TraceResult, TraceStep } from './dashboard/protocol.ts';
+import { yieldToEventLoop } from './dashboard/yield.ts';
+import { errorMessage, isKproxyError, TraceInputError } from './errors.ts';
+import { hostInterfaces } from './kernel/netif.ts';
+import { createLogger } from './log.ts';
+import { readHost, readRecentList } from './trace/host.ts';
+import { parseTraceQuery, type RawTraceQuery } from './trace/packet.ts';
+import { serviceNames } from './trace/service-index.ts';
+import { traceKernel, traceWithRecent } from './trace/tracer.ts';
 
 /**
  * `kproxy trace`: one packet through the rules of the network namespace it
@@ -113,7 +113,7 @@ async function traceHost(
 async function traceDryRun(loaded: Awaited<ReturnType<typeof loadConfiguration>>, asked: ReturnType<typeof parseTraceQuery>): Promise<{ trace: TraceResult; how: string }> {
   const logger = createLogger({ level: 'warn' });
   // The daemon's wiring (Kubernetes client, fastify…) loads only for --dry-run: a trace on a node stays quick to start.
-  const { assembleDaemon } = await import('../assemble.ts');
+  const { assembleDaemon } = await import('./assemble.ts');
   const a = await assembleDaemon({ ...loaded, run: { ...loaded.run, once: true } }, logger);
   try {
     const recs = await a.daemon.once();

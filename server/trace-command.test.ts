@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { TraceResult } from '../dashboard/protocol.ts';
-import { runTrace, splitTraceArgs } from './command.ts';
+import type { TraceResult } from './dashboard/protocol.ts';
+import { runTrace, splitTraceArgs } from './trace-command.ts';
 
 /** DAEMON_MS: a --dry-run trace assembles and syncs a daemon (a second on a quiet machine; several on a loaded, shared one). */
 const DAEMON_MS = 30_000;
