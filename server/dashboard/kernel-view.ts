@@ -1,4 +1,4 @@
-import type { PackedText } from '../proxy/packed-text.ts';
+import type { PackedText } from './packed-text.ts';
 import type { IPFamily } from '../net/ip.ts';
 import type { BackendSyncResult } from '../proxy/backend.ts';
 import type { Endpoint } from '../proxy/endpoint.ts';

@@ -10,7 +10,7 @@ import type { HeavyReads } from '../heavy-reads.ts';
 import { tableRuleCount, type KernelTables } from '../kernel-view.ts';
 import type { RowsPage, TableInfo, Viewer } from '../protocol.ts';
 import { TableRows } from '../rows.ts';
-import { PackedText } from '../../proxy/packed-text.ts';
+import { PackedText } from '../packed-text.ts';
 import { guard, remoteOf } from './guard.ts';
 
 export interface ApiRoutesOptions {

@@ -1,6 +1,6 @@
 import { IptablesParseError } from '../../errors.ts';
 import { isBuiltinChain, ruleTarget, splitArgs, type CommandLine } from '../../kernel/iptables-save-parser.ts';
-import { PackedText } from '../../proxy/packed-text.ts';
+import { PackedText } from '../packed-text.ts';
 import type { KernelTables } from '../kernel-view.ts';
 import type { Yield } from '../yield.ts';
 import { ChainTable, RuleStore, type StoredChain } from './rule-store.ts';

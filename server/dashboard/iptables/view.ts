@@ -1,4 +1,4 @@
-import { PackedText } from '../../proxy/packed-text.ts';
+import { PackedText } from '../packed-text.ts';
 import { errorMessage } from '../../errors.ts';
 import type { IptablesRunner } from '../../kernel/iptables.ts';
 import { silentLogger, type Logger } from '../../log.ts';

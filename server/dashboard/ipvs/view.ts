@@ -1,4 +1,4 @@
-import { PackedText } from '../../proxy/packed-text.ts';
+import { PackedText } from '../packed-text.ts';
 import type { Clock } from '../../clock.ts';
 import { DUMMY_DEVICE, FILTER_CHAINS, IPSETS, NAT_CHAINS, setName } from '../../proxy/ipvs/names.ts';
 import { JUMP_RULES } from '../../proxy/ipvs/iptables-rules.ts';

@@ -1,4 +1,4 @@
-import { PackedText } from '../../proxy/packed-text.ts';
+import { PackedText } from '../packed-text.ts';
 import type { NftTable } from '../../kernel/nft-types.ts';
 import { formatTableDump } from '../../kernel/nft-script.ts';
 import type { BackendSyncResult } from '../../proxy/backend.ts';

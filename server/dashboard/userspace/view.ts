@@ -1,4 +1,4 @@
-import { PackedText } from '../../proxy/packed-text.ts';
+import { PackedText } from '../packed-text.ts';
 import type { Clock } from '../../clock.ts';
 import type { IptablesRunner } from '../../kernel/iptables.ts';
 import { silentLogger, type Logger } from '../../log.ts';
