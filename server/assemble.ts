@@ -3,7 +3,7 @@ import { otherFamily } from './net/ip.ts';
 import { realClock } from './clock.ts';
 import { primaryFamily } from './config/families.ts';
 import type { LoadedConfiguration } from './config/load.ts';
-import { PROXY_MODES } from './config/modes.ts';
+import { PROXY_MODES } from './config/proxy-mode.ts';
 import { Daemon } from './daemon.ts';
 import { IptablesView } from './dashboard/iptables/view.ts';
 import { IpvsView } from './dashboard/ipvs/view.ts';

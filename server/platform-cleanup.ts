@@ -1,4 +1,4 @@
-import type { ProxyMode } from './config/modes.ts';
+import type { ProxyMode } from './config/proxy-mode.ts';
 import type { ProxyConfig } from './config/types.ts';
 import { errorMessage } from './errors.ts';
 import { execFile, type ExecFn } from './kernel/exec.ts';

@@ -1,4 +1,4 @@
-import { DEFAULT_PROXY_MODE, isProxyMode } from './modes.ts';
+import { DEFAULT_PROXY_MODE, isProxyMode } from './proxy-mode.ts';
 import { parsePortRange } from './port-range.ts';
 import type { ProxyConfig } from './types.ts';
 import type { KubeProxyConfiguration } from './v1alpha1.ts';

@@ -1,5 +1,6 @@
 import type { RunOptions } from './types.ts';
-import { IPVS_SCHEDULERS, PROXY_MODES } from './modes.ts';
+import { IPVS_SCHEDULERS } from './modes.ts';
+import { PROXY_MODES } from './proxy-mode.ts';
 import { LOCAL_MODES, LOG_FORMATS } from './validation.ts';
 
 /**

@@ -1,26 +1,10 @@
 import type { ProxyConfig } from './types.ts';
 
 /**
- * The proxy modes, once for the whole daemon: the configuration validates
- * `mode` against PROXY_MODES, the backends declare which ProxyMode they are,
- * and the mode's own section of the configuration is read through
- * modeSettings. A new mode is one more name here and a section in
- * ProxyConfig (docs/architecture.md, "Where a new mode plugs in").
+ * What the modes' settings hold: the schedulers and keywords the
+ * configuration accepts, and each mode's own section of it, read through
+ * modeSettings. The modes' names are proxy-mode.ts's.
  */
-
-/** PROXY_MODES are the values `mode` accepts on Linux ("" means iptables). */
-export const PROXY_MODES = ['iptables', 'ipvs', 'nftables', 'userspace'] as const;
-
-/** ProxyMode is one backend kproxy can program. */
-export type ProxyMode = (typeof PROXY_MODES)[number];
-
-/** DEFAULT_PROXY_MODE is what a blank `mode` means (kube-proxy: the best-available proxy, iptables on Linux). */
-export const DEFAULT_PROXY_MODE: ProxyMode = 'iptables';
-
-/** isProxyMode reports whether a text names a proxy mode. */
-export function isProxyMode(text: string): text is ProxyMode {
-  return (PROXY_MODES as readonly string[]).includes(text);
-}
 
 /**
  * IPVS_SCHEDULERS are the IPVS schedulers kproxy accepts ("" means rr): the ten

@@ -1,4 +1,4 @@
-import type { ProxyMode } from './modes.ts';
+import type { ProxyMode } from './proxy-mode.ts';
 import type { PortRange } from './port-range.ts';
 
 /**

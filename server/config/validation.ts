@@ -1,7 +1,8 @@
 import { canonicalIP, ipFamilyOf, isLoopbackIP, parseCIDR } from '../net/ip.ts';
 import { formatDuration } from './duration.ts';
 import { parsePortRange } from './port-range.ts';
-import { IPVS_SCHEDULERS, isProxyMode, NODE_PORT_ADDRESSES_PRIMARY, PROXY_MODES } from './modes.ts';
+import { IPVS_SCHEDULERS, NODE_PORT_ADDRESSES_PRIMARY } from './modes.ts';
+import { isProxyMode, PROXY_MODES } from './proxy-mode.ts';
 import { supportedValues, type FieldError } from './field-error.ts';
 import { splitHostPort } from './host-port.ts';
 import type { KubeProxyConfiguration } from './v1alpha1.ts';

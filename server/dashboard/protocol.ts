@@ -1,11 +1,12 @@
 /**
  * The dashboard's wire format: what /api/v1/… answers and what /ws streams.
  * Types and three constants; its one import is a type (the proxy modes, named
- * once in config/modes.ts), so the web app imports this file as it is and both
- * sides stay in step. Times are epoch milliseconds, durations ms. A change
- * here is a protocol change: README and tests change with it.
+ * once in config/proxy-mode.ts, which imports nothing), so the web app imports
+ * this file as it is and both sides stay in step. Times are epoch
+ * milliseconds, durations ms. A change here is a protocol change: README and
+ * tests change with it.
  */
-import type { ProxyMode } from '../config/modes.ts';
+import type { ProxyMode } from '../config/proxy-mode.ts';
 
 /** AuthMode says how the dashboard checks callers (see auth.ts). */
 export type AuthMode = 'token' | 'delegated' | 'token+delegated' | 'off';
@@ -93,7 +94,7 @@ export interface KernelStatus {
   readonly driftCount: number;
 }
 
-/** KernelKind is the proxy mode whose kernel objects a view shows (config/modes.ts's PROXY_MODES). */
+/** KernelKind is the proxy mode whose kernel objects a view shows (config/proxy-mode.ts's PROXY_MODES). */
 export type KernelKind = ProxyMode;
 
 export interface StreamStats {

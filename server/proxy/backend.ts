@@ -1,4 +1,4 @@
-import type { ProxyMode } from '../config/modes.ts';
+import type { ProxyMode } from '../config/proxy-mode.ts';
 import type { KproxyError } from '../errors.ts';
 import type { IPFamily } from '../net/ip.ts';
 import type { StateCheckout } from './proxy-state.ts';

@@ -6,7 +6,7 @@
  * the live heap from the daemon's /metrics after a full GC (GC_ON_SIGUSR2).
  */
 import { join } from 'node:path';
-import type { PROXY_MODES } from '../../server/config/modes.ts';
+import type { PROXY_MODES } from '../../server/config/proxy-mode.ts';
 import { Agent, Daemon } from './daemon.ts';
 import { memorySample, METRICS, type RunContext } from './full-sync.ts';
 import { createNetns, deleteNetns, sh } from './netns.ts';

@@ -37,7 +37,7 @@ import { measureConnects, wireDataPlane, writeProbe, type ConnectTimes, type Dat
 import { fullSyncRun, memoryVariant, METRICS, NODE_NAME, type RunContext } from './full-sync.ts';
 import { describeMachine } from './machine.ts';
 import { clientConnected, exampleIdle } from './memory.ts';
-import { PROXY_MODES } from '../../server/config/modes.ts';
+import { PROXY_MODES } from '../../server/config/proxy-mode.ts';
 import { dualStackRun } from './dual-stack.ts';
 import { writeManifests, type ManifestDir } from './manifests.ts';
 import { removeAll } from './netns.ts';

@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { RestoreFailedError } from '../../errors.ts';
-import type { ProxyMode } from '../../config/modes.ts';
+import type { ProxyMode } from '../../config/proxy-mode.ts';
 import type { BackendSyncResult } from '../backend.ts';
 import type { IPFamily } from '../../net/ip.ts';
 import type { SyncRecord } from '../sync-loop.ts';

@@ -4,7 +4,7 @@ import { RestoreFailedError, SyncFailedError } from '../../errors.ts';
 import { buildMetricsApp } from '../../http/app.ts';
 import { testProxyConfig } from '../../http/testing.ts';
 import { silentLogger } from '../../log.ts';
-import type { ProxyMode } from '../../config/modes.ts';
+import type { ProxyMode } from '../../config/proxy-mode.ts';
 import type { IPFamily } from '../../net/ip.ts';
 import type { BackendSyncResult } from '../backend.ts';
 import { unknownNode } from '../node-info.ts';

@@ -4,7 +4,7 @@ import { errorMessage } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 import type { SourceStatus } from '../source.ts';
 import { KPROXY_VERSION } from '../../version.ts';
-import type { ProxyMode } from '../../config/modes.ts';
+import type { ProxyMode } from '../../config/proxy-mode.ts';
 import type { IPFamily } from '../../net/ip.ts';
 import type { SyncObserver } from '../sync-loop.ts';
 import { KproxyMetrics, type ConntrackView, type DashboardView, type KproxyMetricsState, type ServiceHealthView } from './kproxy-metrics.ts';
