@@ -201,6 +201,7 @@ describe('Daemon: service ports a backend leaves out', () => {
       mode: h.backend.mode,
       family: h.backend.family,
       sync: async (input) => ({ ...(await h.backend.sync(input)), skippedServicePorts: skipped }),
+      requireFullSync: () => h.backend.requireFullSync(),
       cleanup: () => h.backend.cleanup(),
     };
     const source = new FileSource({ path: dir, nodeName: 'node-a', clock: h.clock, logger: log.logger, watch: false });

@@ -8,6 +8,7 @@ function skippingBackend(inner: Backend, why: { text: string | null }): Backend 
     mode: inner.mode,
     family: inner.family,
     init: inner.init?.bind(inner),
+    requireFullSync: inner.requireFullSync.bind(inner),
     cleanup: inner.cleanup.bind(inner),
     watchTampering: inner.watchTampering?.bind(inner),
     async sync(input): Promise<BackendSyncResult> {

@@ -27,9 +27,16 @@ class ToggleBackend implements Backend {
   readonly mode = 'iptables' as const;
   readonly family = 'IPv4' as const;
   failing = false;
+  /** fullRequired: requireFullSync was called since the last successful sync (a backend then syncs fully). */
+  fullRequired = false;
+  requireFullSync(): void {
+    this.fullRequired = true;
+  }
   async sync(input: BackendSyncInput): Promise<BackendSyncResult> {
+    const full = input.forceFull || this.fullRequired;
+    if (!this.failing) this.fullRequired = false;
     return {
-      full: input.forceFull,
+      full,
       buildMs: 1,
       applyMs: 1,
       linesWritten: 12,

@@ -7,7 +7,12 @@ import type { SyncVerification } from './sync-verify.ts';
 /** BackendSyncInput is one sync's input: the wanted state, what changed, and whether it must be full. */
 export interface BackendSyncInput {
   readonly state: StateCheckout;
-  /** forceFull: the sync loop wants everything rewritten (start-up, periodic, operator resync, topology change). */
+  /**
+   * forceFull: the sync loop's schedule makes this sync full (start-up, the
+   * hourly full sync, an operator's resync, tampering, a resume, --once, a
+   * topology change). A backend may sync fully without being asked: it owns
+   * "the next sync is full" (see Backend).
+   */
   readonly forceFull: boolean;
 }
 
@@ -67,6 +72,19 @@ export function cleanupSummary(result: CleanupResult): string {
  * Backend is one proxy mode: it turns the wanted state into kernel objects.
  * A backend decides how (full or partial, what to diff); the sync loop decides
  * when. Backends never throw from sync(): failures come back in result.error.
+ * The four modes wrap their own work (what to build, how to diff, what to
+ * write) in the same kit: SyncEnvelope (sync-envelope.ts: timing, the result
+ * and the failed one, the last failed input, "the next sync is full"),
+ * ServicePortCache and SkippedServicePorts.
+ *
+ * The backend owns "the next sync is full", as kube-proxy's proxier owns
+ * needFullSync: only it knows when what it last wrote stopped being what the
+ * kernel holds (before its first sync, after a sync that failed, after its
+ * cleanup, when its build context changed), and a partial sync is a diff
+ * against that record. The sync loop keeps no such flag: it asks with
+ * forceFull for the syncs its schedule makes full, and with requireFullSync()
+ * when a sync failed, since some failures only the loop sees (the
+ * verification found the kernel differs; a backend that threw).
  */
 export interface Backend {
   readonly mode: ProxyMode;
@@ -75,6 +93,11 @@ export interface Backend {
   /** init prepares the kernel once before the first sync (modules, sysctls the mode needs). */
   init?(): Promise<void>;
   sync(input: BackendSyncInput): Promise<BackendSyncResult>;
+  /**
+   * requireFullSync makes the next sync full, and every one after it until
+   * one succeeds (one asked for while a sync runs is for the sync after it).
+   */
+  requireFullSync(): void;
   /**
    * afterSync runs after each successful sync has been recorded and its
    * observers told (so readiness and the sync's duration count programming

@@ -23,14 +23,21 @@ class RecordingBackend implements Backend {
     this.family = family;
     this.events = events;
   }
+  /** fullRequired: requireFullSync was called since the last successful sync (a backend then syncs fully). */
+  fullRequired = false;
+  requireFullSync(): void {
+    this.fullRequired = true;
+  }
   async sync(input: BackendSyncInput): Promise<BackendSyncResult> {
     this.inputs.push(input);
     await this.syncGate;
     this.events.push(`${this.family} synced`);
     const fail = this.failNext > 0;
     if (fail) this.failNext--;
+    const full = input.forceFull || this.fullRequired;
+    if (!fail) this.fullRequired = false;
     return {
-      full: input.forceFull,
+      full,
       buildMs: 0,
       applyMs: 0,
       linesWritten: 1,

@@ -10,9 +10,16 @@ class CountingBackend implements Backend {
   readonly mode = 'iptables' as const;
   readonly family = 'IPv4' as const;
   inputs: BackendSyncInput[] = [];
+  /** fullRequired: requireFullSync was called (it never fails, so nothing else asks a full sync of it). */
+  fullRequired = false;
+  requireFullSync(): void {
+    this.fullRequired = true;
+  }
   async sync(input: BackendSyncInput): Promise<BackendSyncResult> {
     this.inputs.push(input);
-    return { full: input.forceFull, buildMs: 1, applyMs: 1, linesWritten: 3, bytesWritten: 30, servicesWritten: 0, rulesByTable: { nat: 1 } };
+    const full = input.forceFull || this.fullRequired;
+    this.fullRequired = false;
+    return { full, buildMs: 1, applyMs: 1, linesWritten: 3, bytesWritten: 30, servicesWritten: 0, rulesByTable: { nat: 1 } };
   }
   async cleanup() {
     return { removed: {}, errors: [] };

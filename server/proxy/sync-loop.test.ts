@@ -13,6 +13,9 @@ class ScriptedBackend implements Backend {
   readonly family = 'IPv4' as const;
   inputs: BackendSyncInput[] = [];
   failNext = 0;
+  /** fullRequired: requireFullSync was called since the last successful sync (a backend then syncs fully); fullRequests counts the calls. */
+  fullRequired = false;
+  fullRequests = 0;
   /** afterSync: when the loop ran it (how many records the observers had seen then), and how long it takes. */
   afterSyncSeen: number[] = [];
   /** afterSyncGate: when set, the after-sync work lasts until the test resolves it. */
@@ -22,12 +25,18 @@ class ScriptedBackend implements Backend {
     this.afterSyncSeen.push(this.records.length);
     await this.afterSyncGate;
   }
+  requireFullSync(): void {
+    this.fullRequired = true;
+    this.fullRequests++;
+  }
   async sync(input: BackendSyncInput): Promise<BackendSyncResult> {
     this.inputs.push(input);
     const fail = this.failNext > 0;
     if (fail) this.failNext--;
+    const full = input.forceFull || this.fullRequired;
+    if (!fail) this.fullRequired = false;
     return {
-      full: input.forceFull,
+      full,
       buildMs: 1,
       applyMs: 2,
       linesWritten: 10,
@@ -174,6 +183,36 @@ describe('SyncLoop', () => {
     const fulls = records.filter((r) => r.full).map((r) => r.trigger);
     expect(fulls.at(-1)).toBe('periodic');
     expect(backend.inputs.at(-1)!.forceFull).toBe(true);
+  });
+
+  it('asks for full syncs by trigger alone and tells the backend, which holds "the next sync is full", after each failed sync', async () => {
+    const { clock, backend, state, loop, records } = setup();
+    state.onSynced('Service');
+    state.onSynced('EndpointSlice');
+    loop.start();
+    await clock.advanceAsync(0);
+    expect(backend.fullRequests).toBe(0);
+    backend.failNext = 1;
+    state.onService(null, makeService('ns', 'a'));
+    await clock.advanceAsync(1000);
+    expect(records[1]).toMatchObject({ trigger: 'change', full: false, ok: false });
+    expect(backend.fullRequests).toBe(1);
+    // A change before the retry: the loop does not force it, the backend it told does.
+    state.onService(null, makeService('ns', 'b', { clusterIP: '10.96.0.2' }));
+    await clock.advanceAsync(1000);
+    expect(backend.inputs[2].forceFull).toBe(false);
+    expect(records[2]).toMatchObject({ trigger: 'change', full: true, ok: true });
+    // A resync asked for while a sync runs is not lost when that sync succeeds: its trigger asks for it.
+    const sync = backend.sync.bind(backend);
+    backend.sync = async (input) => {
+      loop.requestFullSync('tampering');
+      backend.sync = sync;
+      return sync(input);
+    };
+    state.onService(null, makeService('ns', 'c', { clusterIP: '10.96.0.3' }));
+    await clock.advanceAsync(1000);
+    await clock.advanceAsync(1000);
+    expect(records.slice(3).map((r) => `${r.trigger} ${r.full}`)).toEqual(['change false', 'tampering true']);
   });
 
   it('tells observers when a change is queued (health tracks stuck updates)', async () => {

@@ -13,6 +13,13 @@ export const SYNC_TRIGGERS = ['startup', 'change', 'periodic', 'retry', 'resync'
 /** Why a sync ran. */
 export type SyncTrigger = (typeof SYNC_TRIGGERS)[number];
 
+/**
+ * FULL_TRIGGERS: the triggers whose sync the loop asks to be full (forceFull).
+ * A retry is not among them: the loop tells the backend, which owns "the next
+ * sync is full", that a sync failed (Backend.requireFullSync).
+ */
+const FULL_TRIGGERS: ReadonlySet<SyncTrigger> = new Set<SyncTrigger>(['startup', 'resync', 'tampering', 'once', 'resume']);
+
 /** SyncRecord is the account of one sync: the dashboard, metrics, health and events all read it. */
 export interface SyncRecord {
   /** family: the IP family whose proxier synced (each family has its own loop, as kube-proxy's). */
@@ -99,7 +106,6 @@ export class SyncLoop {
   readonly #runner: SyncRunner;
   #seq = 0;
   #lastFullAt = -Infinity;
-  #needFull = true;
   #nextTrigger: SyncTrigger = 'startup';
   #consecutiveFailures = 0;
   #carriedTriggerTimes: number[] = [];
@@ -189,9 +195,8 @@ export class SyncLoop {
     if (this.#o.state.ready) this.#runner.request();
   }
 
-  /** requestFullSync forces the next sync to rewrite everything (operator resync, tampering). */
+  /** requestFullSync forces the next sync to rewrite everything (operator resync, tampering): its trigger asks for it. */
   requestFullSync(trigger: SyncTrigger = 'resync'): void {
-    this.#needFull = true;
     this.#nextTrigger = trigger;
     for (const o of this.#o.observers) o.onQueued?.(this.#o.clock.now(), this.#o.state.family);
     if (this.#o.state.ready) this.#runner.request();
@@ -199,7 +204,6 @@ export class SyncLoop {
 
   /** syncOnce runs one full sync now, outside the runner (for --once). */
   async syncOnce(): Promise<SyncRecord> {
-    this.#needFull = true;
     this.#nextTrigger = 'once';
     return this.#sync();
   }
@@ -298,7 +302,8 @@ export class SyncLoop {
       }
       this.#withoutNodeIP = checkout.withoutNodeIP;
     }
-    const forceFull = this.#needFull || checkout.topologyChanged || startedAt - this.#lastFullAt >= this.#o.fullSyncPeriodMs;
+    // Until a full sync has succeeded the period has run out (#lastFullAt is -Infinity).
+    const forceFull = FULL_TRIGGERS.has(trigger) || checkout.topologyChanged || startedAt - this.#lastFullAt >= this.#o.fullSyncPeriodMs;
     let result: BackendSyncResult;
     try {
       result = await backend.sync({ state: checkout, forceFull });
@@ -314,13 +319,13 @@ export class SyncLoop {
     const triggerTimes = [...this.#carriedTriggerTimes, ...checkout.triggerTimes];
     if (ok) {
       this.#consecutiveFailures = 0;
-      this.#needFull = false;
       this.#carriedTriggerTimes = [];
       if (result.full) this.#lastFullAt = startedAt;
     } else {
       this.#consecutiveFailures++;
-      // The next sync must rewrite everything: the changes checked out now were not programmed.
-      this.#needFull = true;
+      // The next sync must rewrite everything: the changes checked out now were not programmed. The backend
+      // knows when its own sync failed, not when the verification failed it or it threw: tell it either way.
+      backend.requireFullSync();
       this.#nextTrigger = 'retry';
       this.#carriedTriggerTimes = triggerTimes;
     }

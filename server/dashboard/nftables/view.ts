@@ -25,7 +25,7 @@ import { nftServicePort } from './flows.ts';
 import { isSetKey, nftKernelTable } from './tables.ts';
 
 /** NftablesViewSource is what the view reads of one family's nftables backend. */
-export type NftablesViewSource = Pick<NftablesBackend, 'runner' | 'family' | 'wanted' | 'lastFailedTransaction'>;
+export type NftablesViewSource = Pick<NftablesBackend, 'runner' | 'family' | 'wanted' | 'lastFailedInput'>;
 
 export interface NftablesViewOptions {
   backend: NftablesViewSource;
@@ -113,8 +113,8 @@ export class NftablesView implements KernelViewProvider {
       if (result.batch !== undefined) this.#lastInput = { seq: record.seq, at: record.finishedAt, full: result.full, body: new PackedText(result.batch) };
       return;
     }
-    const failed = this.#src.lastFailedTransaction();
-    const text = result.batch ?? failed?.transaction;
+    const failed = this.#src.lastFailedInput();
+    const text = result.batch ?? failed?.input;
     if (text !== undefined) {
       this.#lastFailed = { seq: record.seq, at: record.finishedAt, full: result.full, body: new PackedText(text), error: record.error?.message ?? failed?.error.message ?? 'failed' };
     }

@@ -211,7 +211,7 @@ describe('iptables proxier: failures', () => {
     expect(failed.error?.message).toMatch(new RegExp(`line \\d+ failed: .*${sep} is referenced`));
     expect(failed.error?.message).toContain(`>`);
     expect(failed.error?.message).toContain(`-X ${sep}`);
-    expect(h.backend.lastFailedBatch()?.batch).toBe(failed.batch);
+    expect(h.backend.lastFailedInput()?.input).toBe(failed.batch);
     expect(log.lines('error').join('\n')).toMatch(/iptables sync failed; the next sync rewrites everything/);
     // nat (where it failed) is exactly as before the sync; filter was committed first and is consistent on its own.
     expect(h.kernel.dump().tables.get('nat')).toEqual(withOther.tables.get('nat'));

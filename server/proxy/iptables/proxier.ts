@@ -1,8 +1,8 @@
 import type { Clock } from '../../clock.ts';
 import { NODE_PORT_ADDRESSES_PRIMARY } from '../../config/modes.ts';
 import type { ProxyConfig } from '../../config/types.ts';
-import { errorMessage, KproxyError, RestoreFailedError, RuleBuildError, SyncFailedError } from '../../errors.ts';
-import { IptablesRestoreError, type IptablesRunner } from '../../kernel/iptables.ts';
+import { errorMessage } from '../../errors.ts';
+import type { IptablesRunner } from '../../kernel/iptables.ts';
 import { chainNames, isBuiltinChain, parseIptablesSave, type IptablesDump } from '../../kernel/iptables-save-parser.ts';
 import type { NetInterfaces } from '../../kernel/netif.ts';
 import { ensureSysctl, sysctlInt, type Sysctl } from '../../kernel/sysctl.ts';
@@ -10,19 +10,22 @@ import type { Logger } from '../../log.ts';
 import type { Backend, BackendSyncInput, BackendSyncResult, CleanupResult } from '../backend.ts';
 import { skippedVerification, type SyncVerification } from '../sync-verify.ts';
 import type { RulesWrittenReport } from '../metrics/kube-proxy-metrics.ts';
-import type { Endpoint } from '../endpoint.ts';
 import { FirstSyncHousekeeping } from '../first-sync-housekeeping.ts';
 import type { IPFamily } from '../../net/ip.ts';
 import { localDetectorFor } from '../local-detector.ts';
 import { NodePortAddresses } from '../node-port-addresses.ts';
 import { nodeIPOf } from '../node-info.ts';
 import type { StateCheckout } from '../proxy-state.ts';
+import { buildServicePort, ServicePortCache, type ServicePortBuild } from '../service-port-cache.ts';
 import type { ServicePort } from '../service-port.ts';
+import { SkippedServicePorts } from '../skipped-service-ports.ts';
+import { SyncEnvelope, type FailedInput, type SyncRun, type SyncWritten } from '../sync-envelope.ts';
 import { CANARY_TABLES, startCanaryMonitor } from '../xtables/canary-monitor.ts';
 import { ChainNames, isServiceChainName, KUBE_PROXY_CANARY } from '../xtables/chain-names.ts';
 import { cleanupIptables } from '../xtables/cleanup.ts';
 import { ensureJumpRules, JUMP_RULES, jumpRuleLines } from '../xtables/jump-chains.ts';
-import { chainLine, extractLines, LineBuffer, ProbabilityCache } from '../xtables/restore-writer.ts';
+import { describeRestoreFailure } from '../xtables/restore-failure.ts';
+import { chainLine, LineBuffer, ProbabilityCache } from '../xtables/restore-writer.ts';
 import { buildFixedRules } from './fixed-rules.ts';
 import { FixedChainDiff } from './fixed-chain-diff.ts';
 import { applyDiff, countedChains, fullFilterPart, fullNatShared, natTablePart, partialShared, splitEndpointChains, type ChainLengths, type FullSyncPrep } from './restore-text.ts';
@@ -90,30 +93,19 @@ export interface IptablesBackendOptions {
  */
 export const NFT_RULES_PER_COMMIT = 5000;
 
-/** FailedBatch is the last restore input the kernel refused, kept for the dashboard's download. */
-export interface FailedBatch {
-  readonly batch: string;
-  readonly error: KproxyError;
-  /** at: epoch ms. */
-  readonly at: number;
-}
-
 /** IptablesBackend is the iptables Backend plus what the daemon and dashboard read from it. */
 export interface IptablesBackend extends Backend {
   /** sync reports, after a partial sync, the rules it wrote per table (kubeproxy_sync_proxy_rules_iptables_last). */
   sync(input: BackendSyncInput): Promise<BackendSyncResult & RulesWrittenReport>;
   readonly runner: IptablesRunner;
-  lastFailedBatch(): FailedBatch | null;
+  /** lastFailedInput: the restore input of the last sync that failed, kept for the dashboard's download. */
+  lastFailedInput(): FailedInput | null;
 }
 
-interface CacheEntry {
-  readonly sp: ServicePort;
-  readonly eps: readonly Endpoint[] | undefined;
-  readonly rules: ServicePortRules | null;
-  readonly error: string | null;
-  /** slim: rules.rulesText and chainsText were dropped after the sync (see slimCache); a write rebuilds them. */
-  readonly slim?: boolean;
-}
+/** CachedRules: a service port's rules as the cache keeps them; slim: rulesText and chainsText were dropped after the sync (see slimCache), a write rebuilds them. */
+type CachedRules = ServicePortRules & { readonly slim?: boolean };
+
+type CacheEntry = ServicePortBuild<CachedRules>;
 
 /**
  * slimCache drops, from the entries this sync built, the text of the service
@@ -125,8 +117,8 @@ interface CacheEntry {
  */
 function slimCache(cache: Map<string, CacheEntry>): void {
   for (const [id, e] of cache) {
-    if (e.slim || !e.rules) continue;
-    cache.set(id, { ...e, rules: { ...e.rules, rulesText: '', chainsText: '' }, slim: true });
+    if (!e.objects || e.objects.slim) continue;
+    cache.set(id, { ...e, objects: { ...e.objects, rulesText: '', chainsText: '', slim: true } });
   }
 }
 
@@ -158,17 +150,12 @@ class IptablesProxier implements IptablesBackend {
   readonly #inPlaceEdits: boolean;
   #chainLengths: ChainLengths = { filter: new Map(), nat: new Map() };
   #conntrackTCPLiberal = false;
-  #needFull = true;
-  #contextKey = '';
   /** #cache: the last successful sync's rules per service port id. */
-  #cache = new Map<string, CacheEntry>();
-  /** #rulesByTable: the rules kproxy owns per table after the last successful sync (a failed sync reports them unchanged). */
-  #rulesByTable: Readonly<Record<string, number>> = {};
-  /** #skipped: service ports whose objects could not be built, with why (reported in each sync result). */
-  readonly #skipped = new Map<string, string>();
+  readonly #cache = new ServicePortCache<CachedRules>();
+  readonly #skipped: SkippedServicePorts;
+  readonly #envelope: SyncEnvelope<RulesWrittenReport>;
   #idsInMapOrder: string[] = [];
   #sortedIds: string[] = [];
-  #lastFailed: FailedBatch | null = null;
   /**
    * #toVerify: the last full sync's restore input, until verify() reads it
    * (the sync loop verifies right after the sync, and holds the input in the
@@ -184,6 +171,14 @@ class IptablesProxier implements IptablesBackend {
     this.runner = opts.runner;
     this.#log = opts.logger.child('iptables');
     this.#housekeeping = new FirstSyncHousekeeping(opts.afterFirstSync, this.#log, opts.clock);
+    this.#skipped = new SkippedServicePorts(this.#log);
+    this.#envelope = new SyncEnvelope({
+      name: 'iptables',
+      clock: opts.clock,
+      logger: this.#log,
+      skipped: this.#skipped,
+      describe: (err, run) => describeRestoreFailure(err, run.input, 'the filter and nat tables'),
+    });
     this.#rulesPerCommit = opts.rulesPerCommit ?? (opts.runner.flavor === 'nft' ? NFT_RULES_PER_COMMIT : Infinity);
     this.#inPlaceEdits = opts.inPlaceEdits ?? true;
     const npa = opts.config.nodePortAddresses;
@@ -193,8 +188,12 @@ class IptablesProxier implements IptablesBackend {
     this.#localhostNodePorts = opts.family === 'IPv4' && opts.config.iptables.localhostNodePorts && !isPrimary && new NodePortAddresses(opts.family, npa).containsIPv4Loopback;
   }
 
-  lastFailedBatch(): FailedBatch | null {
-    return this.#lastFailed;
+  lastFailedInput(): FailedInput | null {
+    return this.#envelope.lastFailedInput();
+  }
+
+  requireFullSync(): void {
+    this.#envelope.requireFullSync();
   }
 
   /** init prepares the host's objects (prepare), sets route_localnet for localhost node ports and reads whether conntrack is liberal. */
@@ -215,11 +214,8 @@ class IptablesProxier implements IptablesBackend {
 
   async cleanup(): Promise<CleanupResult> {
     this.#toVerify = null;
-    if (this.#o.cleanup) {
-      this.#needFull = true;
-      return this.#o.cleanup();
-    }
-    this.#needFull = true;
+    this.#envelope.requireFullSync();
+    if (this.#o.cleanup) return this.#o.cleanup();
     return cleanupIptables({ runners: [this.runner], logger: this.#log });
   }
 
@@ -306,102 +302,46 @@ class IptablesProxier implements IptablesBackend {
       servicePortOf: (_table, chain) => {
         if (!owners) {
           owners = new Map();
-          for (const [id, e] of this.#cache) for (const c of e.rules?.chains ?? []) owners.set(c, id);
+          for (const [id, e] of this.#cache.builds) for (const c of e.objects?.chains ?? []) owners.set(c, id);
         }
         return owners.get(chain);
       },
     });
   }
 
-  async sync(input: BackendSyncInput): Promise<BackendSyncResult & RulesWrittenReport> {
-    const clock = this.#o.clock;
-    const t0 = clock.monotonic();
-    let ioMs = 0;
-    let full = true;
-    let batch: string | undefined;
+  sync(input: BackendSyncInput): Promise<BackendSyncResult & RulesWrittenReport> {
     // Whatever this sync does, the kernel no longer holds exactly what an earlier full sync wrote.
     this.#toVerify = null;
-    try {
-      const state = input.state;
-      const tCtx = clock.monotonic();
-      const ctx = await this.#context(state);
-      ioMs += clock.monotonic() - tCtx;
-      const key = contextKey(ctx);
-      full = input.forceFull || this.#needFull || key !== this.#contextKey;
-
-      let prepared: FullSyncPrep = { existingNat: new Set(), deferred: [], deferredCanaries: [] };
-      if (full) {
-        const tIo = clock.monotonic();
-        prepared = await this.#prepareFullSync();
-        ioMs += clock.monotonic() - tIo;
-      }
-
-      const built = this.#build(state, ctx, full, prepared);
-      batch = built.text;
-      const tApply = clock.monotonic();
-      try {
-        // Nothing changed (a periodic sync with no news): the kernel already holds exactly this.
-        if (built.text !== '') await this.runner.restore(built.text);
-      } finally {
-        ioMs += clock.monotonic() - tApply;
-      }
-
-      // Success: this sync's rules are what the kernel holds.
-      slimCache(built.cache);
-      this.#cache = built.cache;
-      this.#chainLengths = built.chainLengths;
-      this.#contextKey = key;
-      this.#needFull = false;
-      if (full) this.#names.rotate();
-      this.#rulesByTable = built.rulesByTable;
-      if (full) this.#toVerify = built.text;
-      for (const w of built.warnings) this.#log.warn(w);
-      return {
-        full,
-        buildMs: Math.max(0, clock.monotonic() - t0 - ioMs),
-        applyMs: ioMs,
-        linesWritten: built.lines,
-        bytesWritten: Buffer.byteLength(built.text),
-        servicesWritten: built.servicesWritten,
-        rulesByTable: built.rulesByTable,
-        // A full sync writes every rule kproxy owns (rulesByTable; the jumps from built-in chains a
-        // fresh node gets in the same input are not kproxy's rules, as kube-proxy adds them outside
-        // its restore); a partial one writes the chains that changed.
-        ...(full ? {} : { rulesWrittenByTable: built.rulesWritten }),
-        skippedServicePorts: new Map(this.#skipped),
-        // Nothing sent, nothing to show: the last input stays the one the kernel last took.
-        ...(built.text !== '' ? { batch: built.text } : {}),
-      };
-    } catch (err) {
-      // The changes of this sync were consumed: only a full rewrite can bring the kernel back in line.
-      this.#needFull = true;
-      const error = this.#describeFailure(err, batch);
-      if (batch !== undefined) {
-        this.#lastFailed = { batch, error, at: this.#o.clock.now() };
-      }
-      this.#log.error('iptables sync failed; the next sync rewrites everything', { full, code: error.code, err: error.message });
-      return {
-        full,
-        buildMs: Math.max(0, clock.monotonic() - t0 - ioMs),
-        applyMs: ioMs,
-        linesWritten: 0,
-        bytesWritten: 0,
-        servicesWritten: 0,
-        rulesByTable: this.#rulesByTable,
-        error,
-        ...(batch !== undefined ? { batch } : {}),
-      };
-    }
+    return this.#envelope.run(input, (run) => this.#write(input.state, run));
   }
 
-  #describeFailure(err: unknown, batch: string | undefined): KproxyError {
-    if (err instanceof IptablesRestoreError && batch !== undefined) {
-      const excerpt = extractLines(batch, err.lines, 1);
-      const msg = excerpt ? `${err.message}\n${excerpt}` : err.message;
-      return new RestoreFailedError(`restoring the filter and nat tables: ${msg}`, { cause: err });
-    }
-    if (err instanceof KproxyError) return err;
-    return new SyncFailedError(`iptables sync failed: ${errorMessage(err)}`, { cause: err });
+  async #write(state: StateCheckout, run: SyncRun<RulesWrittenReport>): Promise<SyncWritten & RulesWrittenReport> {
+    const ctx = await run.io(() => this.#context(state));
+    const key = contextKey(ctx);
+    const full = run.decideFull(!this.#cache.sameContext(key));
+    const prepared: FullSyncPrep = full ? await run.io(() => this.#prepareFullSync()) : { existingNat: new Set(), deferred: [], deferredCanaries: [] };
+
+    const built = this.#build(state, ctx, full, prepared);
+    run.sending(built.text);
+    // Nothing changed (a periodic sync with no news): the kernel already holds exactly this.
+    if (built.text !== '') await run.io(() => this.runner.restore(built.text));
+
+    // Success: this sync's rules are what the kernel holds.
+    slimCache(built.cache);
+    this.#cache.commit(built.cache, key);
+    this.#chainLengths = built.chainLengths;
+    if (full) this.#names.rotate();
+    if (full) this.#toVerify = built.text;
+    for (const w of built.warnings) this.#log.warn(w);
+    return {
+      linesWritten: built.lines,
+      servicesWritten: built.servicesWritten,
+      rulesByTable: built.rulesByTable,
+      // A full sync writes every rule kproxy owns (rulesByTable; the jumps from built-in chains a
+      // fresh node gets in the same input are not kproxy's rules, as kube-proxy adds them outside
+      // its restore); a partial one writes the chains that changed.
+      ...(full ? {} : { rulesWrittenByTable: built.rulesWritten }),
+    };
   }
 
   /**
@@ -437,7 +377,7 @@ class IptablesProxier implements IptablesBackend {
     const existingNat = prepared.existingNat;
     const cache = new Map<string, CacheEntry>();
     const fixed = buildFixedRules(ctx);
-    const contextSame = contextKey(ctx) === this.#contextKey;
+    const key = contextKey(ctx);
     const changed = state.changedServices;
     const stale = new Set<string>();
     const writtenServices = new Set<string>();
@@ -458,33 +398,22 @@ class IptablesProxier implements IptablesBackend {
       const sp = state.services.get(id)!;
       const eps = state.endpoints.get(id);
       const prev = this.#cache.get(id);
-      let entry: CacheEntry;
       const needsText = full || changed.has(sp.service);
-      if (prev && contextSame && prev.sp === sp && prev.eps === eps && !(prev.slim && needsText)) {
-        entry = prev;
-      } else {
-        try {
-          entry = { sp, eps, rules: buildServicePortRules(sp, eps, ctx, this.#names, this.#probabilities, prev?.rules ?? undefined), error: null };
-        } catch (err) {
-          if (!(err instanceof RuleBuildError)) throw err;
-          entry = { sp, eps, rules: null, error: err.message };
-        }
-      }
+      const same = this.#cache.unchanged(id, sp, eps, key);
+      const entry: CacheEntry =
+        same && !(same.objects?.slim && needsText) ? same : buildServicePort(sp, eps, () => buildServicePortRules(sp, eps, ctx, this.#names, this.#probabilities, prev?.objects ?? undefined));
       cache.set(id, entry);
-      const r = entry.rules;
-      if (!full && prev?.rules !== r) {
-        filterDiff.change(prev?.rules?.filterText ?? '', r?.filterText ?? '');
-        natDiff.change(prev?.rules?.jumpsText ?? '', r?.jumpsText ?? '');
+      const r = entry.objects;
+      if (!full && prev?.objects !== r) {
+        filterDiff.change(prev?.objects?.filterText ?? '', r?.filterText ?? '');
+        natDiff.change(prev?.objects?.jumpsText ?? '', r?.jumpsText ?? '');
       }
       if (r === null) {
-        if (this.#skipped.get(id) !== entry.error) {
-          this.#log.warn('service port skipped: its rules cannot be written safely', { servicePort: id, err: entry.error });
-        }
-        this.#skipped.set(id, entry.error!);
-        if (prev?.rules) for (const c of prev.rules.chains) stale.add(c);
+        this.#skipped.skip(id, entry.error!, 'service port skipped: its rules cannot be written safely');
+        if (prev?.objects) for (const c of prev.objects.chains) stale.add(c);
         continue;
       }
-      this.#skipped.delete(id);
+      this.#skipped.programmed(id);
       if (full) {
         filterShared.writeText(r.filterText, r.filterLines);
         natShared.writeText(r.jumpsText, r.jumpsLines);
@@ -511,29 +440,29 @@ class IptablesProxier implements IptablesBackend {
         }
         natServiceRulesWritten += r.rulesLines;
         writtenServices.add(sp.service);
-        if (prev?.rules && prev.rules !== r) {
+        if (prev?.objects && prev.objects !== r) {
           // Chains are named after their service port, so only its own former chains can go stale.
           const now = new Set(r.chains);
-          for (const c of prev.rules.chains) if (!now.has(c)) stale.add(c);
+          for (const c of prev.objects.chains) if (!now.has(c)) stale.add(c);
         }
       }
     }
-    for (const [id, prev] of this.#cache) {
-      if (cache.has(id) || !prev.rules) continue;
-      for (const c of prev.rules.chains) stale.add(c);
+    for (const [id, prev] of this.#cache.builds) {
+      if (cache.has(id) || !prev.objects) continue;
+      for (const c of prev.objects.chains) stale.add(c);
       if (!full) {
-        filterDiff.change(prev.rules.filterText, '');
-        natDiff.change(prev.rules.jumpsText, '');
+        filterDiff.change(prev.objects.filterText, '');
+        natDiff.change(prev.objects.jumpsText, '');
       }
     }
     if (full) {
       // A full sync also removes what it did not write itself: chains of an
       // earlier run, of kube-proxy before a take-over, or left by a failed sync.
       const active = new Set<string>();
-      for (const e of cache.values()) if (e.rules) for (const c of e.rules.chains) active.add(c);
+      for (const e of cache.values()) if (e.objects) for (const c of e.objects.chains) active.add(c);
       for (const c of existingNat) if (isServiceChainName(c) && !active.has(c)) stale.add(c);
     }
-    for (const id of this.#skipped.keys()) if (!state.services.has(id)) this.#skipped.delete(id);
+    this.#skipped.forgetGone(state.services);
     if (block.chains.lines > 0) blocks.push(block);
 
     const partial = (diff: FixedChainDiff, lengths: ReadonlyMap<string, number>) => ({ diff, ports: cache, fixed, lengths, inPlaceEdits: this.#inPlaceEdits });

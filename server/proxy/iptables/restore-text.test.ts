@@ -24,9 +24,9 @@ function fixed(): FixedRules {
 }
 
 /** port stands for one service port's rules in the shared chains (only what partial syncs read). */
-function port(jumps: string[], filter: string[] = []): { rules: ServicePortRules } {
+function port(jumps: string[], filter: string[] = []): { objects: ServicePortRules } {
   const text = (l: string[]) => l.map((x) => x + '\n').join('');
-  return { rules: { jumpsText: text(jumps), filterText: text(filter) } as ServicePortRules };
+  return { objects: { jumpsText: text(jumps), filterText: text(filter) } as ServicePortRules };
 }
 
 describe('restore text assembly', () => {
@@ -94,7 +94,7 @@ describe('restore text assembly', () => {
     const a = port(['-A KUBE-SERVICES -d 10.96.0.1/32 -j KUBE-SVC-A']);
     const b = port(['-A KUBE-SERVICES -d 10.96.0.2/32 -j KUBE-SVC-B', '-A KUBE-NODEPORTS --dport 30002 -j KUBE-EXT-B']);
     const diff = new FixedChainDiff();
-    diff.change('', b.rules.jumpsText);
+    diff.change('', b.objects.jumpsText);
     const ports = new Map([
       ['a', a],
       ['b', b],

@@ -24,7 +24,7 @@ export interface TablePart {
 export interface PartialSharedInput {
   readonly diff: FixedChainDiff;
   /** ports: every service port's rules by id, in sync order (a rewritten chain takes each port's share). */
-  readonly ports: ReadonlyMap<string, { readonly rules: ServicePortRules | null }>;
+  readonly ports: ReadonlyMap<string, { readonly objects: ServicePortRules | null }>;
   readonly fixed: FixedRules;
   readonly lengths: ReadonlyMap<string, number>;
   readonly inPlaceEdits: boolean;
@@ -145,8 +145,8 @@ export function partialShared(table: 'filter' | 'nat', input: PartialSharedInput
     }
     chains.writeLine(chainLine(chain));
     for (const entry of ports.values()) {
-      if (!entry.rules) continue;
-      const text = linesOfChain(table === 'filter' ? entry.rules.filterText : entry.rules.jumpsText, chain);
+      if (!entry.objects) continue;
+      const text = linesOfChain(table === 'filter' ? entry.objects.filterText : entry.objects.jumpsText, chain);
       if (text === '') continue;
       const n = countLines(text);
       rules.writeText(text, n);

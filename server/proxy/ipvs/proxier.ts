@@ -1,31 +1,32 @@
 import { release } from 'node:os';
 import type { Clock } from '../../clock.ts';
 import type { ProxyConfig } from '../../config/types.ts';
-import { errorMessage, IpsetError, IpvsError, KproxyError, NetlinkError, RestoreFailedError, RuleBuildError, SyncFailedError } from '../../errors.ts';
+import { errorMessage, IpsetError, IpvsError, KproxyError, NetlinkError } from '../../errors.ts';
 import { IPSET_MAXELEM, type IpsetRunner } from '../../kernel/ipset.ts';
 import { virtualServerKey, type IpvsService } from '../../kernel/ipvs-batch.ts';
 import type { IpvsRunner } from '../../kernel/ipvs.ts';
-import { IptablesRestoreError, type IptablesRunner } from '../../kernel/iptables.ts';
+import type { IptablesRunner } from '../../kernel/iptables.ts';
 import { parseIptablesSave } from '../../kernel/iptables-save-parser.ts';
 import type { Netlink } from '../../kernel/netlink.ts';
 import { ensureSysctl, type Sysctl } from '../../kernel/sysctl.ts';
 import type { Logger } from '../../log.ts';
 import type { Backend, BackendSyncInput, BackendSyncResult, CleanupResult } from '../backend.ts';
 import { CountCheck, skippedVerification, type SyncVerification } from '../sync-verify.ts';
-import type { Endpoint } from '../endpoint.ts';
 import { FirstSyncHousekeeping } from '../first-sync-housekeeping.ts';
 import { cidrContains, isLinkLocalIPv6, isLoopbackIP, parseCIDR, type CIDR, type IPFamily } from '../../net/ip.ts';
 import { CANARY_TABLES, startCanaryMonitor } from '../xtables/canary-monitor.ts';
 import { KUBE_PROXY_CANARY } from '../xtables/chain-names.ts';
 import { ensureJumpRules } from '../xtables/jump-chains.ts';
-import { extractLines } from '../xtables/restore-writer.ts';
+import { describeRestoreFailure } from '../xtables/restore-failure.ts';
 import { compareChains, countRequest, readCounts, writtenChains, type ChainCheck } from '../xtables/verify.ts';
 import { masqueradeMark } from '../masquerade-mark.ts';
 import { localDetectorFor } from '../local-detector.ts';
 import { NodePortAddresses } from '../node-port-addresses.ts';
 import { nodeIPOf } from '../node-info.ts';
 import type { StateCheckout } from '../proxy-state.ts';
-import type { ServicePort } from '../service-port.ts';
+import { buildServicePort, ServicePortCache, type ServicePortBuild } from '../service-port-cache.ts';
+import { SkippedServicePorts } from '../skipped-service-ports.ts';
+import { SyncEnvelope, type FailedInput, type SyncRun, type SyncWritten } from '../sync-envelope.ts';
 import { buildServicePortObjects, ipvsContextKey, type IpvsContext, type OutFilterEntry, type ServicePortObjects, type WantedVirtualServer } from './builder.ts';
 import { GracefulTermination, type DrainingRealServer } from './graceful-termination.ts';
 import { buildIptablesRules, JUMP_RULES, NO_STALE, staleModeChains, type StaleChains } from './iptables-rules.ts';
@@ -109,14 +110,11 @@ export interface IpvsBackend extends Backend {
   draining(): DrainingRealServer[];
   /** planned: the objects of the last successful sync (null before one); a reference, nothing is copied. */
   planned(): IpvsPlanned | null;
+  /** lastFailedInput: the batches of the last sync that failed (each under the program it was for). */
+  lastFailedInput(): FailedInput | null;
 }
 
-interface CacheEntry {
-  readonly sp: ServicePort;
-  readonly eps: readonly Endpoint[] | undefined;
-  readonly objects: ServicePortObjects | null;
-  readonly error: string | null;
-}
+type CacheEntry = ServicePortBuild<ServicePortObjects>;
 
 /** createIpvsBackend returns kube-proxy's IPVS mode as a kproxy Backend. */
 export function createIpvsBackend(opts: IpvsBackendOptions): IpvsBackend {
@@ -144,11 +142,9 @@ class IpvsProxier implements IpvsBackend {
   readonly #scheduler: string;
   readonly #excludeCIDRs: CIDR[];
   readonly #graceful: GracefulTermination;
-  #needFull = true;
-  #contextKey = '';
-  #cache = new Map<string, CacheEntry>();
-  /** #skipped: service ports whose objects could not be built, with why (reported in each sync result). */
-  readonly #skipped = new Map<string, string>();
+  readonly #cache = new ServicePortCache<ServicePortObjects>();
+  readonly #skipped: SkippedServicePorts;
+  readonly #envelope: SyncEnvelope;
   /** #overflowed: service ports the last successful sync left out because a set had no room for their entries. */
   #overflowed: ReadonlySet<string> = new Set();
   #lastIptables = '';
@@ -165,6 +161,8 @@ class IpvsProxier implements IpvsBackend {
     this.runners = { ipvs: opts.ipvs, ipset: opts.ipset, netlink: opts.netlink, iptables: opts.iptables };
     this.#log = opts.logger.child('ipvs');
     this.#housekeeping = new FirstSyncHousekeeping(opts.afterFirstSync, this.#log, opts.clock);
+    this.#skipped = new SkippedServicePorts(this.#log);
+    this.#envelope = new SyncEnvelope({ name: 'IPVS', clock: opts.clock, logger: this.#log, skipped: this.#skipped, describe: describeFailure });
     this.#scheduler = validateScheduler(opts.config.ipvs.scheduler);
     this.#excludeCIDRs = opts.config.ipvs.excludeCIDRs.map((c) => parseCIDR(c.trim())).filter((c): c is CIDR => c !== null && c.family === opts.family);
     this.#graceful = new GracefulTermination({ clock: opts.clock, checkIntervalMs: opts.drainCheckIntervalMs, timeoutMs: opts.drainTimeoutMs });
@@ -176,6 +174,14 @@ class IpvsProxier implements IpvsBackend {
 
   planned(): IpvsPlanned | null {
     return this.#planned;
+  }
+
+  lastFailedInput(): FailedInput | null {
+    return this.#envelope.lastFailedInput();
+  }
+
+  requireFullSync(): void {
+    this.#envelope.requireFullSync();
   }
 
   /** #manages mirrors planIpvs: virtual servers of the other family or in excludeCIDRs are never deleted. */
@@ -209,9 +215,9 @@ class IpvsProxier implements IpvsBackend {
   }
 
   async cleanup(): Promise<CleanupResult> {
-    this.#needFull = true;
+    this.#envelope.requireFullSync();
     this.#verifyPending = false;
-    this.#cache = new Map();
+    this.#cache.clear();
     this.#lastIptables = '';
     // kproxy meant to remove everything: what is left afterwards is drift, not kproxy's.
     this.#planned = {
@@ -260,142 +266,103 @@ class IpvsProxier implements IpvsBackend {
     await this.#housekeeping.afterSuccessfulSync();
   }
 
-  async sync(input: BackendSyncInput): Promise<BackendSyncResult> {
-    const clock = this.#o.clock;
-    const t0 = clock.monotonic();
-    let ioMs = 0;
-    let full = true;
-    let step = 'read';
-    const batches: string[] = [];
+  sync(input: BackendSyncInput): Promise<BackendSyncResult> {
     // Whatever this sync does, the kernel no longer holds exactly what an earlier full sync wrote.
     this.#verifyPending = false;
-    const io = async <T>(fn: () => Promise<T>): Promise<T> => {
-      const t = clock.monotonic();
-      try {
-        return await fn();
-      } finally {
-        ioMs += clock.monotonic() - t;
+    return this.#envelope.run(input, (run) => this.#write(input.state, run));
+  }
+
+  async #write(state: StateCheckout, run: SyncRun): Promise<SyncWritten> {
+    run.step = 'read';
+    // One read of each kernel table per sync; the IPVS listing carries
+    // connection counts when draining real servers are due for a check.
+    const sweepDue = this.#graceful.due();
+    const [services, sets, links] = await run.io(() => Promise.all([sweepDue ? this.#o.ipvs.list() : this.#o.ipvs.save(), this.#o.ipset.save(), this.#o.netlink.show()]));
+    const ctx = this.#context(state, links);
+    const key = ipvsContextKey(ctx);
+    let full = run.decideFull(!this.#cache.sameContext(key));
+    const current = new Map<string, IpvsService>(services.map((s) => [virtualServerKey(s), s]));
+
+    let stale: StaleChains = NO_STALE;
+    if (full) {
+      run.step = 'iptables-save';
+      const dump = await run.io(async () => parseIptablesSave(await this.#o.iptables.save()));
+      const report = await run.io(() => ensureJumpRules(this.#o.iptables, dump, JUMP_RULES));
+      if (report.rulesInserted.length) this.#log.info('created jump rules', { rules: report.rulesInserted.join('; ') });
+      stale = staleModeChains(dump);
+      if (stale.nat.chains.length + stale.filter.chains.length) {
+        this.#log.info('removing chains left by the iptables mode', { nat: stale.nat.chains.length, filter: stale.filter.chains.length });
       }
-    };
-    try {
-      const state = input.state;
-      // One read of each kernel table per sync; the IPVS listing carries
-      // connection counts when draining real servers are due for a check.
-      const sweepDue = this.#graceful.due();
-      const [services, sets, links] = await io(() => Promise.all([sweepDue ? this.#o.ipvs.list() : this.#o.ipvs.save(), this.#o.ipset.save(), this.#o.netlink.show()]));
-      const ctx = this.#context(state, links);
-      const key = ipvsContextKey(ctx);
-      full = input.forceFull || this.#needFull || key !== this.#contextKey;
-      const current = new Map<string, IpvsService>(services.map((s) => [virtualServerKey(s), s]));
-
-      let stale: StaleChains = NO_STALE;
-      if (full) {
-        step = 'iptables-save';
-        const dump = await io(async () => parseIptablesSave(await this.#o.iptables.save()));
-        const report = await io(() => ensureJumpRules(this.#o.iptables, dump, JUMP_RULES));
-        if (report.rulesInserted.length) this.#log.info('created jump rules', { rules: report.rulesInserted.join('; ') });
-        stale = staleModeChains(dump);
-        if (stale.nat.chains.length + stale.filter.chains.length) {
-          this.#log.info('removing chains left by the iptables mode', { nat: stale.nat.chains.length, filter: stale.filter.chains.length });
-        }
-      }
-
-      step = 'build';
-      const built = this.#build(state, ctx, key === this.#contextKey);
-      // Which service ports a full set leaves out can change with another Service's change: then compare everything.
-      if (!full && !sameMembers(built.overflowed, this.#overflowed)) full = true;
-      const scope = full ? null : this.#scope(state.changedServices, built.cache);
-      const bindList = links.get(DUMMY_DEVICE);
-      const deletions = sweepDue ? this.#graceful.sweep(current) : [];
-      for (const d of deletions)
-        this.#log.info('deleting a drained real server', { virtualServer: `${d.vs.address}:${d.vs.port}/${d.vs.protocol}`, realServer: `${d.rs.address}:${d.rs.port}`, reason: d.reason });
-      // Each family's proxier owns its family's addresses on kube-ipvs0; the kernel's own
-      // IPv6 link-local address on the link is nobody's service address and stays.
-      const bound = (bindList ?? []).filter((a) => a.family === ctx.family && !/^fe[89ab]/i.test(a.address)).map((a) => a.address);
-      const netlinkBatch = planAddresses(built.wanted.binds, bindList !== undefined, new Set(bound), scope);
-      const ipsetBatch = planIpsets(built.wanted.sets, sets, ctx.family, scope);
-      const ipvsPlan = planIpvs({ wanted: built.wanted.virtualServers, current, scope, family: ctx.family, excludeCIDRs: this.#excludeCIDRs, draining: this.#graceful, deletions });
-      const nonEmpty = new Set<SetKey>([...built.wanted.sets].filter(([, s]) => s.size > 0).map(([k]) => k));
-      const rules = buildIptablesRules(
-        {
-          family: ctx.family,
-          masqueradeMark: masqueradeMark(this.#o.config.iptables.masqueradeBit),
-          masqueradeAll: this.#o.config.iptables.masqueradeAll,
-          localDetector: localDetectorFor(this.#o.config, state.node, ctx.family),
-          randomFully: this.#o.iptables.hasRandomFully,
-        },
-        nonEmpty,
-        built.outFilter,
-        stale,
-      );
-      const writeIptables = full || rules.text !== this.#lastIptables;
-
-      // Addresses first (IPVS only sees packets to local addresses), then the
-      // sets the iptables rules match, the virtual servers, and the rules.
-      const apply = async (name: keyof typeof RESTORE_HEADERS, text: string, fn: (t: string) => Promise<void>) => {
-        if (text === '') return;
-        step = name;
-        batches.push(`${RESTORE_HEADERS[name]}\n${text}`);
-        await io(() => fn(text));
-      };
-      await apply('netlink', netlinkBatch.text(), (t) => this.#o.netlink.batch(t));
-      await apply('ipset', ipsetBatch.text(), (t) => this.#o.ipset.restore(t));
-      await apply('ipvs', ipvsPlan.batch.text(), (t) => this.#o.ipvs.restore(t));
-      if (writeIptables) await apply('iptables', rules.text, (t) => this.#o.iptables.restore(t));
-
-      // Success: the kernel holds this sync's objects.
-      for (const c of ipvsPlan.drainCancel) this.#graceful.cancel(c.vsKey, c.rsKey);
-      for (const k of ipvsPlan.deletedVirtualServers) this.#graceful.dropVirtualServer(k);
-      for (const d of ipvsPlan.drainStart) this.#graceful.add(d.vs, d.rs);
-      this.#cache = built.cache;
-      this.#overflowed = built.overflowed;
-      this.#contextKey = key;
-      this.#needFull = false;
-      this.#lastIptables = rules.text;
-      const batch = batches.join('');
-      // References only: the dashboard reads them later, off the sync's path.
-      const cache = built.cache;
-      this.#planned = {
-        version: ++this.#plannedVersion,
-        family: ctx.family,
-        ...built.wanted,
-        link: true,
-        iptables: rules.text,
-        draining: this.#graceful.list(),
-        objects: (id) => cache.get(id)?.objects ?? null,
-        manages: this.#manages,
-      };
-      this.#verifyPending = full;
-      const counts = this.#counts(built.wanted, rules.rulesByTable);
-      const lines = netlinkBatch.lines + ipsetBatch.lines + ipvsPlan.batch.lines + (writeIptables ? rules.lines : 0);
-      return {
-        full,
-        buildMs: Math.max(0, clock.monotonic() - t0 - ioMs),
-        applyMs: ioMs,
-        linesWritten: lines,
-        bytesWritten: Buffer.byteLength(batch),
-        servicesWritten: full ? new Set([...built.cache.values()].map((e) => e.sp.service)).size : state.changedServices.size,
-        rulesByTable: counts,
-        skippedServicePorts: new Map(this.#skipped),
-        batch,
-      };
-    } catch (err) {
-      // What this sync checked out is consumed: only a full sync can bring the kernel back in line.
-      this.#needFull = true;
-      const error = this.#describeFailure(err, step, batches.at(-1));
-      this.#log.error('IPVS sync failed; the next sync is full', { full, step, code: error.code, err: error.message });
-      return {
-        full,
-        buildMs: Math.max(0, clock.monotonic() - t0 - ioMs),
-        applyMs: ioMs,
-        linesWritten: 0,
-        bytesWritten: 0,
-        servicesWritten: 0,
-        rulesByTable: {},
-        error,
-        ...(batches.length ? { batch: batches.join('') } : {}),
-      };
     }
+
+    run.step = 'build';
+    const built = this.#build(state, ctx, key);
+    // Which service ports a full set leaves out can change with another Service's change: then compare everything.
+    full = run.decideFull(!sameMembers(built.overflowed, this.#overflowed));
+    const scope = full ? null : this.#scope(state.changedServices, built.cache);
+    const bindList = links.get(DUMMY_DEVICE);
+    const deletions = sweepDue ? this.#graceful.sweep(current) : [];
+    for (const d of deletions)
+      this.#log.info('deleting a drained real server', { virtualServer: `${d.vs.address}:${d.vs.port}/${d.vs.protocol}`, realServer: `${d.rs.address}:${d.rs.port}`, reason: d.reason });
+    // Each family's proxier owns its family's addresses on kube-ipvs0; the kernel's own
+    // IPv6 link-local address on the link is nobody's service address and stays.
+    const bound = (bindList ?? []).filter((a) => a.family === ctx.family && !/^fe[89ab]/i.test(a.address)).map((a) => a.address);
+    const netlinkBatch = planAddresses(built.wanted.binds, bindList !== undefined, new Set(bound), scope);
+    const ipsetBatch = planIpsets(built.wanted.sets, sets, ctx.family, scope);
+    const ipvsPlan = planIpvs({ wanted: built.wanted.virtualServers, current, scope, family: ctx.family, excludeCIDRs: this.#excludeCIDRs, draining: this.#graceful, deletions });
+    const nonEmpty = new Set<SetKey>([...built.wanted.sets].filter(([, s]) => s.size > 0).map(([k]) => k));
+    const rules = buildIptablesRules(
+      {
+        family: ctx.family,
+        masqueradeMark: masqueradeMark(this.#o.config.iptables.masqueradeBit),
+        masqueradeAll: this.#o.config.iptables.masqueradeAll,
+        localDetector: localDetectorFor(this.#o.config, state.node, ctx.family),
+        randomFully: this.#o.iptables.hasRandomFully,
+      },
+      nonEmpty,
+      built.outFilter,
+      stale,
+    );
+    const writeIptables = full || rules.text !== this.#lastIptables;
+
+    // Addresses first (IPVS only sees packets to local addresses), then the
+    // sets the iptables rules match, the virtual servers, and the rules.
+    const apply = async (name: keyof typeof RESTORE_HEADERS, text: string, fn: (t: string) => Promise<void>) => {
+      if (text === '') return;
+      run.step = name;
+      run.sending(`${RESTORE_HEADERS[name]}\n${text}`);
+      await run.io(() => fn(text));
+    };
+    await apply('netlink', netlinkBatch.text(), (t) => this.#o.netlink.batch(t));
+    await apply('ipset', ipsetBatch.text(), (t) => this.#o.ipset.restore(t));
+    await apply('ipvs', ipvsPlan.batch.text(), (t) => this.#o.ipvs.restore(t));
+    if (writeIptables) await apply('iptables', rules.text, (t) => this.#o.iptables.restore(t));
+
+    // Success: the kernel holds this sync's objects.
+    for (const c of ipvsPlan.drainCancel) this.#graceful.cancel(c.vsKey, c.rsKey);
+    for (const k of ipvsPlan.deletedVirtualServers) this.#graceful.dropVirtualServer(k);
+    for (const d of ipvsPlan.drainStart) this.#graceful.add(d.vs, d.rs);
+    this.#cache.commit(built.cache, key);
+    this.#overflowed = built.overflowed;
+    this.#lastIptables = rules.text;
+    // References only: the dashboard reads them later, off the sync's path.
+    const cache = built.cache;
+    this.#planned = {
+      version: ++this.#plannedVersion,
+      family: ctx.family,
+      ...built.wanted,
+      link: true,
+      iptables: rules.text,
+      draining: this.#graceful.list(),
+      objects: (id) => cache.get(id)?.objects ?? null,
+      manages: this.#manages,
+    };
+    this.#verifyPending = full;
+    return {
+      linesWritten: netlinkBatch.lines + ipsetBatch.lines + ipvsPlan.batch.lines + (writeIptables ? rules.lines : 0),
+      servicesWritten: full ? new Set([...built.cache.values()].map((e) => e.sp.service)).size : state.changedServices.size,
+      rulesByTable: this.#counts(built.wanted, rules.rulesByTable),
+    };
   }
 
   /**
@@ -437,7 +404,7 @@ class IpvsProxier implements IpvsBackend {
     compareVirtualServers(planned.virtualServers, planned.draining, services, this.#manages, check, (key) => {
       if (!owners) {
         owners = new Map();
-        for (const [id, e] of this.#cache) for (const v of e.objects?.virtualServers ?? []) if (!owners.has(v.key)) owners.set(v.key, id);
+        for (const [id, e] of this.#cache.builds) for (const v of e.objects?.virtualServers ?? []) if (!owners.has(v.key)) owners.set(v.key, id);
       }
       return owners.get(key);
     });
@@ -456,17 +423,6 @@ class IpvsProxier implements IpvsBackend {
     return { 'virtual-servers': wanted.virtualServers.size, 'real-servers': reals, 'ipset-entries': entries, nat: iptables.nat, filter: iptables.filter };
   }
 
-  #describeFailure(err: unknown, step: string, batch: string | undefined): KproxyError {
-    if (err instanceof IptablesRestoreError && batch !== undefined) {
-      const text = batch.slice(batch.indexOf('\n') + 1);
-      const excerpt = extractLines(text, err.lines, 1);
-      return new RestoreFailedError(`restoring IPVS mode's nat and filter rules: ${err.message}${excerpt ? `\n${excerpt}` : ''}`, { cause: err });
-    }
-    if (err instanceof KproxyError) return err;
-    const wrap = step === 'ipvs' ? IpvsError : step === 'ipset' ? IpsetError : step === 'netlink' ? NetlinkError : SyncFailedError;
-    return new wrap(`IPVS sync failed (${step}): ${errorMessage(err)}`, { cause: err });
-  }
-
   /** #scope collects what changed services had (last sync) and have (now): all a partial sync may touch. */
   #scope(changed: ReadonlySet<string>, cache: Map<string, CacheEntry>): Scope {
     const virtualServers = new Set<string>();
@@ -482,14 +438,14 @@ class IpvsProxier implements IpvsBackend {
       }
       for (const b of o.binds) binds.add(b);
     };
-    for (const e of this.#cache.values()) if (changed.has(e.sp.service) || !cache.has(e.sp.id)) take(e.objects);
+    for (const e of this.#cache.builds.values()) if (changed.has(e.sp.service) || !cache.has(e.sp.id)) take(e.objects);
     for (const e of cache.values()) if (changed.has(e.sp.service)) take(e.objects);
     // KUBE-IPVS-IPS mirrors the addresses on kube-ipvs0.
     entries.set('ipvsIPs', new Set(binds));
     return { virtualServers, entries, binds };
   }
 
-  #build(state: StateCheckout, ctx: IpvsContext, contextSame: boolean) {
+  #build(state: StateCheckout, ctx: IpvsContext, key: string) {
     const cache = new Map<string, CacheEntry>();
     const virtualServers = new Map<string, WantedVirtualServer>();
     const sets = new Map<SetKey, Set<string>>(IPSETS.map((i) => [i.key, new Set<string>()]));
@@ -500,21 +456,10 @@ class IpvsProxier implements IpvsBackend {
     for (const id of [...state.services.keys()].sort()) {
       const sp = state.services.get(id)!;
       const eps = state.endpoints.get(id);
-      const prev = this.#cache.get(id);
-      let entry: CacheEntry;
-      if (prev && contextSame && prev.sp === sp && prev.eps === eps) entry = prev;
-      else {
-        try {
-          entry = { sp, eps, objects: buildServicePortObjects(sp, eps, ctx), error: null };
-        } catch (err) {
-          if (!(err instanceof RuleBuildError)) throw err;
-          entry = { sp, eps, objects: null, error: err.message };
-        }
-      }
+      const entry = this.#cache.unchanged(id, sp, eps, key) ?? buildServicePort(sp, eps, () => buildServicePortObjects(sp, eps, ctx));
       cache.set(id, entry);
       if (entry.error !== null) {
-        if (this.#skipped.get(id) !== entry.error) this.#log.warn('service port skipped: its objects cannot be programmed safely', { servicePort: id, err: entry.error });
-        this.#skipped.set(id, entry.error);
+        this.#skipped.skip(id, entry.error, 'service port skipped: its objects cannot be programmed safely');
         continue;
       }
       const o = entry.objects!;
@@ -522,12 +467,11 @@ class IpvsProxier implements IpvsBackend {
       if (noRoom !== null) {
         // The kernel would refuse the entries past maxelem and stop the whole `ipset restore`:
         // this service port is left out whole, the ones sorted before it keep theirs.
-        if (this.#skipped.get(id) !== noRoom) this.#log.warn('service port skipped: its ipset entries do not fit', { servicePort: id, err: noRoom });
-        this.#skipped.set(id, noRoom);
+        this.#skipped.skip(id, noRoom, 'service port skipped: its ipset entries do not fit');
         overflowed.add(id);
         continue;
       }
-      this.#skipped.delete(id);
+      this.#skipped.programmed(id);
       for (const v of o.virtualServers) {
         const first = owner.get(v.key);
         if (first !== undefined && first !== id) {
@@ -542,7 +486,7 @@ class IpvsProxier implements IpvsBackend {
       for (const b of o.binds) binds.add(b);
       outFilter.push(...o.outFilter);
     }
-    for (const id of this.#skipped.keys()) if (!state.services.has(id)) this.#skipped.delete(id);
+    this.#skipped.forgetGone(state.services);
     sets.set('ipvsIPs', new Set(binds));
     const wanted: Wanted = { virtualServers, sets, binds };
     return { cache, wanted, outFilter, overflowed };
@@ -567,6 +511,19 @@ class IpvsProxier implements IpvsBackend {
     }
     return check('ipvsIPs', binds, o.binds);
   }
+}
+
+/**
+ * describeFailure names a failed IPVS sync: a refused iptables-restore with
+ * its lines, or the program that failed (ipvsadm, ipset, ip).
+ */
+function describeFailure(err: unknown, run: SyncRun): KproxyError | null {
+  const last = run.lastInput;
+  // The input carries a header line per program ("# iptables-restore --noflush"): the restore's own line numbers start after it.
+  if (run.step === 'iptables') return describeRestoreFailure(err, last?.slice(last.indexOf('\n') + 1), "IPVS mode's nat and filter rules");
+  if (err instanceof KproxyError) return null;
+  const wrap = run.step === 'ipvs' ? IpvsError : run.step === 'ipset' ? IpsetError : run.step === 'netlink' ? NetlinkError : null;
+  return wrap && new wrap(`IPVS sync failed (${run.step}): ${errorMessage(err)}`, { cause: err });
 }
 
 /** IPSET_TYPES_OF: each set's type (bitmap:port sets hold every port; only hash sets fill up). */

@@ -47,7 +47,7 @@ describe('nftables proxier', () => {
     expect(failed.error?.code).toBe('KPROXY_ERR_NFT_TRANSACTION');
     expect(failed.error?.message).toContain('File exists');
     expect(failed.error?.message).toContain(`line 3: ${failed.batch!.split('\n')[2]}`);
-    expect(h.backend.lastFailedTransaction()?.transaction).toBe(failed.batch);
+    expect(h.backend.lastFailedInput()?.input).toBe(failed.batch);
     expect(dump(h.kernel)).toBe(before);
     expect(lines.some((l) => l.startsWith('E nftables sync failed'))).toBe(true);
     h.kernel.runHook = null;

@@ -1,13 +1,12 @@
 import type { Clock } from '../../clock.ts';
 import type { ProxyConfig } from '../../config/types.ts';
-import { errorMessage, KproxyError, RuleBuildError, SyncFailedError } from '../../errors.ts';
+import { errorMessage, type KproxyError } from '../../errors.ts';
 import type { NetInterfaces } from '../../kernel/netif.ts';
 import { NftTransactionFailure, type NftRunner } from '../../kernel/nft.ts';
 import { formatOp, formatTransaction } from '../../kernel/nft-script.ts';
 import type { NftElement, NftOp, NftSet, NftTable } from '../../kernel/nft-types.ts';
 import type { Logger } from '../../log.ts';
 import type { Backend, BackendSyncInput, BackendSyncResult, CleanupResult } from '../backend.ts';
-import type { Endpoint } from '../endpoint.ts';
 import { FirstSyncHousekeeping } from '../first-sync-housekeeping.ts';
 import type { IPFamily } from '../../net/ip.ts';
 import { masqueradeMark } from '../masquerade-mark.ts';
@@ -15,7 +14,9 @@ import { localDetectorFor } from '../local-detector.ts';
 import { NODE_PORT_ADDRESSES_PRIMARY } from '../../config/modes.ts';
 import { NodePortAddresses } from '../node-port-addresses.ts';
 import type { StateCheckout } from '../proxy-state.ts';
-import type { ServicePort } from '../service-port.ts';
+import { buildServicePort, ServicePortCache, type ServicePortBuild } from '../service-port-cache.ts';
+import { SkippedServicePorts } from '../skipped-service-ports.ts';
+import { SyncEnvelope, type FailedInput, type SyncRun, type SyncWritten } from '../sync-envelope.ts';
 import { buildFixedObjects, buildServicePortObjects, nftFamilyOf, type ChainSpec, type FixedObjects, type NftBuildContext, type ServicePortObjects } from './builder.ts';
 import { cleanupNftables } from './cleanup.ts';
 import { ElementIndex } from './element-index.ts';
@@ -50,20 +51,13 @@ export interface NftablesBackendOptions {
   afterFirstSync?: () => Promise<unknown>;
 }
 
-/** FailedTransaction is the last transaction nft refused, kept for the dashboard and logs. */
-export interface FailedTransaction {
-  readonly transaction: string;
-  readonly error: KproxyError;
-  /** at: epoch ms. */
-  readonly at: number;
-}
-
 /** NftablesBackend is the nftables Backend plus what the daemon and the dashboard read. */
 export interface NftablesBackend extends Backend {
   sync(input: BackendSyncInput): Promise<BackendSyncResult & NftablesSyncReport>;
   readonly runner: NftRunner;
   readonly family: IPFamily;
-  lastFailedTransaction(): FailedTransaction | null;
+  /** lastFailedInput: the transaction of the last sync that failed, kept for the dashboard and logs. */
+  lastFailedInput(): FailedInput | null;
   /** wanted: the table as kproxy's last successful sync left it (its own objects; affinity sets without elements); null before one. */
   wanted(): NftTable | null;
 }
@@ -73,12 +67,7 @@ export interface NftablesSyncReport {
   readonly nftablesCleanupFailures?: number;
 }
 
-interface CacheEntry {
-  readonly sp: ServicePort;
-  readonly eps: readonly Endpoint[] | undefined;
-  readonly objects: ServicePortObjects | null;
-  readonly error: string | null;
-}
+type CacheEntry = ServicePortBuild<ServicePortObjects>;
 
 const EMPTY: ServicePortObjects = { id: '', service: '', chains: [], affinitySets: [], elements: [], noLocalInternal: false, noLocalExternal: false };
 
@@ -110,23 +99,19 @@ class NftablesProxier implements NftablesBackend {
   readonly mode = 'nftables' as const;
   readonly runner: NftRunner;
   readonly family: IPFamily;
-  /** #skipped: service ports whose objects could not be built, with why (reported in each sync result). */
-  readonly #skipped = new Map<string, string>();
+  /** #skipped: service ports left out, with why; also those whose objects the kernel refused, until they change (#leaveOutRefused). */
+  readonly #skipped: SkippedServicePorts;
+  readonly #envelope: SyncEnvelope<NftablesSyncReport>;
   readonly #o: NftablesBackendOptions;
   readonly #log: Logger;
   readonly #nftFamily: 'ip' | 'ip6';
-  #needFull = true;
-  #contextKey = '';
-  #cache = new Map<string, CacheEntry>();
+  readonly #cache = new ServicePortCache<ServicePortObjects>();
   #index = new ElementIndex();
   #fixed: FixedObjects | null = null;
   /** #stale: chains flushed because nothing wants them, by the monotonic time they went stale. */
   #stale = new Map<string, number>();
   #rules = 0;
   #warned = new Set<string>();
-  #lastFailed: FailedTransaction | null = null;
-  /** #refused: service ports whose objects the kernel refused, left out until their inputs change (#leaveOutRefused). */
-  readonly #refused = new Map<string, { readonly sp: ServicePort; readonly eps: readonly Endpoint[] | undefined; readonly reason: string }>();
   readonly #housekeeping: FirstSyncHousekeeping;
 
   constructor(opts: NftablesBackendOptions) {
@@ -136,10 +121,25 @@ class NftablesProxier implements NftablesBackend {
     this.#nftFamily = nftFamilyOf(opts.family);
     this.#log = opts.logger.child('nftables');
     this.#housekeeping = new FirstSyncHousekeeping(opts.afterFirstSync, this.#log, opts.clock);
+    this.#skipped = new SkippedServicePorts(this.#log);
+    this.#envelope = new SyncEnvelope({
+      name: 'nftables',
+      clock: opts.clock,
+      logger: this.#log,
+      skipped: this.#skipped,
+      describe: (err, run) => this.#describeFailure(err, run.lastInput),
+      // The element index was updated while planning: back to what the last successful sync wrote, which
+      // wanted() (the dashboard's intent) reads until the next full sync rebuilds it.
+      failed: () => this.#indexWritten(),
+    });
   }
 
-  lastFailedTransaction(): FailedTransaction | null {
-    return this.#lastFailed;
+  lastFailedInput(): FailedInput | null {
+    return this.#envelope.lastFailedInput();
+  }
+
+  requireFullSync(): void {
+    this.#envelope.requireFullSync();
   }
 
   /** init says at start what nftables mode does not support and the configuration asks for. */
@@ -151,7 +151,7 @@ class NftablesProxier implements NftablesBackend {
   }
 
   async cleanup(): Promise<CleanupResult> {
-    this.#needFull = true;
+    this.#envelope.requireFullSync();
     if (this.#o.cleanup) return this.#o.cleanup();
     return cleanupNftables({ runner: this.runner, families: [this.#nftFamily], logger: this.#log });
   }
@@ -201,7 +201,7 @@ class NftablesProxier implements NftablesBackend {
       for (const e of list) elements.set(e.key, e);
       sets.set(s.name, { ...heldSetOf(s), name: s.name, flags: (s.flags ?? []).filter((f) => f !== 'dynamic').sort(), elements });
     }
-    for (const e of this.#cache.values()) {
+    for (const e of this.#cache.builds.values()) {
       for (const c of e.objects?.chains ?? []) addChain(c);
       for (const s of e.objects?.affinitySets ?? []) sets.set(s.name, { ...heldSetOf(s), name: s.name, flags: ['timeout'], elements: new Map() });
     }
@@ -235,7 +235,7 @@ class NftablesProxier implements NftablesBackend {
       const servicePortOf = (chain: string) => {
         if (!owner) {
           owner = new Map();
-          for (const [id, e] of this.#cache) for (const c of e.objects?.chains ?? []) owner.set(c.name, id);
+          for (const [id, e] of this.#cache.builds) for (const c of e.objects?.chains ?? []) owner.set(c.name, id);
         }
         return owner.get(chain);
       };
@@ -249,92 +249,53 @@ class NftablesProxier implements NftablesBackend {
     await this.#housekeeping.afterSuccessfulSync();
   }
 
-  async sync(input: BackendSyncInput): Promise<BackendSyncResult & NftablesSyncReport> {
-    const clock = this.#o.clock;
-    const t0 = clock.monotonic();
-    let ioMs = 0;
-    let full = true;
-    let text: string | undefined;
-    let written: { ops: readonly NftOp[]; cache: ReadonlyMap<string, CacheEntry> } | undefined;
-    let cleanupFailures = 0;
-    const io = async <T>(f: () => Promise<T>): Promise<T> => {
-      const t = clock.monotonic();
+  sync(input: BackendSyncInput): Promise<BackendSyncResult & NftablesSyncReport> {
+    return this.#envelope.run(input, (run) => this.#write(input.state, run));
+  }
+
+  async #write(state: StateCheckout, run: SyncRun<NftablesSyncReport>): Promise<SyncWritten & NftablesSyncReport> {
+    const ctx = await run.io(() => this.#context(state));
+    const key = JSON.stringify(ctx);
+    const cleanupFailures = await run.io(() => this.#deleteStaleChains());
+    if (cleanupFailures) run.report({ nftablesCleanupFailures: cleanupFailures });
+    // A refused deletion: this sync is full, its listing finds the chains still there and retries them a second later.
+    const full = run.decideFull(!this.#cache.sameContext(key) || cleanupFailures > 0);
+
+    let listing: NftTable | null | 'unknown' = null;
+    if (full) {
       try {
-        return await f();
-      } finally {
-        ioMs += clock.monotonic() - t;
+        listing = await run.io(() => (this.runner.listTableForSync ?? this.runner.listTable).call(this.runner, this.#nftFamily, KUBE_PROXY_TABLE));
+      } catch (err) {
+        // Without a listing every object is written afresh (flushed first); stale chains are found next time.
+        this.#log.error('cannot list the kube-proxy table; rewriting all of it this sync', { err: errorMessage(err) });
+        listing = 'unknown';
       }
-    };
-    try {
-      const state = input.state;
-      const ctx = await io(() => this.#context(state));
-      const key = JSON.stringify(ctx);
-      cleanupFailures = await io(() => this.#deleteStaleChains());
-      full = input.forceFull || this.#needFull || key !== this.#contextKey;
-
-      let listing: NftTable | null | 'unknown' = null;
-      if (full) {
-        try {
-          listing = await io(() => (this.runner.listTableForSync ?? this.runner.listTable).call(this.runner, this.#nftFamily, KUBE_PROXY_TABLE));
-        } catch (err) {
-          // Without a listing every object is written afresh (flushed first); stale chains are found next time.
-          this.#log.error('cannot list the kube-proxy table; rewriting all of it this sync', { err: errorMessage(err) });
-          listing = 'unknown';
-        }
-      }
-      const built = full ? this.#planFull(state, ctx, listing) : this.#planPartial(state, ctx);
-      const ops = built.plan.ops();
-      written = { ops, cache: built.cache };
-      text = formatTransaction(this.#nftFamily, KUBE_PROXY_TABLE, ops);
-      if (text !== '') await io(() => this.runner.run(text!, { family: this.#nftFamily, table: KUBE_PROXY_TABLE, ops }));
-
-      // Success: the kernel holds what this sync planned.
-      this.#cache = built.cache;
-      this.#fixed = built.fixed;
-      this.#stale = built.stale;
-      this.#rules = built.rules;
-      this.#contextKey = key;
-      this.#needFull = false;
-      for (const w of built.fixed.warnings) this.#warnOnce(w);
-      return {
-        full,
-        buildMs: Math.max(0, clock.monotonic() - t0 - ioMs),
-        applyMs: ioMs,
-        linesWritten: ops.length,
-        bytesWritten: Buffer.byteLength(text),
-        servicesWritten: built.servicesWritten,
-        rulesByTable: { [KUBE_PROXY_TABLE]: this.#rules },
-        skippedServicePorts: new Map(this.#skipped),
-        ...(text !== '' ? { batch: text } : {}),
-        ...(cleanupFailures ? { nftablesCleanupFailures: cleanupFailures } : {}),
-      };
-    } catch (err) {
-      // This sync's changes were consumed: only a full sync (with a fresh listing) can bring the table in line.
-      this.#needFull = true;
-      // The element index was updated while planning: back to what the last successful sync wrote, which
-      // wanted() (the dashboard's intent) reads until the next full sync rebuilds it.
-      const index = new ElementIndex();
-      for (const [id, e] of this.#cache) index.replace(id, [], e.objects?.elements ?? []);
-      this.#index = index;
-      const error = this.#describeFailure(err, text);
-      if (err instanceof NftTransactionFailure && text !== undefined) {
-        this.#lastFailed = { transaction: text, error, at: clock.now() };
-        if (written) this.#leaveOutRefused(err, written.ops, written.cache);
-      }
-      this.#log.error('nftables sync failed; the table keeps its previous state and the next sync is full', { full, code: error.code, err: error.message });
-      return {
-        full,
-        buildMs: Math.max(0, clock.monotonic() - t0 - ioMs),
-        applyMs: ioMs,
-        linesWritten: 0,
-        bytesWritten: 0,
-        servicesWritten: 0,
-        rulesByTable: { [KUBE_PROXY_TABLE]: this.#rules },
-        error,
-        ...(text !== undefined && text !== '' ? { batch: text } : {}),
-        ...(cleanupFailures ? { nftablesCleanupFailures: cleanupFailures } : {}),
-      };
     }
+    const built = full ? this.#planFull(state, ctx, listing) : this.#planPartial(state, ctx);
+    const ops = built.plan.ops();
+    const text = formatTransaction(this.#nftFamily, KUBE_PROXY_TABLE, ops);
+    run.sending(text);
+    try {
+      if (text !== '') await run.io(() => this.runner.run(text, { family: this.#nftFamily, table: KUBE_PROXY_TABLE, ops }));
+    } catch (err) {
+      if (err instanceof NftTransactionFailure) this.#leaveOutRefused(err, ops, built.cache);
+      throw err;
+    }
+
+    // Success: the kernel holds what this sync planned.
+    this.#cache.commit(built.cache, key);
+    this.#fixed = built.fixed;
+    this.#stale = built.stale;
+    this.#rules = built.rules;
+    for (const w of built.fixed.warnings) this.#warnOnce(w);
+    return { linesWritten: ops.length, servicesWritten: built.servicesWritten, rulesByTable: { [KUBE_PROXY_TABLE]: this.#rules } };
+  }
+
+  /** #indexWritten rebuilds the element index from what the last successful sync wrote. */
+  #indexWritten(): void {
+    const index = new ElementIndex();
+    for (const [id, e] of this.#cache.builds) index.replace(id, [], e.objects?.elements ?? []);
+    this.#index = index;
   }
 
   #warnOnce(w: string): void {
@@ -343,14 +304,12 @@ class NftablesProxier implements NftablesBackend {
     this.#log.warn(w);
   }
 
-  #describeFailure(err: unknown, text: string | undefined): KproxyError {
-    if (err instanceof NftTransactionFailure && text !== undefined) {
-      const lines = text.split('\n');
-      const shown = err.lines.slice(0, 5).map((n) => `  line ${n}: ${lines[n - 1] ?? ''}`);
-      return new NftTransactionFailure(`${err.message}${shown.length ? `\n${shown.join('\n')}` : ''}`, err.lines, err.stderr, { cause: err });
-    }
-    if (err instanceof KproxyError) return err;
-    return new SyncFailedError(`nftables sync failed: ${errorMessage(err)}`, { cause: err });
+  /** #describeFailure quotes the lines of a transaction nft refused. */
+  #describeFailure(err: unknown, text: string | undefined): KproxyError | null {
+    if (!(err instanceof NftTransactionFailure) || text === undefined) return null;
+    const lines = text.split('\n');
+    const shown = err.lines.slice(0, 5).map((n) => `  line ${n}: ${lines[n - 1] ?? ''}`);
+    return new NftTransactionFailure(`${err.message}${shown.length ? `\n${shown.join('\n')}` : ''}`, err.lines, err.stderr, { cause: err });
   }
 
   /**
@@ -376,7 +335,6 @@ class NftablesProxier implements NftablesBackend {
     } catch (err) {
       // As kube-proxy: forget them; this sync is full, its listing finds those still there and retries them a second later.
       for (const name of due) this.#stale.delete(name);
-      this.#needFull = true;
       const lines = err instanceof NftTransactionFailure ? err.lines.map((n) => `line ${n}: ${formatOp(this.#nftFamily, KUBE_PROXY_TABLE, ops[n - 1] ?? ops[0])}`) : [];
       this.#log.error('deleting stale chains failed; retrying later', { chains: due.length, err: errorMessage(err), ...(lines.length ? { lines: lines.join('; ') } : {}) });
       return 1;
@@ -400,13 +358,13 @@ class NftablesProxier implements NftablesBackend {
       if (!e) continue;
       const shown = at.slice(0, 3).map((n) => `line ${n}: ${lines(formatOp(this.#nftFamily, KUBE_PROXY_TABLE, ops[n - 1]))[0]}`);
       const reason = `the kernel refused its objects (${err.message.replace(/^.*?: /, '')}; ${shown.join('; ')}): left out until its Service or endpoints change`;
-      this.#refused.set(id, { sp: e.sp, eps: e.eps, reason });
+      this.#skipped.refuse(id, e.sp, e.eps, reason);
       this.#log.error('service port left out: the kernel refused its objects', { servicePort: id, err: err.message, lines: shown.join('; ') });
     }
   }
 
   /** #buildPorts builds every service port, reusing the last build of unchanged ones. */
-  #buildPorts(state: StateCheckout, ctx: NftBuildContext, contextSame: boolean): { cache: Map<string, CacheEntry>; rebuilt: Set<string> } {
+  #buildPorts(state: StateCheckout, ctx: NftBuildContext, key: string): { cache: Map<string, CacheEntry>; rebuilt: Set<string> } {
     const cache = new Map<string, CacheEntry>();
     const rebuilt = new Set<string>();
     const changed = state.changedServices;
@@ -414,42 +372,26 @@ class NftablesProxier implements NftablesBackend {
       const sp = state.services.get(id)!;
       const eps = state.endpoints.get(id);
       const prev = this.#cache.get(id);
-      const refused = this.#refused.get(id);
-      const stillRefused = refused !== undefined && refused.sp === sp && refused.eps === eps;
-      if (!stillRefused && prev && contextSame && prev.sp === sp && prev.eps === eps && !changed.has(sp.service)) {
-        cache.set(id, prev);
+      // A change (or a new Service under the same port) forgets a refusal and gets another try.
+      const refused = this.#skipped.refusal(id, sp, eps);
+      const same = this.#cache.unchanged(id, sp, eps, key);
+      if (refused === undefined && same && !changed.has(sp.service)) {
+        cache.set(id, same);
         continue;
       }
-      if (stillRefused && prev?.objects && contextSame) {
+      if (refused !== undefined && prev?.objects && this.#cache.sameContext(key)) {
         // What the kernel took last time stays, as an invalid object keeps its last valid version.
         cache.set(id, prev);
-        const why = `${refused.reason}; its previous objects stay programmed`;
-        if (this.#skipped.get(id) !== why) this.#log.warn('service port kept as last programmed: the kernel refused its new objects', { servicePort: id });
-        this.#skipped.set(id, why);
+        this.#skipped.skip(id, `${refused}; its previous objects stay programmed`, 'service port kept as last programmed: the kernel refused its new objects');
         continue;
       }
-      let entry: CacheEntry;
-      if (stillRefused) {
-        entry = { sp, eps, objects: null, error: refused.reason };
-      } else {
-        // A change (or a new Service under the same port) gets another try.
-        if (refused) this.#refused.delete(id);
-        try {
-          entry = { sp, eps, objects: buildServicePortObjects(sp, eps, ctx), error: null };
-        } catch (err) {
-          if (!(err instanceof RuleBuildError)) throw err;
-          entry = { sp, eps, objects: null, error: err.message };
-        }
-      }
+      const entry: CacheEntry = refused !== undefined ? { sp, eps, objects: null, error: refused } : buildServicePort(sp, eps, () => buildServicePortObjects(sp, eps, ctx));
       cache.set(id, entry);
       rebuilt.add(id);
-      if (entry.objects === null) {
-        if (this.#skipped.get(id) !== entry.error) this.#log.warn('service port skipped: its objects cannot be written safely', { servicePort: id, err: entry.error });
-        this.#skipped.set(id, entry.error!);
-      } else this.#skipped.delete(id);
+      if (entry.objects === null) this.#skipped.skip(id, entry.error!, 'service port skipped: its objects cannot be written safely');
+      else this.#skipped.programmed(id);
     }
-    for (const id of this.#skipped.keys()) if (!state.services.has(id)) this.#skipped.delete(id);
-    for (const id of this.#refused.keys()) if (!state.services.has(id)) this.#refused.delete(id);
+    this.#skipped.forgetGone(state.services);
     return { cache, rebuilt };
   }
 
@@ -461,7 +403,7 @@ class NftablesProxier implements NftablesBackend {
   #planFull(state: StateCheckout, ctx: NftBuildContext, listing: NftTable | null | 'unknown') {
     const plan = new TxPlan();
     const fixed = buildFixedObjects(ctx);
-    const { cache } = this.#buildPorts(state, ctx, JSON.stringify(ctx) === this.#contextKey);
+    const { cache } = this.#buildPorts(state, ctx, JSON.stringify(ctx));
     const index = new ElementIndex();
     for (const [id, e] of cache) index.replace(id, [], e.objects?.elements ?? []);
     this.#index = index;
@@ -549,14 +491,14 @@ class NftablesProxier implements NftablesBackend {
   #planPartial(state: StateCheckout, ctx: NftBuildContext) {
     const plan = new TxPlan();
     const fixed = this.#fixed!;
-    const { cache, rebuilt } = this.#buildPorts(state, ctx, true);
+    const { cache, rebuilt } = this.#buildPorts(state, ctx, JSON.stringify(ctx));
     const stale = new Map(this.#stale);
     const now = this.#o.clock.monotonic();
     let rules = this.#rules;
     const services = new Set<string>();
     const changes: [string, ServicePortObjects | null, ServicePortObjects | null][] = [];
     for (const id of rebuilt) changes.push([id, this.#cache.get(id)?.objects ?? null, cache.get(id)!.objects]);
-    for (const [id, prev] of this.#cache) if (!cache.has(id)) changes.push([id, prev.objects, null]);
+    for (const [id, prev] of this.#cache.builds) if (!cache.has(id)) changes.push([id, prev.objects, null]);
     changes.sort((a, b) => (a[0] < b[0] ? -1 : 1));
     for (const [id, prev, next] of changes) {
       const before = plan.size;

@@ -1,8 +1,8 @@
 import type { Clock } from '../../clock.ts';
 import type { ProxyConfig } from '../../config/types.ts';
-import { errorMessage, KproxyError, ProxyPortBindError, RestoreFailedError, SyncFailedError } from '../../errors.ts';
+import { errorMessage, ProxyPortBindError, RestoreFailedError, SyncFailedError } from '../../errors.ts';
 import type { EventRecorder } from '../../events/event-recorder.ts';
-import { IptablesRestoreError, type IptablesRunner } from '../../kernel/iptables.ts';
+import type { IptablesRunner } from '../../kernel/iptables.ts';
 import { parseIptablesSave, type IptablesDump } from '../../kernel/iptables-save-parser.ts';
 import type { NetInterfaces } from '../../kernel/netif.ts';
 import type { Sockets } from '../../kernel/sockets.ts';
@@ -12,12 +12,14 @@ import type { Backend, BackendSyncInput, BackendSyncResult, CleanupResult } from
 import { skippedVerification, type SyncVerification } from '../sync-verify.ts';
 import type { Endpoint } from '../endpoint.ts';
 import { startCanaryMonitor } from '../xtables/canary-monitor.ts';
-import { extractLines } from '../xtables/restore-writer.ts';
+import { describeRestoreFailure } from '../xtables/restore-failure.ts';
 import { verifyChains, writtenChains } from '../xtables/verify.ts';
 import { localDetectorFor } from '../local-detector.ts';
 import { NodePortAddresses } from '../node-port-addresses.ts';
 import type { StateCheckout } from '../proxy-state.ts';
 import { usesClusterEndpoints, usesLocalEndpoints, type ServicePort } from '../service-port.ts';
+import { SkippedServicePorts } from '../skipped-service-ports.ts';
+import { SyncEnvelope, type FailedInput, type SyncRun, type SyncWritten } from '../sync-envelope.ts';
 import { categorizeEndpoints } from '../topology.ts';
 import type { Random } from './balancer.ts';
 import { PortClaims } from './claims.ts';
@@ -89,6 +91,8 @@ export interface UserspaceBackend extends Backend {
   readonly runner: IptablesRunner;
   readonly sockets: Sockets;
   planned(): UserspacePlanned | null;
+  /** lastFailedInput: the portal chains' restore input of the last sync that failed. */
+  lastFailedInput(): FailedInput | null;
   /** proxySockets: open proxy sockets now. */
   proxySockets(): number;
   /** claims: node ports and external IP ports held now. */
@@ -138,11 +142,11 @@ class UserspaceProxier implements UserspaceBackend {
   /** #retired: sockets the kernel's rules may still lead to; closed after the next successful restore. */
   #retired: ProxySocket[] = [];
   /** #skipped: service ports that could not be programmed, with why. */
-  readonly #skipped = new Map<string, string>();
+  readonly #skipped: SkippedServicePorts;
+  readonly #envelope: SyncEnvelope;
   /** #failedBinds: ports whose bind failure was already reported (reported again only after a success). */
   readonly #failedBinds = new Set<string>();
   readonly #refusedLog = new Map<string, { at: number; since: number }>();
-  #needFull = true;
   #lastText = '';
   #planned: UserspacePlanned | null = null;
   #version = 0;
@@ -156,6 +160,17 @@ class UserspaceProxier implements UserspaceBackend {
     this.family = opts.family;
     this.#log = opts.logger.child('userspace');
     this.#housekeeping = new FirstSyncHousekeeping(opts.afterFirstSync, this.#log, opts.clock);
+    this.#skipped = new SkippedServicePorts(this.#log);
+    this.#envelope = new SyncEnvelope({
+      name: 'userspace',
+      clock: opts.clock,
+      logger: this.#log,
+      skipped: this.#skipped,
+      describe: (err, run) => describeRestoreFailure(err, run.input, 'the userspace portal chains'),
+      failed: (error) => {
+        if (error.code === RestoreFailedError.code) this.metrics.restoreFailures++;
+      },
+    });
     this.runner = opts.iptables;
     this.sockets = opts.sockets;
     const u = opts.config.userspace;
@@ -181,6 +196,14 @@ class UserspaceProxier implements UserspaceBackend {
 
   planned(): UserspacePlanned | null {
     return this.#planned;
+  }
+
+  lastFailedInput(): FailedInput | null {
+    return this.#envelope.lastFailedInput();
+  }
+
+  requireFullSync(): void {
+    this.#envelope.requireFullSync();
   }
 
   proxySockets(): number {
@@ -223,7 +246,7 @@ class UserspaceProxier implements UserspaceBackend {
 
   async cleanup(): Promise<CleanupResult> {
     // The sockets stay: the next sync writes the portals back to them.
-    this.#needFull = true;
+    this.#envelope.requireFullSync();
     this.#toVerify = null;
     this.#lastText = '';
     this.#planned = { version: ++this.#version, text: '', port: () => null, ids: () => [] };
@@ -259,108 +282,63 @@ class UserspaceProxier implements UserspaceBackend {
     await this.#housekeeping.afterSuccessfulSync();
   }
 
-  async sync(input: BackendSyncInput): Promise<BackendSyncResult> {
-    const clock = this.#o.clock;
-    const t0 = clock.monotonic();
-    let ioMs = 0;
-    let step = 'addresses';
-    let full = input.forceFull || this.#needFull;
-    let batch: string | undefined;
+  sync(input: BackendSyncInput): Promise<BackendSyncResult> {
     // Whatever this sync does, the kernel no longer holds exactly what an earlier full sync wrote.
     this.#toVerify = null;
-    const io = async <T>(fn: () => Promise<T>): Promise<T> => {
-      const t = clock.monotonic();
-      try {
-        return await fn();
-      } finally {
-        ioMs += clock.monotonic() - t;
-      }
-    };
-    try {
-      if (this.#stopped) throw new SyncFailedError('the userspace proxy is stopped');
-      const state = input.state;
-      const hostAddresses = (await io(() => this.#o.netif.addresses())).filter((a) => a.family === this.#o.family).map((a) => a.address);
-      const ctx = this.#portalContext(state, hostAddresses);
-      step = 'sockets';
-      const { order, wantedClaims } = await io(() => this.#reconcile(state, new Set(hostAddresses), ctx));
-      const entries: PortalEntry[] = order.map((id) => {
-        const e = this.#entries.get(id)!;
-        return { sp: e.sp, ports: { cluster: e.sockets.cluster?.port ?? null, local: e.sockets.local?.port ?? null }, nodePort: e.nodePort, skipIPs: e.skipIPs };
-      });
-      step = 'build';
-      const portals = buildPortals(ctx, entries);
-      let jumps: ReturnType<typeof missingJumps> = [];
-      let staleLines: string[] = [];
-      if (full) {
-        step = 'iptables-save';
-        const dump: IptablesDump = parseIptablesSave(await io(() => this.#o.iptables.save()));
-        jumps = missingJumps(dump);
-        const stale = staleChains(dump);
-        staleLines = stale.lines;
-        if (jumps.length) this.#log.info('creating the jumps into the portal chains', { jumps: jumps.map((j) => `${j.table}/${j.from} -> ${j.to}`).join('; ') });
-        if (stale.chains.length) this.#log.info("removing other modes' chains", { count: stale.chains.length, chains: stale.chains.join(', ') });
-      }
-      step = 'build';
-      // text: what the portal chains hold (compared between syncs, the dashboard's intent); the input adds the missing jumps and other modes' removal.
-      const { text } = portalsRestoreText(portals, order);
-      const withJumps = portalsRestoreText(portals, order, jumps);
-      const input2 = staleLines.length ? withJumps.text + staleLines.join('\n') + '\n' : withJumps.text;
-      const lines = withJumps.lines + staleLines.length;
-      const write = full || text !== this.#lastText;
-      if (write) {
-        step = 'iptables-restore';
-        batch = input2;
-        await io(() => this.#o.iptables.restore(input2));
-      }
-      // The kernel's rules lead only to the current sockets now: close the rest.
-      step = 'close';
-      for (const s of this.#retired) s.close();
-      this.#retired = [];
-      for (const owner of this.#claims.owners()) this.#claims.releaseExcept(owner, wantedClaims.get(owner) ?? new Set());
-      this.stats.prune(new Set(order));
-      for (const e of this.#entries.values()) for (const p of POOLS) e.sockets[p]?.balancer.sweep();
-      this.#lastText = text;
-      this.#needFull = false;
-      if (full) this.#toVerify = input2;
-      this.#plan(text, portals);
-      return {
-        full,
-        buildMs: Math.max(0, clock.monotonic() - t0 - ioMs),
-        applyMs: ioMs,
-        linesWritten: write ? lines : 0,
-        bytesWritten: write ? Buffer.byteLength(input2) : 0,
-        servicesWritten: write ? (full ? new Set(order.map((id) => this.#entries.get(id)!.sp.service)).size : state.changedServices.size) : 0,
-        rulesByTable: { ...portals.rulesByTable, 'proxy-sockets': this.proxySockets() },
-        skippedServicePorts: new Map(this.#skipped),
-        ...(batch !== undefined ? { batch } : {}),
-      };
-    } catch (err) {
-      this.#needFull = true;
-      full = true;
-      const error = this.#describeFailure(err, step, batch);
-      if (error.code === RestoreFailedError.code) this.metrics.restoreFailures++;
-      this.#log.error('userspace sync failed; the next sync is full', { step, code: error.code, err: error.message });
-      return {
-        full,
-        buildMs: Math.max(0, clock.monotonic() - t0 - ioMs),
-        applyMs: ioMs,
-        linesWritten: 0,
-        bytesWritten: 0,
-        servicesWritten: 0,
-        rulesByTable: {},
-        error,
-        ...(batch !== undefined ? { batch } : {}),
-      };
-    }
+    return this.#envelope.run(input, (run) => this.#write(input.state, run));
   }
 
-  #describeFailure(err: unknown, step: string, batch: string | undefined): KproxyError {
-    if (err instanceof IptablesRestoreError && batch !== undefined) {
-      const excerpt = extractLines(batch, err.lines, 1);
-      return new RestoreFailedError(`restoring the userspace portal chains: ${err.message}${excerpt ? `\n${excerpt}` : ''}`, { cause: err });
+  async #write(state: StateCheckout, run: SyncRun): Promise<SyncWritten> {
+    const full = run.decideFull();
+    run.step = 'addresses';
+    if (this.#stopped) throw new SyncFailedError('the userspace proxy is stopped');
+    const hostAddresses = (await run.io(() => this.#o.netif.addresses())).filter((a) => a.family === this.#o.family).map((a) => a.address);
+    const ctx = this.#portalContext(state, hostAddresses);
+    run.step = 'sockets';
+    const { order, wantedClaims } = await run.io(() => this.#reconcile(state, new Set(hostAddresses), ctx));
+    const entries: PortalEntry[] = order.map((id) => {
+      const e = this.#entries.get(id)!;
+      return { sp: e.sp, ports: { cluster: e.sockets.cluster?.port ?? null, local: e.sockets.local?.port ?? null }, nodePort: e.nodePort, skipIPs: e.skipIPs };
+    });
+    run.step = 'build';
+    const portals = buildPortals(ctx, entries);
+    let jumps: ReturnType<typeof missingJumps> = [];
+    let staleLines: string[] = [];
+    if (full) {
+      run.step = 'iptables-save';
+      const dump: IptablesDump = parseIptablesSave(await run.io(() => this.#o.iptables.save()));
+      jumps = missingJumps(dump);
+      const stale = staleChains(dump);
+      staleLines = stale.lines;
+      if (jumps.length) this.#log.info('creating the jumps into the portal chains', { jumps: jumps.map((j) => `${j.table}/${j.from} -> ${j.to}`).join('; ') });
+      if (stale.chains.length) this.#log.info("removing other modes' chains", { count: stale.chains.length, chains: stale.chains.join(', ') });
     }
-    if (err instanceof KproxyError) return err;
-    return new SyncFailedError(`userspace sync failed (${step}): ${errorMessage(err)}`, { cause: err });
+    run.step = 'build';
+    // text: what the portal chains hold (compared between syncs, the dashboard's intent); the input adds the missing jumps and other modes' removal.
+    const { text } = portalsRestoreText(portals, order);
+    const withJumps = portalsRestoreText(portals, order, jumps);
+    const restoreInput = staleLines.length ? withJumps.text + staleLines.join('\n') + '\n' : withJumps.text;
+    const write = full || text !== this.#lastText;
+    if (write) {
+      run.step = 'iptables-restore';
+      run.sending(restoreInput);
+      await run.io(() => this.#o.iptables.restore(restoreInput));
+    }
+    // The kernel's rules lead only to the current sockets now: close the rest.
+    run.step = 'close';
+    for (const s of this.#retired) s.close();
+    this.#retired = [];
+    for (const owner of this.#claims.owners()) this.#claims.releaseExcept(owner, wantedClaims.get(owner) ?? new Set());
+    this.stats.prune(new Set(order));
+    for (const e of this.#entries.values()) for (const p of POOLS) e.sockets[p]?.balancer.sweep();
+    this.#lastText = text;
+    if (full) this.#toVerify = restoreInput;
+    this.#plan(text, portals);
+    return {
+      linesWritten: write ? withJumps.lines + staleLines.length : 0,
+      servicesWritten: write ? (full ? new Set(order.map((id) => this.#entries.get(id)!.sp.service)).size : state.changedServices.size) : 0,
+      rulesByTable: { ...portals.rulesByTable, 'proxy-sockets': this.proxySockets() },
+    };
   }
 
   #portalContext(state: StateCheckout, hostAddresses: readonly string[]): PortalContext {
@@ -402,7 +380,7 @@ class UserspaceProxier implements UserspaceBackend {
       const sp = state.services.get(id)!;
       seen.add(id);
       if (sp.protocol === 'SCTP') {
-        this.#skip(id, 'SCTP is not relayed by the userspace mode (TCP and UDP only)');
+        this.#skipped.skip(id, 'SCTP is not relayed by the userspace mode (TCP and UDP only)', 'service port not relayed');
         this.#retire(id);
         continue;
       }
@@ -438,7 +416,7 @@ class UserspaceProxier implements UserspaceBackend {
         }
       }
       if (bindError !== null) {
-        this.#skip(id, bindError);
+        this.#skipped.skip(id, bindError, 'service port not relayed');
         this.#retire(id);
         continue;
       }
@@ -446,17 +424,12 @@ class UserspaceProxier implements UserspaceBackend {
       e.sockets.local?.update(sp, cat.local);
       this.#markServing(sp, e);
       wantedClaims.set(id, await this.#claimFor(e, ctx, hostAddresses));
-      if (this.#skipped.delete(id)) this.#log.info('service port programmed again', { servicePort: id });
+      if (this.#skipped.programmed(id)) this.#log.info('service port programmed again', { servicePort: id });
       order.push(id);
     }
     for (const id of [...this.#entries.keys()]) if (!seen.has(id)) this.#retire(id);
-    for (const id of [...this.#skipped.keys()]) if (!seen.has(id)) this.#skipped.delete(id);
+    this.#skipped.forgetGone(state.services);
     return { order, wantedClaims };
-  }
-
-  #skip(id: string, why: string): void {
-    if (this.#skipped.get(id) !== why) this.#log.warn('service port not relayed', { servicePort: id, why });
-    this.#skipped.set(id, why);
   }
 
   /** #retire takes a service port's sockets out (closed after the restore that removes their portals). */
