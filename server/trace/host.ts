@@ -140,7 +140,7 @@ export async function readHost(opts: HostReadOptions): Promise<HostRead> {
       const shared = { ipvs: createIpvsRunner({ exec }), ipset: createIpsetRunner({ exec }), netlink: createNetlink(exec) };
       const parts = [...runners].map(([family, iptables]) => ({
         family,
-        provider: new IpvsView({ backend: { runners: { ...shared, iptables }, planned: () => null }, simulated: false, clock: realClock, pause }),
+        provider: new IpvsView({ backend: { runners: { ...shared, iptables }, intended: () => null }, simulated: false, clock: realClock, pause }),
       }));
       if (parts.length === 0) throw new TraceUnavailableError(`cannot read IPVS mode's iptables rules: ${notes.join('; ')}`);
       try {

@@ -46,7 +46,7 @@ const t0 = performance.now();
 const r = await backend.sync({ state: state.checkout(), forceFull: true });
 const ms = performance.now() - t0;
 const save = execFileSync(`${family === 'IPv6' ? 'ip6tables' : 'iptables'}-${flavor}-save`, { encoding: 'utf8', maxBuffer: 1 << 30 });
-const planned = backend.planned();
+const planned = backend.intended();
 const sockets = (planned?.ids() ?? []).flatMap((pid) => planned!.port(pid)!.sockets.map((s) => ({ id: pid, pool: s.pool, port: s.port, endpoints: [...s.endpoints] })));
 const run: UserspaceRun = {
   family,

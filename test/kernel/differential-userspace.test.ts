@@ -80,7 +80,7 @@ async function simulated(c: EdgeCase, family: IPFamily) {
   const t0 = performance.now();
   const r = await backend.sync({ state: stateFromObjects(c.node, c.objects, undefined, family).checkout(), forceFull: true });
   const ms = performance.now() - t0;
-  const planned = backend.planned();
+  const planned = backend.intended();
   const sockets = (planned?.ids() ?? []).flatMap((id) => planned!.port(id)!.sockets.map((s) => ({ id, pool: s.pool, port: s.port, endpoints: [...s.endpoints] })));
   await backend.stop?.();
   return { save: formatIptablesSave(iptables.dump()), sockets, error: r.error?.message ?? null, ms };

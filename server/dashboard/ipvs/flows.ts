@@ -13,7 +13,7 @@ import {
   setName,
   type SetKey,
 } from '../../proxy/ipvs/names.ts';
-import type { IpvsPlanned } from '../../proxy/ipvs/proxier.ts';
+import type { IpvsIntent } from '../../proxy/ipvs/proxier.ts';
 import type { ServicePort } from '../../proxy/service-port.ts';
 import type { KernelRule, OwnedChain, ServicePortObjects } from '../kernel-view.ts';
 import type { EntryKind, FlowEntry } from '../protocol.ts';
@@ -70,7 +70,7 @@ function nodePortSet(protocol: string, local: boolean): SetKey {
  * last successful sync built for it (nothing when it was skipped or no sync
  * ran yet: the page then shows the port without a picture).
  */
-export function ipvsServicePort(sp: ServicePort, planned: IpvsPlanned | null): ServicePortObjects {
+export function ipvsServicePort(sp: ServicePort, planned: IpvsIntent | null): ServicePortObjects {
   const objs = planned?.objects(sp.id) ?? null;
   if (!planned || !objs) return NONE;
   const family = planned.family;

@@ -4,7 +4,7 @@ import { compareReals, compareServices, type IpvsCounters, type IpvsServiceStats
 import type { InterfaceAddress } from '../../kernel/netif.ts';
 import type { DrainingRealServer } from '../../proxy/ipvs/graceful-termination.ts';
 import { DUMMY_DEVICE, IPSETS, setSpec } from '../../proxy/ipvs/names.ts';
-import type { IpvsPlanned } from '../../proxy/ipvs/proxier.ts';
+import type { IpvsIntent } from '../../proxy/ipvs/proxier.ts';
 import type { KernelChain, KernelRule, KernelTable } from '../kernel-view.ts';
 import type { IpvsRates, IpvsTraffic, RealServerFacts, VirtualServerFacts } from '../protocol.ts';
 import type { Yield } from '../yield.ts';
@@ -197,7 +197,7 @@ function canonicalSet(s: IpsetSet): IpsetSet {
  * draining ones at weight 0, every set of IPVS mode with its entries, and
  * kube-ipvs0 with its addresses. Figures are zero (nothing was counted).
  */
-export async function plannedTables(p: IpvsPlanned, pause: Yield): Promise<KernelTable[]> {
+export async function plannedTables(p: IpvsIntent, pause: Yield): Promise<KernelTable[]> {
   const drainsByVs = new Map<string, DrainingRealServer[]>();
   for (const d of p.draining) (drainsByVs.get(d.vsKey) ?? drainsByVs.set(d.vsKey, []).get(d.vsKey)!).push(d);
   const drains = drainIndex(p.draining);

@@ -2,7 +2,7 @@ import { PackedText } from '../packed-text.ts';
 import type { Clock } from '../../clock.ts';
 import { DUMMY_DEVICE, FILTER_CHAINS, IPSETS, NAT_CHAINS, setName } from '../../proxy/ipvs/names.ts';
 import { JUMP_RULES } from '../../proxy/ipvs/iptables-rules.ts';
-import type { IpvsPlanned, IpvsRunners } from '../../proxy/ipvs/proxier.ts';
+import type { IpvsIntent, IpvsRunners } from '../../proxy/ipvs/proxier.ts';
 import { isServiceChainName, KUBE_EXTERNAL_SERVICES, KUBE_NODEPORTS, KUBE_SERVICES } from '../../proxy/xtables/chain-names.ts';
 import type { BackendSyncResult } from '../../proxy/backend.ts';
 import type { Endpoint } from '../../proxy/endpoint.ts';
@@ -31,7 +31,7 @@ import { addressTable, ADDRESSES_TABLE, drainIndex, IPVS_TABLE, parseVirtualServ
 /** IpvsViewSource is what the view needs of the IPVS backend (IpvsBackend satisfies it). */
 export interface IpvsViewSource {
   readonly runners: IpvsRunners;
-  planned(): IpvsPlanned | null;
+  intended(): IpvsIntent | null;
 }
 
 export interface IpvsViewOptions {
@@ -61,7 +61,7 @@ function quoteWord(word: string): string {
  * operator would (`ipvsadm -Ln --exact` for weights and connections,
  * `ipvsadm -Ln --stats --exact` for traffic, `ipset save`, `ip -j addr show`,
  * `iptables-save -c` for the nat and filter rules) and compares it with what
- * the backend planned at its last successful sync (IpvsBackend.planned(): the
+ * the backend planned at its last successful sync (IpvsBackend.intended(): the
  * wanted objects, the draining real servers, the nat and filter restore
  * input). Reads happen only when the dashboard asks (KernelReader's rate
  * limit); nothing here runs on a sync's path but noteSync, which keeps a
@@ -105,7 +105,7 @@ export class IpvsView implements KernelViewProvider {
     await this.#pause();
     const tables = new Map<string, KernelTable>();
     this.#rates.begin(at);
-    tables.set(IPVS_TABLE, await virtualServerTable(services, stats, this.#rates, drainIndex(this.#src.planned()?.draining ?? []), this.#pause));
+    tables.set(IPVS_TABLE, await virtualServerTable(services, stats, this.#rates, drainIndex(this.#src.intended()?.draining ?? []), this.#pause));
     tables.set(SETS_TABLE, setTable(sets.values()));
     tables.set(ADDRESSES_TABLE, addressTable(links.get(DUMMY_DEVICE)));
     const listed = await readSaveOutput(save, this.#pause);
@@ -119,7 +119,7 @@ export class IpvsView implements KernelViewProvider {
   }
 
   intended(): Promise<KernelTables | null> {
-    const p = this.#src.planned();
+    const p = this.#src.intended();
     if (!p) return Promise.resolve(null);
     // One build per planned version, shared by every caller (drift, Service pages, downloads).
     if (this.#built?.version !== p.version) {
@@ -133,7 +133,7 @@ export class IpvsView implements KernelViewProvider {
     return this.#built!.tables;
   }
 
-  async #build(p: IpvsPlanned): Promise<KernelTables> {
+  async #build(p: IpvsIntent): Promise<KernelTables> {
     const tables = new Map<string, KernelTable>();
     for (const t of await plannedTables(p, this.#pause)) tables.set(t.name, t);
     // The nat and filter input declares every chain of the mode: applied alone it is the whole of kproxy's rules.
@@ -149,7 +149,7 @@ export class IpvsView implements KernelViewProvider {
   }
 
   intendedVersion(): number {
-    return this.#src.planned()?.version ?? 0;
+    return this.#src.intended()?.version ?? 0;
   }
 
   noteSync(record: SyncRecord, result: BackendSyncResult): void {
@@ -178,11 +178,11 @@ export class IpvsView implements KernelViewProvider {
       case IPVS_TABLE: {
         // Virtual servers kproxy would delete are its own; excluded CIDRs and the other family are not.
         const vs = parseVirtualServerName(chain);
-        const p = this.#src.planned();
+        const p = this.#src.intended();
         return vs !== null && (p?.manages(vs.address) ?? true);
       }
       case SETS_TABLE: {
-        const family = this.#src.planned()?.family ?? 'IPv4';
+        const family = this.#src.intended()?.family ?? 'IPv4';
         return IPSETS.some((i) => setName(i.key, family) === chain);
       }
       case ADDRESSES_TABLE:
@@ -201,7 +201,7 @@ export class IpvsView implements KernelViewProvider {
   }
 
   servicePort(sp: ServicePort, _endpoints: readonly Endpoint[], _cat: CategorizedEndpoints): ServicePortObjects {
-    return ipvsServicePort(sp, this.#src.planned());
+    return ipvsServicePort(sp, this.#src.intended());
   }
 
   lastInput(): RestoreInput | null {

@@ -141,7 +141,7 @@ describe('nftables kernel view: the table as the kernel lists it', () => {
       ],
     });
     const runner = { listTable: async () => parseNftTableJson(json, 'ip', 'kube-proxy'), run: async () => {}, deleteTable: async () => false };
-    const view = new NftablesView({ backend: { runner, family: 'IPv4', wanted: () => null, lastFailedInput: () => null }, simulated: false, pause: noYield });
+    const view = new NftablesView({ backend: { runner, family: 'IPv4', intended: () => null, lastFailedInput: () => null }, simulated: false, pause: noYield });
     const services = chainOf(await view.read(), 'services');
     expect(services).toMatchObject({ packets: 12, bytes: 720 });
     expect(services.rules[0]).toMatchObject({ spec: 'counter packets 12 bytes 720 jump mark-for-masquerade', target: 'mark-for-masquerade', packets: 12, bytes: 720 });

@@ -25,7 +25,7 @@ import { nftServicePort } from './flows.ts';
 import { isSetKey, nftKernelTable } from './tables.ts';
 
 /** NftablesViewSource is what the view reads of one family's nftables backend. */
-export type NftablesViewSource = Pick<NftablesBackend, 'runner' | 'family' | 'wanted' | 'lastFailedInput'>;
+export type NftablesViewSource = Pick<NftablesBackend, 'runner' | 'family' | 'intended' | 'lastFailedInput'>;
 
 export interface NftablesViewOptions {
   backend: NftablesViewSource;
@@ -44,7 +44,7 @@ const COUNTER_FIGURES = /(^| )counter packets \d+ bytes \d+/g;
  * table: the kernel through `nft -j list table ip|ip6 kube-proxy` (the JSON
  * reader the proxier itself uses, kernel/nft-listing.ts, which writes rules
  * in the dialect kproxy writes, so a listed rule and a written one compare
- * as text), kproxy's intent through the proxier's wanted() table (what its
+ * as text), kproxy's intent through the proxier's intended() table (what its
  * last successful sync left), and the last accepted and refused
  * transactions. Affinity sets are shown from the kernel only: their elements
  * are clients the kernel adds as packets pass, not something kproxy writes,
@@ -78,7 +78,7 @@ export class NftablesView implements KernelViewProvider {
   /** #wantedTable: the proxier's table as of this view's version (built once per version: it copies every element). */
   #wantedTable(): NftTable | null {
     if (this.#cleared) return null;
-    if (this.#wanted?.version !== this.#version) this.#wanted = { version: this.#version, table: this.#src.wanted() };
+    if (this.#wanted?.version !== this.#version) this.#wanted = { version: this.#version, table: this.#src.intended() };
     return this.#wanted.table;
   }
 
@@ -107,7 +107,7 @@ export class NftablesView implements KernelViewProvider {
 
   noteSync(record: SyncRecord, result: BackendSyncResult): void {
     if (record.ok) {
-      // The proxier's wanted() moves with every successful sync, also one that wrote nothing (the first over a right table).
+      // The proxier's intended() moves with every successful sync, also one that wrote nothing (the first over a right table).
       this.#version++;
       this.#cleared = false;
       if (result.batch !== undefined) this.#lastInput = { seq: record.seq, at: record.finishedAt, full: result.full, body: new PackedText(result.batch) };

@@ -10,7 +10,7 @@ import type { ServicePort } from '../../proxy/service-port.ts';
 import type { SyncRecord } from '../../proxy/sync-loop.ts';
 import type { CategorizedEndpoints } from '../../proxy/topology.ts';
 import { KUBE_NODEPORT_CONTAINER, KUBE_PORTALS_CONTAINER, PORTAL_CHAINS, PORTAL_JUMPS } from '../../proxy/userspace/portals.ts';
-import type { UserspacePlanned } from '../../proxy/userspace/proxier.ts';
+import type { UserspaceIntent } from '../../proxy/userspace/proxier.ts';
 import type { RelayStats } from '../../proxy/userspace/relay-stats.ts';
 import type { RelayLimits } from '../../proxy/userspace/proxy-socket.ts';
 import { iptablesRuleKey } from '../iptables/rule-key.ts';
@@ -25,7 +25,7 @@ export interface UserspaceViewSource {
   readonly runner: IptablesRunner;
   readonly stats: RelayStats;
   readonly limits: RelayLimits;
-  planned(): UserspacePlanned | null;
+  intended(): UserspaceIntent | null;
   proxySockets(): number;
 }
 
@@ -129,7 +129,7 @@ export class UserspaceView implements KernelViewProvider {
 
   /** #follow takes the portal chains of the backend's last successful sync (the whole of them, each time). */
   #follow(): void {
-    const p = this.#src.planned();
+    const p = this.#src.intended();
     if (!p || p.version === this.#plannedVersion) return;
     this.#plannedVersion = p.version;
     if (p.text) this.#intended.accepted(p.text, true);
@@ -177,7 +177,7 @@ export class UserspaceView implements KernelViewProvider {
   }
 
   servicePort(sp: ServicePort, _endpoints: readonly Endpoint[], cat: CategorizedEndpoints): ServicePortObjects {
-    const port = this.#src.planned()?.port(sp.id) ?? null;
+    const port = this.#src.intended()?.port(sp.id) ?? null;
     const socketOf = (pool: 'cluster' | 'local') => port?.sockets.find((s) => s.pool === pool) ?? null;
     const proto = sp.protocol;
     const flows: FlowEntry[] = [];
@@ -223,7 +223,7 @@ export class UserspaceView implements KernelViewProvider {
   }
 
   relayPort(sp: ServicePort): RelayPortFacts | null {
-    const port = this.#src.planned()?.port(sp.id) ?? null;
+    const port = this.#src.intended()?.port(sp.id) ?? null;
     const stats = this.#src.stats.ports.get(sp.id);
     if (!port && !stats) return null;
     const at = this.#clock.monotonic();

@@ -78,12 +78,12 @@ export interface IpvsRunners {
 }
 
 /**
- * IpvsPlanned is what kproxy believes the kernel holds after its last
+ * IpvsIntent is what kproxy believes the kernel holds after its last
  * successful sync: its own objects only, as the sync wanted them. A partial
  * sync leaves other services' objects alone, so a kernel that differs from
  * this has drifted (someone changed it, or a sync failed half way).
  */
-export interface IpvsPlanned {
+export interface IpvsIntent {
   /** version: bumped by every successful sync and by cleanup. */
   readonly version: number;
   readonly family: IPFamily;
@@ -108,8 +108,8 @@ export interface IpvsBackend extends Backend {
   readonly runners: IpvsRunners;
   /** draining lists real servers waiting for their connections to end. */
   draining(): DrainingRealServer[];
-  /** planned: the objects of the last successful sync (null before one); a reference, nothing is copied. */
-  planned(): IpvsPlanned | null;
+  /** intended: the objects of the last successful sync (null before one); a reference, nothing is copied. */
+  intended(): IpvsIntent | null;
   /** lastFailedInput: the batches of the last sync that failed (each under the program it was for). */
   lastFailedInput(): FailedInput | null;
 }
@@ -148,9 +148,9 @@ class IpvsProxier implements IpvsBackend {
   /** #overflowed: service ports the last successful sync left out because a set had no room for their entries. */
   #overflowed: ReadonlySet<string> = new Set();
   #lastIptables = '';
-  #planned: IpvsPlanned | null = null;
-  #plannedVersion = 0;
-  /** #verifyPending: the last sync was full and succeeded, and verify() has not looked at it yet (#planned is what it wrote). */
+  #intent: IpvsIntent | null = null;
+  #intentVersion = 0;
+  /** #verifyPending: the last sync was full and succeeded, and verify() has not looked at it yet (#intent is what it wrote). */
   #verifyPending = false;
   readonly runners: IpvsRunners;
 
@@ -172,8 +172,8 @@ class IpvsProxier implements IpvsBackend {
     return this.#graceful.list();
   }
 
-  planned(): IpvsPlanned | null {
-    return this.#planned;
+  intended(): IpvsIntent | null {
+    return this.#intent;
   }
 
   lastFailedInput(): FailedInput | null {
@@ -220,8 +220,8 @@ class IpvsProxier implements IpvsBackend {
     this.#cache.clear();
     this.#lastIptables = '';
     // kproxy meant to remove everything: what is left afterwards is drift, not kproxy's.
-    this.#planned = {
-      version: ++this.#plannedVersion,
+    this.#intent = {
+      version: ++this.#intentVersion,
       family: this.#o.family,
       virtualServers: new Map(),
       sets: new Map(),
@@ -347,8 +347,8 @@ class IpvsProxier implements IpvsBackend {
     this.#lastIptables = rules.text;
     // References only: the dashboard reads them later, off the sync's path.
     const cache = built.cache;
-    this.#planned = {
-      version: ++this.#plannedVersion,
+    this.#intent = {
+      version: ++this.#intentVersion,
       family: ctx.family,
       ...built.wanted,
       link: true,
@@ -376,12 +376,12 @@ class IpvsProxier implements IpvsBackend {
   async verify(): Promise<SyncVerification> {
     const clock = this.#o.clock;
     const t0 = clock.monotonic();
-    const planned = this.#planned;
-    if (!this.#verifyPending || !planned) return skippedVerification(0, 'no full sync to verify since the last verification');
+    const intent = this.#intent;
+    if (!this.#verifyPending || !intent) return skippedVerification(0, 'no full sync to verify since the last verification');
     this.#verifyPending = false;
     const chains: ChainCheck = {
       written: writtenChains(
-        planned.iptables,
+        intent.iptables,
         CANARY_TABLES.map((table) => ({ table, chain: KUBE_PROXY_CANARY, rules: 0 })),
       ),
       jumps: JUMP_RULES,
@@ -401,16 +401,16 @@ class IpvsProxier implements IpvsBackend {
     const [services, sets, links, counts] = read;
     const check = new CountCheck();
     let owners: Map<string, string> | null = null;
-    compareVirtualServers(planned.virtualServers, planned.draining, services, this.#manages, check, (key) => {
+    compareVirtualServers(intent.virtualServers, intent.draining, services, this.#manages, check, (key) => {
       if (!owners) {
         owners = new Map();
         for (const [id, e] of this.#cache.builds) for (const v of e.objects?.virtualServers ?? []) if (!owners.has(v.key)) owners.set(v.key, id);
       }
       return owners.get(key);
     });
-    compareSets(planned.sets, planned.family, sets, check);
+    compareSets(intent.sets, intent.family, sets, check);
     const bound = links.get(DUMMY_DEVICE);
-    compareBinds(planned.binds, bound ? bound.filter((a) => a.family === planned.family && !/^fe[89ab]/i.test(a.address)).map((a) => a.address) : null, DUMMY_DEVICE, planned.family, check);
+    compareBinds(intent.binds, bound ? bound.filter((a) => a.family === intent.family && !/^fe[89ab]/i.test(a.address)).map((a) => a.address) : null, DUMMY_DEVICE, intent.family, check);
     await compareChains(chains, counts, check);
     return check.result(clock.monotonic() - t0);
   }

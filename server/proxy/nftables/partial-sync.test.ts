@@ -140,7 +140,7 @@ describe('nftables proxier: partial syncs keep the table equal to a full sync', 
       expect(staleChains(h.kernel.table('ip', KUBE_PROXY_TABLE))).toEqual([]);
       expect(shape(h.kernel.table('ip', KUBE_PROXY_TABLE), false)).toEqual(shape(await fullSyncTable(state), false));
       // And what the proxier believes it wrote is what the kernel holds.
-      expect(shape(h.backend.wanted(), false)).toEqual(shape(h.kernel.table('ip', KUBE_PROXY_TABLE), false));
+      expect(shape(h.backend.intended(), false)).toEqual(shape(h.kernel.table('ip', KUBE_PROXY_TABLE), false));
     });
   }
 });

@@ -58,8 +58,8 @@ export interface NftablesBackend extends Backend {
   readonly family: IPFamily;
   /** lastFailedInput: the transaction of the last sync that failed, kept for the dashboard and logs. */
   lastFailedInput(): FailedInput | null;
-  /** wanted: the table as kproxy's last successful sync left it (its own objects; affinity sets without elements); null before one. */
-  wanted(): NftTable | null;
+  /** intended: the table as kproxy's last successful sync left it (its own objects; affinity sets without elements); null before one. */
+  intended(): NftTable | null;
 }
 
 /** NftablesSyncReport extends a sync result: stale-chain deletions nft refused during this sync. */
@@ -129,7 +129,7 @@ class NftablesProxier implements NftablesBackend {
       skipped: this.#skipped,
       describe: (err, run) => this.#describeFailure(err, run.lastInput),
       // The element index was updated while planning: back to what the last successful sync wrote, which
-      // wanted() (the dashboard's intent) reads until the next full sync rebuilds it.
+      // intended() (the dashboard's intent) reads until the next full sync rebuilds it.
       failed: () => this.#indexWritten(),
     });
   }
@@ -189,7 +189,7 @@ class NftablesProxier implements NftablesBackend {
     };
   }
 
-  wanted(): NftTable | null {
+  intended(): NftTable | null {
     if (!this.#fixed) return null;
     const chains = new Map<string, { name: string; base: null | NonNullable<ChainSpec['base']>; comment: null; rules: readonly string[] }>();
     const sets = new Map<string, NftSet>();
@@ -213,12 +213,12 @@ class NftablesProxier implements NftablesBackend {
   /**
    * verify reads the table's counts (the netlink runner: one dump of the
    * chains' use counts and a few of set elements; see verify.ts) and compares
-   * them with wanted(), the table the last sync left.
+   * them with intended(), the table the last sync left.
    */
   async verify(): Promise<SyncVerification> {
     const clock = this.#o.clock;
     const t0 = clock.monotonic();
-    const wanted = this.wanted();
+    const wanted = this.intended();
     if (!wanted) return skippedVerification(0, 'no successful sync yet');
     if (!this.runner.countTable) return skippedVerification(0, 'this nft runner cannot count a table');
     const ask = verifyRequest(wanted);

@@ -1,16 +1,17 @@
-import type { UserspacePlanned } from './proxier.ts';
+import type { UserspaceIntent } from './proxier.ts';
 
 /**
- * describeProxySockets lists, from the last sync's plan, every proxy socket
- * (service port, policy, listening address, the rotation new connections
- * take), the ports held for it, and the service ports left out with why:
- * what --dry-run prints as "would be opened" and what the golden cases hold.
+ * describeProxySockets lists, from what the last sync programmed
+ * (intended()), every proxy socket (service port, policy, listening address,
+ * the rotation new connections take), the ports held for it, and the service
+ * ports left out with why: what --dry-run prints as "would be opened" and
+ * what the golden cases hold.
  */
-export function describeProxySockets(planned: UserspacePlanned | null, listen: string, skipped: ReadonlyMap<string, string> = new Map()): string[] {
+export function describeProxySockets(intent: UserspaceIntent | null, listen: string, skipped: ReadonlyMap<string, string> = new Map()): string[] {
   const lines = ['# proxy sockets and claimed ports'];
   const host = listen.includes(':') ? `[${listen}]` : listen;
-  for (const id of planned?.ids() ?? []) {
-    const p = planned!.port(id)!;
+  for (const id of intent?.ids() ?? []) {
+    const p = intent!.port(id)!;
     for (const s of p.sockets) {
       const rotation = s.endpoints.length ? s.endpoints.join(' ') : '(no endpoint)';
       lines.push(`${p.sp.protocol} ${host}:${s.port} ${id} ${s.pool === 'local' ? 'Local' : 'Cluster'} policy -> ${rotation}`);

@@ -53,7 +53,7 @@ export async function runGoldenCase(inputPath: string): Promise<GoldenRun> {
   const result = await h.backend.sync({ state: state.checkout(), forceFull: true });
   if (result.error) throw result.error;
   const rules = formatIptablesSave(h.iptables.dump(), { tables: ['filter', 'nat'] });
-  const sockets = describeProxySockets(h.backend.planned(), config.bindAddress, skippedOf(result));
+  const sockets = describeProxySockets(h.backend.intended(), config.bindAddress, skippedOf(result));
   return { harness: h, result, output: `${rules}${sockets.join('\n')}\n` };
 }
 

@@ -85,7 +85,7 @@ export async function createHostUserspaceBackend(opts: HostUserspaceOptions): Pr
           '# iptables-save -t nat -t filter',
           formatIptablesSave(sim.dump(), { tables: ['nat', 'filter'] }).trimEnd(),
           '# (simulated: nothing is bound on the host)',
-          ...describeProxySockets(backend.planned(), opts.config.bindAddress),
+          ...describeProxySockets(backend.intended(), opts.config.bindAddress),
           '',
         ].join('\n');
       },

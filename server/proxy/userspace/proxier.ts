@@ -73,8 +73,8 @@ export interface PortalPort {
   readonly problems: readonly string[];
 }
 
-/** UserspacePlanned is what the last successful sync programmed. */
-export interface UserspacePlanned {
+/** UserspaceIntent is what the last successful sync programmed. */
+export interface UserspaceIntent {
   readonly version: number;
   /** text: the portal chains as that sync wrote them (restore input, jumps included when they were written). */
   readonly text: string;
@@ -90,7 +90,8 @@ export interface UserspaceBackend extends Backend {
   readonly limits: RelayLimits;
   readonly runner: IptablesRunner;
   readonly sockets: Sockets;
-  planned(): UserspacePlanned | null;
+  /** intended: what the last successful sync programmed (null before one). */
+  intended(): UserspaceIntent | null;
   /** lastFailedInput: the portal chains' restore input of the last sync that failed. */
   lastFailedInput(): FailedInput | null;
   /** proxySockets: open proxy sockets now. */
@@ -148,7 +149,7 @@ class UserspaceProxier implements UserspaceBackend {
   readonly #failedBinds = new Set<string>();
   readonly #refusedLog = new Map<string, { at: number; since: number }>();
   #lastText = '';
-  #planned: UserspacePlanned | null = null;
+  #intent: UserspaceIntent | null = null;
   #version = 0;
   /** #toVerify: the last full sync's restore input (the portal chains, missing jumps, other modes' chains removed), until verify() reads it. */
   #toVerify: string | null = null;
@@ -194,8 +195,8 @@ class UserspaceProxier implements UserspaceBackend {
     };
   }
 
-  planned(): UserspacePlanned | null {
-    return this.#planned;
+  intended(): UserspaceIntent | null {
+    return this.#intent;
   }
 
   lastFailedInput(): FailedInput | null {
@@ -249,7 +250,7 @@ class UserspaceProxier implements UserspaceBackend {
     this.#envelope.requireFullSync();
     this.#toVerify = null;
     this.#lastText = '';
-    this.#planned = { version: ++this.#version, text: '', port: () => null, ids: () => [] };
+    this.#intent = { version: ++this.#version, text: '', port: () => null, ids: () => [] };
     return this.#o.cleanup();
   }
 
@@ -333,7 +334,7 @@ class UserspaceProxier implements UserspaceBackend {
     for (const e of this.#entries.values()) for (const p of POOLS) e.sockets[p]?.balancer.sweep();
     this.#lastText = text;
     if (full) this.#toVerify = restoreInput;
-    this.#plan(text, portals);
+    this.#intend(text, portals);
     return {
       linesWritten: write ? withJumps.lines + staleLines.length : 0,
       servicesWritten: write ? (full ? new Set(order.map((id) => this.#entries.get(id)!.sp.service)).size : state.changedServices.size) : 0,
@@ -530,7 +531,8 @@ class UserspaceProxier implements UserspaceBackend {
     return keep;
   }
 
-  #plan(text: string, portals: Portals): void {
+  /** #intend records what this sync programmed (intended()). */
+  #intend(text: string, portals: Portals): void {
     const snapshot = new Map<string, PortalPort>();
     for (const [id, e] of this.#entries) {
       snapshot.set(id, {
@@ -545,7 +547,7 @@ class UserspaceProxier implements UserspaceBackend {
       });
     }
     const ids = [...snapshot.keys()].sort();
-    this.#planned = { version: ++this.#version, text, port: (id) => snapshot.get(id) ?? null, ids: () => ids };
+    this.#intent = { version: ++this.#version, text, port: (id) => snapshot.get(id) ?? null, ids: () => ids };
   }
 }
 

@@ -16,12 +16,12 @@ function cluster() {
   return stateFromObjects('node-a', [makeService('ns1', 'a', { clusterIP: '10.96.0.1', ports: tcp(80) }), slice(['10.244.1.1', '10.244.1.2'])]);
 }
 
-describe('IPVS backend: what it planned (read by the dashboard)', () => {
+describe('IPVS backend: what it intended (read by the dashboard)', () => {
   it("is null before the first sync, then holds the wanted objects, the rules and each port's objects", async () => {
     const h = ipvsHarness();
-    expect(h.backend.planned()).toBeNull();
+    expect(h.backend.intended()).toBeNull();
     await h.sync(cluster());
-    const p = h.backend.planned()!;
+    const p = h.backend.intended()!;
     expect(p.version).toBe(1);
     expect([...p.virtualServers.keys()]).toEqual(['10.96.0.1:80/TCP']);
     expect([...p.sets.get('clusterIP')!]).toEqual(['10.96.0.1,tcp:80']);
@@ -39,17 +39,17 @@ describe('IPVS backend: what it planned (read by the dashboard)', () => {
     await h.sync(state);
     state.onEndpointSlice(slice(['10.244.1.1', '10.244.1.2']), slice(['10.244.1.1']));
     await h.sync(state);
-    const p = h.backend.planned()!;
+    const p = h.backend.intended()!;
     expect(p.version).toBe(2);
     expect(p.draining.map((d) => `${d.vsKey} ${d.rs.address}`)).toEqual(['10.96.0.1:80/TCP 10.244.1.2']);
 
     h.ipvs.failNext = 'Memory allocation problem';
     state.onEndpointSlice(slice(['10.244.1.1']), slice(['10.244.1.1', '10.244.1.3']));
     expect((await h.backend.sync({ state: state.checkout(), forceFull: false })).error).toBeDefined();
-    expect(h.backend.planned()).toBe(p);
+    expect(h.backend.intended()).toBe(p);
 
     await h.backend.cleanup();
-    const empty = h.backend.planned()!;
+    const empty = h.backend.intended()!;
     expect(empty.version).toBe(3);
     expect([empty.virtualServers.size, empty.sets.size, empty.binds.size, empty.link, empty.iptables, empty.draining.length]).toEqual([0, 0, 0, false, '', 0]);
   });
@@ -57,7 +57,7 @@ describe('IPVS backend: what it planned (read by the dashboard)', () => {
   it('manages virtual servers of its family outside ipvs.excludeCIDRs', async () => {
     const h = ipvsHarness({ config: ipvsConfig({ ipvs: { excludeCIDRs: ['172.16.0.0/12'] } }) });
     await h.sync(cluster());
-    const p = h.backend.planned()!;
+    const p = h.backend.intended()!;
     expect([p.manages('10.96.0.9'), p.manages('172.16.0.5'), p.manages('fd00::1')]).toEqual([true, false, false]);
   });
 });
