@@ -6,8 +6,8 @@ import { createNftRunner } from './kernel/nft.ts';
 import type { Logger } from './log.ts';
 import type { IPFamily } from './net/ip.ts';
 import { cleanupSummary, mergeCleanup, type CleanupResult } from './proxy/backend.ts';
-import { cleanupIpvsHost } from './proxy/ipvs/host.ts';
-import { cleanupNftablesLeftovers, takeOverTables } from './proxy/nftables/cleanup.ts';
+import { cleanupIpvsHost } from './proxy/ipvs/index.ts';
+import { cleanupNftablesLeftovers, takeOverTables } from './proxy/nftables/index.ts';
 import { cleanupIptables, cleanupRunners } from './proxy/xtables/cleanup.ts';
 
 /**

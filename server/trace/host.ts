@@ -19,9 +19,9 @@ import { createNetlink } from '../kernel/netlink.ts';
 import { hostInterfaces } from '../kernel/netif.ts';
 import { createNftRunner } from '../kernel/nft.ts';
 import { isLinkLocalIPv6, isLoopbackIP, type IPFamily } from '../net/ip.ts';
-import { KUBE_PROXY_TABLE } from '../proxy/nftables/names.ts';
-import { DUMMY_DEVICE } from '../proxy/ipvs/names.ts';
-import { KUBE_PORTALS_CONTAINER as PORTALS_CONTAINER } from '../proxy/userspace/portals.ts';
+import { KUBE_PROXY_TABLE } from '../proxy/nftables/index.ts';
+import { DUMMY_DEVICE } from '../proxy/ipvs/index.ts';
+import { KUBE_PORTALS_CONTAINER as PORTALS_CONTAINER } from '../proxy/userspace/index.ts';
 
 /**
  * Reading the network namespace `kproxy trace` runs in, through the same

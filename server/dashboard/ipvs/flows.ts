@@ -1,6 +1,5 @@
 import { canonicalEntry } from '../../kernel/ipset.ts';
 import { hostPort } from '../../kernel/ipvs-batch.ts';
-import type { WantedVirtualServer } from '../../proxy/ipvs/builder.ts';
 import {
   IPSETS,
   KUBE_IPVS_FILTER,
@@ -11,9 +10,10 @@ import {
   KUBE_SERVICES,
   KUBE_SOURCE_RANGES_FIREWALL,
   setName,
+  type IpvsIntent,
   type SetKey,
-} from '../../proxy/ipvs/names.ts';
-import type { IpvsIntent } from '../../proxy/ipvs/proxier.ts';
+  type WantedVirtualServer,
+} from '../../proxy/ipvs/index.ts';
 import type { ServicePort } from '../../proxy/service-port.ts';
 import type { KernelRule, OwnedChain, ServicePortObjects } from '../kernel-view.ts';
 import type { EntryKind, FlowEntry } from '../protocol.ts';

@@ -1,7 +1,7 @@
 import { createArgs, type IpsetType } from '../../kernel/ipset.ts';
 import type { IpvsForward, IpvsProtocol, IpvsRealServer, IpvsService } from '../../kernel/ipvs-batch.ts';
 import { renderIpvsSave } from '../../kernel/ipvs-listing.ts';
-import { DUMMY_DEVICE } from '../../proxy/ipvs/names.ts';
+import { DUMMY_DEVICE } from '../../proxy/ipvs/index.ts';
 import { iptablesSaveText } from '../iptables/save-text.ts';
 import type { KernelTables } from '../kernel-view.ts';
 import type { Yield } from '../yield.ts';

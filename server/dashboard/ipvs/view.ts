@@ -1,8 +1,6 @@
 import { PackedText } from '../packed-text.ts';
 import type { Clock } from '../../clock.ts';
-import { DUMMY_DEVICE, FILTER_CHAINS, IPSETS, NAT_CHAINS, setName } from '../../proxy/ipvs/names.ts';
-import { JUMP_RULES } from '../../proxy/ipvs/iptables-rules.ts';
-import type { IpvsIntent, IpvsRunners } from '../../proxy/ipvs/proxier.ts';
+import { DUMMY_DEVICE, FILTER_CHAINS, IPSETS, JUMP_RULES, NAT_CHAINS, setName, type IpvsIntent, type IpvsRunners } from '../../proxy/ipvs/index.ts';
 import { isServiceChainName, KUBE_EXTERNAL_SERVICES, KUBE_NODEPORTS, KUBE_SERVICES } from '../../proxy/xtables/chain-names.ts';
 import type { BackendSyncResult } from '../../proxy/backend.ts';
 import type { Endpoint } from '../../proxy/endpoint.ts';

@@ -1,6 +1,6 @@
 import type { NftTable } from '../../kernel/nft-types.ts';
 import { endpointKey } from '../../proxy/endpoint.ts';
-import * as N from '../../proxy/nftables/names.ts';
+import * as N from '../../proxy/nftables/index.ts';
 import type { ServicePort } from '../../proxy/service-port.ts';
 import type { CategorizedEndpoints } from '../../proxy/topology.ts';
 import type { KernelRule, OwnedChain, ServicePortObjects } from '../kernel-view.ts';
