@@ -8,7 +8,8 @@ import type { KernelKind, TraceDrift } from '../dashboard/protocol.ts';
 import { parseNftTableJson } from '../kernel/nft-listing.ts';
 import { FakeClock } from '../clock-fake.ts';
 import { IpvsView } from '../dashboard/ipvs/view.ts';
-import { runGoldenCase } from '../proxy/ipvs/golden.ts';
+import { runGoldenCase } from '../proxy/golden.ts';
+import { ipvsGolden } from '../proxy/ipvs/golden.ts';
 import type { ServiceNames } from './mode.ts';
 import { serviceNames } from './service-index.ts';
 import type { NodeFacts } from './packet.ts';
@@ -20,7 +21,7 @@ import { objectsFromYaml, stateFromObjects } from '../proxy/testing.ts';
  * input. A case holds what the dashboard would read: iptables-save.txt
  * (`iptables-save -c`, IPv4; ip6tables-save.txt for IPv6), nft-list.json
  * (`nft -j list table ip kube-proxy`), or input.yaml (manifests IPVS mode's
- * simulated kernel is programmed with, proxy/ipvs/golden.ts); addresses.json (the node's addresses); packets.yaml (what
+ * simulated kernel is programmed with, as an IPVS golden case: proxy/ipvs/golden.ts); addresses.json (the node's addresses); packets.yaml (what
  * to trace); optional facts.yaml ({ mode, nodeIPs: [...], recent: { LIST: [sources] }, drift: [...] }).
  */
 
@@ -51,7 +52,7 @@ export async function loadCase(dir: string, extra?: Partial<TraceRead>): Promise
   if (existsSync(file('input.yaml'))) {
     // IPVS mode: the manifests programmed into the mode's simulated kernel, read as the dashboard reads it.
     mode = 'ipvs';
-    const run = await runGoldenCase(file('input.yaml'));
+    const run = await runGoldenCase(ipvsGolden, file('input.yaml'));
     const view = new IpvsView({ backend: run.harness.backend, simulated: true, clock: new FakeClock(), pause });
     for (const [name, t] of (await view.read()).tables) tables.set(name, t);
     // IPVS objects carry no names: the model the daemon would hold names them.

@@ -1,34 +1,12 @@
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
-import { runGoldenCase } from './golden.ts';
+import { describeGoldenCases } from '../golden.ts';
+import { iptablesGolden } from './golden.ts';
 
 /**
- * Golden cases: testdata/<case>/input.yaml holds Services, EndpointSlices, a
- * Node and optionally a GoldenOptions document; expected.rules is the filter
- * and nat tables as the simulated kernel holds them after one full sync.
- * UPDATE_GOLDEN=1 rewrites expected.rules; by default they are compared.
+ * Golden cases (../golden.ts runs them): testdata/<case>/input.yaml holds
+ * Services, EndpointSlices, a Node and optionally a GoldenOptions document
+ * (IptablesGoldenOptions); expected.rules is the filter and nat tables as the
+ * simulated kernel holds them after one full sync. UPDATE_GOLDEN=1 rewrites
+ * expected.rules; by default they are compared.
  */
-const TESTDATA = join(import.meta.dirname, 'testdata');
-const UPDATE = process.env.UPDATE_GOLDEN === '1';
-const cases = readdirSync(TESTDATA, { withFileTypes: true })
-  .filter((d) => d.isDirectory() && existsSync(join(TESTDATA, d.name, 'input.yaml')))
-  .map((d) => d.name)
-  .sort();
-
-describe('iptables golden cases', () => {
-  it('has cases', () => {
-    expect(cases.length).toBeGreaterThan(10);
-  });
-
-  for (const name of cases) {
-    it(`programs ${name} exactly as expected.rules`, async () => {
-      const dir = join(TESTDATA, name);
-      const { rules } = await runGoldenCase(join(dir, 'input.yaml'));
-      const expectedPath = join(dir, 'expected.rules');
-      if (UPDATE) writeFileSync(expectedPath, rules);
-      expect(existsSync(expectedPath), `${expectedPath} is missing: run with UPDATE_GOLDEN=1 and review it`).toBe(true);
-      expect(rules).toBe(readFileSync(expectedPath, 'utf8'));
-    });
-  }
-});
+describeGoldenCases('iptables golden cases', iptablesGolden(), { testdata: join(import.meta.dirname, 'testdata'), atLeast: 11 });

@@ -4,7 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { parseIptablesScript } from '../../kernel/iptables-save-parser.ts';
 import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
 import { ep, makeService, makeSlice, stateFromObjects } from '../testing.ts';
-import { runGoldenCase } from './golden.ts';
+import { runGoldenCase } from '../golden.ts';
+import { iptablesGolden } from './golden.ts';
 import { harness, testConfig } from './testing.ts';
 
 /**
@@ -52,7 +53,7 @@ describe('same rules as kube-proxy for the same input', () => {
 
   for (const name of upstreamCases) {
     it(`${name}: full sync restore input matches upstream.rules`, async () => {
-      const { result } = await runGoldenCase(join(TESTDATA, name, 'input.yaml'));
+      const { result } = await runGoldenCase(iptablesGolden(), join(TESTDATA, name, 'input.yaml'));
       expect(shape(result.batch!)).toEqual(shape(readFileSync(join(TESTDATA, name, 'upstream.rules'), 'utf8')));
     });
   }

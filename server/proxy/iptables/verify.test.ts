@@ -5,7 +5,8 @@ import { SimulatedIptables } from '../../kernel/iptables-simulated.ts';
 import { silentLogger } from '../../log.ts';
 import { SyncLoop, type SyncRecord } from '../sync-loop.ts';
 import { ep, makeService, makeSlice, stateFromObjects } from '../testing.ts';
-import { runGoldenCase } from './golden.ts';
+import { runGoldenCase } from '../golden.ts';
+import { iptablesGolden } from './golden.ts';
 import { harness, testConfig } from './testing.ts';
 import { lossyIptables } from '../xtables/testing.ts';
 
@@ -40,7 +41,7 @@ for (const flavor of ['nft', 'legacy'] as const) {
   describe(`iptables verification (${flavor}: ${use ? 'chain use counts' : 'rules per chain'})`, () => {
     for (const name of cases) {
       it(`finds golden case ${name} as written, in every family`, async () => {
-        const run = await runGoldenCase(join(DIR, name, 'input.yaml'), flavor);
+        const run = await runGoldenCase(iptablesGolden(flavor), join(DIR, name, 'input.yaml'));
         for (const r of run.families) {
           const v = await r.harness.backend.verify!();
           expect(v.skipped).toBeUndefined();

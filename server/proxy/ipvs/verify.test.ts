@@ -6,7 +6,8 @@ import type { SimulatedIpset } from '../../kernel/ipset-simulated.ts';
 import type { IpvsRunner } from '../../kernel/ipvs.ts';
 import type { SimulatedIpvs } from '../../kernel/ipvs-simulated.ts';
 import { ep, makeService, makeSlice, stateFromObjects } from '../testing.ts';
-import { runGoldenCase } from './golden.ts';
+import { runGoldenCase } from '../golden.ts';
+import { ipvsGolden } from './golden.ts';
 import { ipvsConfig, ipvsHarness, type HarnessOptions } from './testing.ts';
 import { lossyIptables, rewriteLines } from '../xtables/testing.ts';
 
@@ -52,7 +53,7 @@ async function syncThrough(wrap: HarnessOptions['wrap'] = {}) {
 describe('IPVS verification', () => {
   for (const name of readdirSync(DIR)) {
     it(`finds golden case ${name} as written`, async () => {
-      const run = await runGoldenCase(join(DIR, name, 'input.yaml'));
+      const run = await runGoldenCase(ipvsGolden, join(DIR, name, 'input.yaml'));
       const v = await run.harness.backend.verify!();
       expect(v.skipped).toBeUndefined();
       expect(v.mismatches).toEqual([]);

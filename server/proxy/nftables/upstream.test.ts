@@ -5,7 +5,8 @@ import { parseTransaction } from '../../kernel/nft-script.ts';
 import type { NftTable } from '../../kernel/nft-types.ts';
 import type { EndpointSlice, Service } from '../kube-objects.ts';
 import { ep, makeService, makeSlice, stateFromObjects } from '../testing.ts';
-import { runNftGoldenCase } from './golden.ts';
+import { runGoldenCase } from '../golden.ts';
+import { nftablesGolden } from './golden.ts';
 import { KUBE_PROXY_TABLE } from './names.ts';
 import { STALE_CHAIN_DELAY_MS } from './proxier.ts';
 import { nftHarness, staleChains, testConfig } from './testing.ts';
@@ -62,7 +63,7 @@ const TESTDATA = join(import.meta.dirname, 'testdata');
 
 describe('the same table as kube-proxy for the same input', () => {
   it('TestOverallNFTablesRules: a full sync writes upstream.nft', async () => {
-    const { result } = await runNftGoldenCase(join(TESTDATA, 'upstream-overall', 'input.yaml'));
+    const { result } = await runGoldenCase(nftablesGolden, join(TESTDATA, 'upstream-overall', 'input.yaml'));
     expect(shapeOfText(result.batch!)).toEqual(shapeOfText(readFileSync(join(TESTDATA, 'upstream-overall', 'upstream.nft'), 'utf8')));
   });
 

@@ -4,7 +4,8 @@ import { describe, expect, it } from 'vitest';
 import type { NftRunner } from '../../kernel/nft.ts';
 import { SimulatedNft } from '../../kernel/nft-simulated.ts';
 import { ep, makeService, makeSlice, stateFromObjects } from '../testing.ts';
-import { runNftGoldenCase } from './golden.ts';
+import { runGoldenCase } from '../golden.ts';
+import { nftablesGolden } from './golden.ts';
 import { nftHarness, testConfig } from './testing.ts';
 
 /**
@@ -20,7 +21,7 @@ const DIR = join(import.meta.dirname, 'testdata');
 describe('nftables verification', () => {
   for (const name of readdirSync(DIR)) {
     it(`finds the table of golden case ${name} as written`, async () => {
-      const run = await runNftGoldenCase(join(DIR, name, 'input.yaml'));
+      const run = await runGoldenCase(nftablesGolden, join(DIR, name, 'input.yaml'));
       const v = await run.harness.backend.verify!();
       expect(v.skipped).toBeUndefined();
       expect(v.mismatches).toEqual([]);

@@ -2,7 +2,8 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ep, makeService, makeSlice, stateFromObjects } from '../testing.ts';
-import { runGoldenCase } from './golden.ts';
+import { runGoldenCase } from '../golden.ts';
+import { userspaceGolden } from './golden.ts';
 import { harness } from './testing.ts';
 import { lossyIptables } from '../xtables/testing.ts';
 
@@ -33,7 +34,7 @@ async function syncThrough(lose: (line: string) => string | null, before?: (h: R
 describe('userspace verification', () => {
   for (const name of cases) {
     it(`finds golden case ${name} as written`, async () => {
-      const run = await runGoldenCase(join(DIR, name, 'input.yaml'));
+      const run = await runGoldenCase(userspaceGolden, join(DIR, name, 'input.yaml'));
       const v = await run.harness.backend.verify!();
       expect(v.skipped).toBeUndefined();
       expect(v.mismatches).toEqual([]);
