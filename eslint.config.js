@@ -35,6 +35,8 @@ export const LAYERS = {
   dashboard: { may: ['net', 'base', 'kernel', 'config', 'events', 'http', 'sources', 'proxy'], testsMay: ['composition'] },
   // The packet tracer walks the dashboard's kernel views; the dashboard never imports it.
   trace: { may: ['net', 'base', 'kernel', 'config', 'events', 'http', 'sources', 'proxy', 'dashboard'] },
+  // One descriptor per proxy mode (server/modes/): its backends, its kernel view, its metrics; the composition iterates them.
+  modes: { may: ['net', 'base', 'kernel', 'config', 'events', 'proxy', 'dashboard'] },
   composition: { may: null },
 };
 
@@ -47,6 +49,16 @@ export const LAYERS = {
  * mode (assemble.ts, platform-cleanup.ts) is the composition.
  */
 export const MODE_FOLDERS = ['iptables', 'ipvs', 'nftables', 'userspace'];
+
+/**
+ * MODE_PUBLIC_FILE is a mode folder's public file: outside server/proxy (the
+ * dashboard, the tracer, the modes' descriptors, the composition) a mode is
+ * imported through it alone, so what the others read of a mode (what it is
+ * built with, what its backend reports, the names of the objects it writes)
+ * is one file, and its proxier's internals stay its own. Tests and test
+ * helpers may reach further (harnesses, golden cases).
+ */
+export const MODE_PUBLIC_FILE = 'index.ts';
 
 const BASE_FILES = new Set(['errors.ts', 'log.ts', 'clock.ts', 'clock-fake.ts', 'version.ts']);
 const SERVER = path.join(import.meta.dirname, 'server');
@@ -78,23 +90,30 @@ const layersRule = {
     const from = path.relative(SERVER, context.filename);
     const layer = layerOf(from);
     const rules = layer && LAYERS[layer];
-    if (!rules || rules.may === null) return {};
+    if (!rules) return {};
     const isTest = /\.test\.ts$/.test(from) || path.basename(from) === 'testing.ts';
-    const allowed = new Set([layer, ...rules.may, ...(isTest ? (rules.testsMay ?? []) : [])]);
+    const allowed = rules.may === null ? null : new Set([layer, ...rules.may, ...(isTest ? (rules.testsMay ?? []) : [])]);
     const mode = modeOf(from);
     const check = (node, source) => {
       const spec = source?.value;
       if (typeof spec !== 'string' || !spec.startsWith('.')) return;
       const rel = path.relative(SERVER, path.resolve(path.dirname(context.filename), spec));
       const target = layerOf(rel);
-      const targetMode = target === 'proxy' && layer === 'proxy' ? modeOf(rel) : null;
-      if (targetMode !== null && targetMode !== mode && (mode !== null || !isTest)) {
+      const targetMode = target === 'proxy' ? modeOf(rel) : null;
+      if (layer === 'proxy' && targetMode !== null && targetMode !== mode && (mode !== null || !isTest)) {
         const who = mode ? `server/proxy/${mode}` : 'the shared proxy code';
         const why = mode ? 'a mode imports no other mode: what two modes share lives in server/proxy/ or server/proxy/xtables/' : 'it imports no mode: what needs every mode is the composition';
         context.report({ node, message: `${who} may not import server/proxy/${targetMode} ('${spec}'): ${why} (docs/architecture.md, "Layers").` });
         return;
       }
-      if (target === null || allowed.has(target)) return;
+      if (layer !== 'proxy' && targetMode !== null && !isTest && rel.split(path.sep).slice(2).join('/') !== MODE_PUBLIC_FILE) {
+        context.report({
+          node,
+          message: `${layerName(layer)} may not import a file of server/proxy/${targetMode} but its public file ('${spec}'): outside server/proxy a mode is imported through server/proxy/${targetMode}/${MODE_PUBLIC_FILE} (docs/architecture.md, "Layers").`,
+        });
+        return;
+      }
+      if (allowed === null || target === null || allowed.has(target)) return;
       const may = rules.may.length ? `only ${rules.may.map(layerName).join(', ')}` : 'nothing of kproxy';
       context.report({ node, message: `${layerName(layer)} may not import ${layerName(target)} ('${spec}'): it imports ${may} (docs/architecture.md, "Layers").` });
     };

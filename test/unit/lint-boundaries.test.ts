@@ -85,7 +85,50 @@ describe('lint: layers point down', { timeout: 60_000 }, () => {
     expect(await refused('server/proxy/metrics/example.ts', "import { registerUserspaceMetrics } from '../userspace/metrics.ts';\nexport const r = registerUserspaceMetrics;\n")).toHaveLength(1);
     // Tests of the shared code may run every mode (first-sync-housekeeping.test.ts does).
     expect(await refused('server/proxy/example.test.ts', "import { nftHarness } from './nftables/testing.ts';\nexport const n = nftHarness;\n")).toEqual([]);
-    expect(await refused('server/platform-cleanup.ts', "import { cleanupIpvsHost } from './proxy/ipvs/host.ts';\nexport const c = cleanupIpvsHost;\n")).toEqual([]);
+    expect(await refused('server/platform-cleanup.ts', "import { cleanupIpvsHost } from './proxy/ipvs/index.ts';\nexport const c = cleanupIpvsHost;\n")).toEqual([]);
+  });
+
+  it('lets the dashboard, the tracer, the modes and the composition import a mode through its public file alone', async () => {
+    expect(await refused('server/dashboard/ipvs/view.ts', "import { DUMMY_DEVICE } from '../../proxy/ipvs/names.ts';\nexport const d = DUMMY_DEVICE;\n")).toEqual([
+      `server/dashboard may not import a file of server/proxy/ipvs but its public file ('../../proxy/ipvs/names.ts'): outside server/proxy a mode is imported through server/proxy/ipvs/index.ts (docs/architecture.md, "Layers").`,
+    ]);
+    // However it is written: a type, a re-export, a dynamic import().
+    expect(await refused('server/dashboard/nftables/view.ts', "import type { NftablesBackend } from '../../proxy/nftables/proxier.ts';\nexport type B = NftablesBackend;\n")).toHaveLength(1);
+    expect(await refused('server/dashboard/example.ts', "export { PORTAL_JUMPS } from '../proxy/userspace/portals.ts';\n")).toHaveLength(1);
+    expect(await refused('server/trace/host.ts', "export const load = () => import('../proxy/nftables/names.ts');\n")).toHaveLength(1);
+    expect(await refused('server/modes/example.ts', "import { createHostIpvsBackends } from '../proxy/ipvs/host.ts';\nexport const c = createHostIpvsBackends;\n")).toHaveLength(1);
+    expect(await refused('server/platform-cleanup.ts', "import { cleanupNftablesLeftovers } from './proxy/nftables/cleanup.ts';\nexport const c = cleanupNftablesLeftovers;\n")).toEqual([
+      expect.stringContaining('the composition may not import a file of server/proxy/nftables but its public file'),
+    ]);
+    expect(await refused('server/dashboard/ipvs/view.ts', "import { DUMMY_DEVICE, type IpvsIntent } from '../../proxy/ipvs/index.ts';\nexport const d: IpvsIntent | string = DUMMY_DEVICE;\n")).toEqual(
+      [],
+    );
+    expect(await refused('server/trace/host.ts', "import { KUBE_PROXY_TABLE } from '../proxy/nftables/index.ts';\nexport const t = KUBE_PROXY_TABLE;\n")).toEqual([]);
+    expect(await refused('server/platform-cleanup.ts', "import { cleanupIpvsHost } from './proxy/ipvs/index.ts';\nexport const c = cleanupIpvsHost;\n")).toEqual([]);
+    // The shared code outside the mode folders (xtables/, the kit) is no mode's: imported as any file of proxy.
+    expect(await refused('server/dashboard/iptables/view.ts', "import { JUMP_RULES } from '../../proxy/xtables/jump-chains.ts';\nexport const j = JUMP_RULES;\n")).toEqual([]);
+    // Tests and test helpers reach further (harnesses, golden cases).
+    expect(await refused('server/dashboard/ipvs/stream.test.ts', "import { RS_CHECK_INTERVAL_MS } from '../../proxy/ipvs/graceful-termination.ts';\nexport const r = RS_CHECK_INTERVAL_MS;\n")).toEqual(
+      [],
+    );
+    expect(await refused('server/dashboard/testing.ts', "import { ipvsHarness } from '../proxy/ipvs/testing.ts';\nexport const h = ipvsHarness;\n")).toEqual([]);
+  });
+
+  it("puts the modes' descriptors (server/modes/) between the dashboard and the composition", async () => {
+    expect(
+      await refused(
+        'server/modes/example.ts',
+        "import { IpvsView } from '../dashboard/ipvs/view.ts';\nimport type { Backend } from '../proxy/backend.ts';\nexport const v: Backend | typeof IpvsView | null = null;\n",
+      ),
+    ).toEqual([]);
+    expect(await refused('server/modes/example.ts', "import type { Daemon } from '../daemon.ts';\nexport type D = Daemon;\n")).toEqual([
+      `server/modes may not import the composition ('../daemon.ts'): it imports only server/net, the bottom files, server/kernel, server/config, server/events, server/proxy, server/dashboard (docs/architecture.md, "Layers").`,
+    ]);
+    expect(await refused('server/modes/example.ts', "import { traceKernel } from '../trace/tracer.ts';\nexport const t = traceKernel;\n")).toHaveLength(1);
+    expect(await refused('server/dashboard/example.ts', "import { MODES } from '../modes/registry.ts';\nexport const m = MODES;\n")).toEqual([
+      expect.stringContaining('server/dashboard may not import server/modes'),
+    ]);
+    expect(await refused('server/assemble.ts', "import { MODES } from './modes/registry.ts';\nexport const m = MODES;\n")).toEqual([]);
   });
 
   it('makes no exception for types: proxy imports nothing of the sources, which implement its Source', async () => {
