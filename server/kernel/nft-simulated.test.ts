@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { NftTransactionFailure } from './nft.ts';
-import { NFT_PROBE_CASES } from './nft-probe-cases.ts';
+import { NFT_PROBE_CASES } from '../../test/kernel/harness/nft-probe-cases.ts';
 import { SimulatedNft } from './nft-simulated.ts';
 
 describe('SimulatedNft answers as real nft does', () => {

@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { NftTransactionFailure } from '../../server/kernel/nft.ts';
-import { NFT_PROBE_CASES } from '../../server/kernel/nft-probe-cases.ts';
+import { NFT_PROBE_CASES } from './harness/nft-probe-cases.ts';
 import { SimulatedNft } from '../../server/kernel/nft-simulated.ts';
 import { tiers } from '../tiers.ts';
 import { addNamespace, deleteNamespace, HARNESS_PREFIX, ipBatch } from './harness/netns.ts';

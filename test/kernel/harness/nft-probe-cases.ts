@@ -1,9 +1,11 @@
 /**
  * Transactions whose outcome real nft 1.0.6 (on Linux 6.18) decides, used to
- * hold SimulatedNft to the same answers: the unit test runs them against the
- * simulation, the kernel tier against real nft in a private namespace
- * (test/kernel/nft-simulation.test.ts), and both must agree step by step and
- * on the table they end with. `refused` is the errno text nft reports.
+ * hold SimulatedNft to the same answers: the unit test
+ * (server/kernel/nft-simulated.test.ts) runs them against the simulation, the
+ * kernel tier against real nft in a private namespace (nft-simulation.test.ts),
+ * and both must agree step by step and on the table they end with. `refused`
+ * is the errno text nft reports. Test data: it lives with the kernel tier's
+ * harness, not in server/kernel/, whose files the build ships.
  */
 export interface NftProbeStep {
   readonly input: string;
