@@ -166,7 +166,7 @@ async function serve(loaded: LoadedConfiguration, a: Assembled, logger: Logger):
         `health check node port ${e.port} for service ${e.namespace}/${e.name} could not be opened: ${e.error.message}`,
       ),
   });
-  for (const o of Object.values(observers.observers)) daemon.loop.addObserver(o);
+  for (const o of Object.values(observers.observers)) daemon.proxy.addObserver(o);
   a.attachMetrics?.(observers.metrics);
   let dashboard: DashboardSetup;
   try {

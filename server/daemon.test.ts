@@ -213,10 +213,10 @@ describe('Daemon: service ports a backend leaves out', () => {
       ['Warning', 'Skip', 'Service ns/web', 'IPv4 service port ns/web:http/TCP is not programmed: its 1 entries do not fit in ipset KUBE-CLUSTER-IP; every other service port is'],
     ]);
     // The same port left out for the same reason: no second Event.
-    expect((await daemon.loop.syncOnce())[0].ok).toBe(true);
+    expect((await daemon.proxy.syncOnce())[0].ok).toBe(true);
     expect(skips()).toHaveLength(1);
     skipped = new Map([['ns/web:http/TCP', 'another reason']]);
-    await daemon.loop.syncOnce();
+    await daemon.proxy.syncOnce();
     expect(skips().map((e) => e.note)).toContain('IPv4 service port ns/web:http/TCP is not programmed: another reason; every other service port is');
   });
 

@@ -99,11 +99,6 @@ export class Daemon {
     return this.proxy.invalid;
   }
 
-  /** loop: the sync controls of every family (the meta proxier). */
-  get loop(): MetaProxier {
-    return this.proxy;
-  }
-
   /** #failureEvents records a Warning Event on the Node when syncs keep failing after retries. */
   #failureEvents(): SyncObserver {
     return {

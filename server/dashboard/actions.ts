@@ -56,7 +56,7 @@ export class DashboardActions {
 
   async run(req: ActionRequest): Promise<ActionOutcome> {
     const { dashboard, limiter } = this.#o;
-    const loop = dashboard.daemon.loop;
+    const proxy = dashboard.daemon.proxy;
     const slot = limiter.take(req.action);
     if (!slot.ok) {
       const err = new RateLimitedError(`${req.action} was asked less than ${Math.round(limiter.intervalMs / 1000)} s after the previous one; try again in ${Math.ceil(slot.retryAfterMs / 1000)} s`);
@@ -69,35 +69,35 @@ export class DashboardActions {
     try {
       switch (req.action) {
         case 'resync':
-          if (loop.paused) {
+          if (proxy.paused) {
             message = 'syncs are paused: resume to sync';
             failure = new SyncsPausedError(message);
           } else {
-            loop.requestFullSync('resync');
+            proxy.requestFullSync('resync');
             message = 'full sync requested; it shows up in Syncs with trigger "resync"';
           }
           break;
         case 'cleanup': {
-          if (req.pause) loop.pause();
+          if (req.pause) proxy.pause();
           const res = await dashboard.daemon.cleanup();
           dashboard.provider.noteCleanup();
           dashboard.reader.drift.clear();
           const parts = Object.entries(res.removed).map(([k, v]) => `${k} ${v}`);
           const what = parts.length ? `removed ${parts.join(', ')}` : 'there was nothing to remove';
-          const after = loop.paused ? 'syncs are paused: rules stay off until resumed' : 'the next sync puts every rule back';
+          const after = proxy.paused ? 'syncs are paused: rules stay off until resumed' : 'the next sync puts every rule back';
           message = res.errors.length === 0 ? `${what}; ${after}` : `${what}; ${res.errors.length} error(s): ${res.errors.map((e) => e.message).join('; ')}; ${after}`;
           if (res.errors.length > 0) failure = new CleanupFailedError(`dashboard cleanup: ${message}`, { cause: res.errors[0] });
           break;
         }
         case 'pause':
-          loop.pause();
+          proxy.pause();
           message = 'syncs paused: the kernel keeps its current rules and no longer follows the cluster';
           break;
         case 'resume':
-          if (!loop.paused) {
+          if (!proxy.paused) {
             message = 'syncs were not paused';
           } else {
-            loop.resume();
+            proxy.resume();
             message = 'syncs resumed: a full sync puts every rule back';
           }
           break;
@@ -114,7 +114,7 @@ export class DashboardActions {
   }
 
   #result(req: ActionRequest, ok: boolean, message: string): ActionResult {
-    return { action: req.action, ok, at: this.#o.clock.now(), user: req.viewer.user, message, paused: this.#o.dashboard.daemon.loop.paused };
+    return { action: req.action, ok, at: this.#o.clock.now(), user: req.viewer.user, message, paused: this.#o.dashboard.daemon.proxy.paused };
   }
 
   #audit(req: ActionRequest, outcome: 'done' | 'failed' | 'refused', message: string, event: boolean): void {

@@ -52,7 +52,8 @@ export interface DashboardDaemon {
   readonly states: readonly ProxyState[];
   /** invalid: refused objects ("Service ns/name" -> why), counted once whatever family refused them. */
   readonly invalid: ReadonlyMap<string, string>;
-  readonly loop: {
+  /** proxy: the sync controls of every family (the daemon's meta proxier). */
+  readonly proxy: {
     addObserver(o: SyncObserver): void;
     requestFullSync(trigger?: SyncTrigger): void;
     pause(): void;
@@ -208,7 +209,7 @@ export class Dashboard {
         return this.#skipped.get(p.family)?.get(p.id);
       },
     };
-    opts.daemon.loop.addObserver(this.observer);
+    opts.daemon.proxy.addObserver(this.observer);
     if (opts.events) {
       this.#unsubscribe.push(
         opts.events.onEvent((e) => {
@@ -366,7 +367,7 @@ export class Dashboard {
         ...(src.lastError ? { lastError: src.lastError, lastErrorAt: src.lastErrorAt } : {}),
       },
       health: this.#o.health?.() ?? null,
-      paused: d.loop.paused,
+      paused: d.proxy.paused,
       counts: this.counts(),
       conntrack: this.#conntrack,
       kernel: this.reader.status(),

@@ -31,7 +31,7 @@ describe('skipped service ports on the dashboard', () => {
     expect((await t.dashboard.detail('shop/cart'))!.ports.every((p) => p.skipped === undefined)).toBe(true);
 
     why.text = null;
-    t.daemon.loop.requestFullSync();
+    t.daemon.proxy.requestFullSync();
     await t.settle(1_000);
     expect((await port()).skipped).toBeUndefined();
   });

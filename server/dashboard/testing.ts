@@ -175,7 +175,7 @@ export async function testDashboard(opts: TestDashboardOptions = {}): Promise<Te
   await daemon.start();
   const settle = async (ms = 0) => {
     await clock.advanceAsync(ms);
-    await daemon.loop.idle();
+    await daemon.proxy.idle();
     await flushMicrotasks();
   };
   await settle();

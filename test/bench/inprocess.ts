@@ -126,22 +126,22 @@ export async function startInProcess(opts: { dir: string; nodeName: string; clus
   const fakeListen = async (_host: string, _port: number, _h: RequestListener) => ({ close: async () => {} });
   const observers = createSyncObservers({ daemon, netInterfaces: new FakeNetInterfaces(), listenHealthCheck: fakeListen, processMetrics: false });
   const metrics = observers.metrics;
-  daemon.loop.addObserver(timed(times.metrics, observers.observers.metrics));
-  daemon.loop.addObserver(timed(times.health, observers.observers.health));
-  const loopProxy = {
-    addObserver: (o: SyncObserver) => daemon.loop.addObserver(timed(times.dashboard, o)),
-    requestFullSync: daemon.loop.requestFullSync.bind(daemon.loop),
-    pause: daemon.loop.pause.bind(daemon.loop),
-    resume: daemon.loop.resume.bind(daemon.loop),
+  daemon.proxy.addObserver(timed(times.metrics, observers.observers.metrics));
+  daemon.proxy.addObserver(timed(times.health, observers.observers.health));
+  const proxyTimed = {
+    addObserver: (o: SyncObserver) => daemon.proxy.addObserver(timed(times.dashboard, o)),
+    requestFullSync: daemon.proxy.requestFullSync.bind(daemon.proxy),
+    pause: daemon.proxy.pause.bind(daemon.proxy),
+    resume: daemon.proxy.resume.bind(daemon.proxy),
     get paused() {
-      return daemon.loop.paused;
+      return daemon.proxy.paused;
     },
     get lastRecord() {
-      return daemon.loop.lastRecord;
+      return daemon.proxy.lastRecord;
     },
   };
   const dashboard = new Dashboard({
-    daemon: { ...daemonFields(daemon), loop: loopProxy },
+    daemon: { ...daemonFields(daemon), proxy: proxyTimed },
     provider: new IptablesView({ runner: kernel, simulated: false }),
     // The leak check has no conntrack: the dashboard shows it as not available.
     conntrack: null,
@@ -150,7 +150,7 @@ export async function startInProcess(opts: { dir: string; nodeName: string; clus
     health: () => nodeHealth(observers.health, observers.readiness),
   });
   await daemon.start();
-  await waitUntil(() => daemon.loop.lastRecord !== null, 600_000);
+  await waitUntil(() => daemon.proxy.lastRecord !== null, 600_000);
   return {
     daemon,
     backend,

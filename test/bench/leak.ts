@@ -47,12 +47,12 @@ const samples = [await sample(0)];
 const syncMs: number[] = [];
 const t0 = performance.now();
 for (let i = 1; i <= syncs; i++) {
-  const seq = ip.daemon.loop.lastRecord!.seq;
+  const seq = ip.daemon.proxy.lastRecord!.seq;
   const index = targets[i % targets.length];
   writeSlice(manifests, index, movedSlice(cluster, index, Date.now()));
   await ip.source.reloadNow();
-  await waitUntil(() => ip.daemon.loop.lastRecord!.seq > seq, 60_000);
-  const rec = ip.daemon.loop.lastRecord!;
+  await waitUntil(() => ip.daemon.proxy.lastRecord!.seq > seq, 60_000);
+  const rec = ip.daemon.proxy.lastRecord!;
   if (!rec.ok || rec.full) throw new Error(`sync ${rec.seq}: ${rec.ok ? 'unexpectedly full' : rec.error?.message}`);
   syncMs.push(rec.durationMs);
   inputsKeptBytes = rec.full ? rec.bytesWritten : inputsKeptBytes + rec.bytesWritten;

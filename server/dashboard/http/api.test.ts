@@ -43,7 +43,7 @@ describe('dashboard API (/api/v1)', () => {
     expect(t.log.lines('warn').join('\n')).toMatch(/dashboard sign-in refused: the bearer token is not the dashboard token reason=invalid from=/);
     const post = await t.app.inject({ method: 'POST', url: '/api/v1/actions/resync', headers: HOST });
     expect(post.statusCode).toBe(401);
-    expect(t.daemon.loop.lastRecord?.trigger).toBe('startup');
+    expect(t.daemon.proxy.lastRecord?.trigger).toBe('startup');
     // The Overview counts the wrong token, not the requests that carried none (a browser's first visit).
     const status = await t.app.inject({ url: '/api/v1/status', headers: AUTH });
     expect(status.json().overview.stream).toMatchObject({ refusedSignIns: 1 });
@@ -143,7 +143,7 @@ describe('dashboard API (/api/v1)', () => {
     expect((await t.app.inject({ url: '/api/v1/restore-input/failed', headers: AUTH })).statusCode).toBe(404);
 
     t.kernel.restoreHook = () => 'iptables-restore: line 12 failed';
-    t.daemon.loop.requestFullSync('resync');
+    t.daemon.proxy.requestFullSync('resync');
     await t.settle(1000);
     const failed = await t.app.inject({ url: '/api/v1/restore-input/failed', headers: AUTH });
     expect(failed.statusCode).toBe(200);
@@ -214,7 +214,7 @@ describe('dashboard actions', () => {
     expect(res.statusCode).toBe(200);
     expect(res.json()).toMatchObject({ action: 'resync', ok: true, user: 'token' } satisfies Partial<ActionResult>);
     await t.settle(1000);
-    expect(t.daemon.loop.lastRecord).toMatchObject({ seq: 2, trigger: 'resync', full: true, ok: true });
+    expect(t.daemon.proxy.lastRecord).toMatchObject({ seq: 2, trigger: 'resync', full: true, ok: true });
     const event = t.events.recent().find((e) => e.reason === 'DashboardResync')!;
     expect(event).toMatchObject({ type: 'Normal', action: 'Resync', regarding: { kind: 'Node', name: 'node-a' } });
     expect(event.note).toMatch(/^resync by "token" from .+ \(dashboard\): done: full sync requested/);
@@ -236,15 +236,15 @@ describe('dashboard actions', () => {
     expect(empty.json().error.code).toBe('KPROXY_ERR_MEDIA_TYPE_UNSUPPORTED');
     const form = await t.app.inject({ method: 'POST', url: '/api/v1/actions/pause', headers: { ...HOST, 'content-type': 'text/plain' }, payload: '' });
     expect(form.statusCode).toBe(415);
-    expect(t.daemon.loop.paused).toBe(false);
+    expect(t.daemon.proxy.paused).toBe(false);
     const crossSite = await post('pause', {}, { ...HOST, 'sec-fetch-site': 'cross-site' });
     expect(crossSite.statusCode).toBe(403);
     expect(crossSite.json().error.code).toBe('KPROXY_ERR_ORIGIN_REJECTED');
     expect((await t.app.inject({ url: '/api/v1/status', headers: { ...HOST, 'sec-fetch-site': 'same-site' } })).statusCode).toBe(403);
-    expect(t.daemon.loop.paused).toBe(false);
+    expect(t.daemon.proxy.paused).toBe(false);
     // The dashboard's own page and a script without browser headers pass.
     expect((await post('pause', {}, { ...HOST, 'sec-fetch-site': 'same-origin', origin: 'http://localhost:10249' })).statusCode).toBe(200);
-    expect(t.daemon.loop.paused).toBe(true);
+    expect(t.daemon.proxy.paused).toBe(true);
     expect((await post('resume', {}, HOST)).statusCode).toBe(200);
   });
 
@@ -274,7 +274,7 @@ describe('dashboard actions', () => {
     expect(resumed.json()).toMatchObject({ ok: true, paused: false });
     await t.settle(1000);
     expect(has()).toBe(true);
-    expect(t.daemon.loop.lastRecord).toMatchObject({ trigger: 'resume', full: true, ok: true });
+    expect(t.daemon.proxy.lastRecord).toMatchObject({ trigger: 'resume', full: true, ok: true });
   });
 
   it('refuses a resync while paused', async () => {
@@ -478,7 +478,7 @@ describe('dashboard errors at the HTTP boundary', () => {
     const xml = await t.app.inject({ method: 'POST', url: '/api/v1/actions/pause', headers: { ...AUTH, 'content-type': 'application/xml' }, payload: '<pause/>' });
     expect(xml.statusCode).toBe(415);
     expect(xml.json().error.code).toBe('KPROXY_ERR_MEDIA_TYPE_UNSUPPORTED');
-    expect(t.daemon.loop.paused).toBe(false);
+    expect(t.daemon.proxy.paused).toBe(false);
   });
 
   it('answers every error under /api/ in the one shape, never stored: unknown routes, other methods, a URL fastify cannot decode, bodies too large or of another type', async () => {

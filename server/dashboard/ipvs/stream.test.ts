@@ -53,7 +53,7 @@ describe('dashboard live stream in IPVS mode', () => {
     t.ipvs!.ipvs.setConnections(VS, '10.244.1.13:8080', 0, 0);
     const before = messages.length;
     await t.settle(RS_CHECK_INTERVAL_MS);
-    t.daemon.loop.requestFullSync('resync');
+    t.daemon.proxy.requestFullSync('resync');
     await t.settle(1000);
     await t.settle(5000);
     expect(t.ipvs!.ipvs.saveText()).not.toContain('10.244.1.13');
